@@ -24,7 +24,7 @@ from graph_ir.errors import (
     UndefinedValueError,
     UseDefError,
 )
-from graph_ir.types import TensorType
+from graph_ir.types import SparseTensorType, TensorType
 
 if TYPE_CHECKING:
     from graph_ir.core import Node, Value
@@ -160,6 +160,8 @@ def _check_constant_type(value: Value) -> None:
     declared = value.type
     if declared is None or tensor is None:
         return
+    if isinstance(declared, SparseTensorType):
+        return  # the constant holds the sparse values; the dense shape is the declared one
     if not isinstance(declared, TensorType):
         raise TypeConsistencyError(f"constant %{value.name} is declared as {declared}, not a tensor", field=value.name)
     if declared.dtype is not None and declared.dtype is not tensor.dtype:

@@ -1,0 +1,276 @@
+"""IR -> ONNX: the inverse of onnx_import, plus our decisions in node metadata_props.
+
+`save_onnx` writes atomically and switches to external data when the model would pass the 2 GB
+protobuf limit (a single-file model that large cannot be read back).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto, helper
+
+from graph_ir.attrs import Attr, AttrKind
+from graph_ir.core import Node, Value
+from graph_ir.errors import ExportError
+from graph_ir.graph import Function, Graph
+from graph_ir.io.onnx_import import DECISION_KEYS
+from graph_ir.io.onnx_tensor import tensor_to_proto
+from graph_ir.types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
+
+__all__ = ["export_onnx", "save_onnx", "write_type", "PROTOBUF_LIMIT", "DEFAULT_OPSET"]
+
+# protobuf refuses to serialise messages of 2 GiB or more; keep a margin for the graph itself.
+PROTOBUF_LIMIT = 2**31 - 2**20
+# Opset for graphs that were not imported from ONNX and name none (onnxruntime runs it).
+DEFAULT_OPSET = 21
+_DECISIONS_IR_VERSION = 10  # node metadata_props appeared in IR version 10
+
+
+def export_onnx(graph: Graph, *, ir_version: int | None = None) -> ModelProto:
+    """Build a ModelProto for `graph` (a root graph)."""
+    if graph.parent is not None:
+        raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
+    info = graph.model
+    opsets = dict(graph.opset_imports)
+    if not opsets or ("" not in opsets and "ai.onnx" not in opsets and any(n.domain in ("", "ai.onnx") for n in graph.all_nodes())):
+        opsets.setdefault("", DEFAULT_OPSET)
+    exporter = _Exporter()
+    model = ModelProto()
+    exporter.graph(graph, model.graph)  # filled in place: no second copy of the tensors
+    opset_protos = [helper.make_opsetid(d, v) for d, v in opsets.items()]
+    model.opset_import.extend(opset_protos)
+    model.functions.extend(exporter.function(f) for f in graph.functions.values())
+    if info is not None:
+        model.producer_name = info.producer_name
+        model.producer_version = info.producer_version
+        model.domain = info.domain
+        model.model_version = info.model_version
+        model.doc_string = info.doc_string
+        for key, value in info.metadata_props.items():
+            model.metadata_props.add(key=key, value=value)
+        for raw in info.extra.get("training_info", []):
+            model.training_info.add().ParseFromString(raw)
+        for raw in info.extra.get("configuration", []):
+            model.configuration.add().ParseFromString(raw)
+    version = ir_version or (info.ir_version if info is not None and info.ir_version else None)
+    if version is None:
+        version = helper.find_min_ir_version_for(opset_protos, ignore_unknown=True)
+        version = max(version, 7)
+    if exporter.wrote_node_metadata:
+        version = max(version, _DECISIONS_IR_VERSION)
+    model.ir_version = version
+    return model
+
+
+def save_onnx(graph: Graph, path: str | os.PathLike[str], *, external_data_threshold: int = PROTOBUF_LIMIT) -> None:
+    """Write `graph` to `path` atomically; above `external_data_threshold` bytes the tensors go
+    to `<name>.data` beside it (written first, then the model, each by rename)."""
+    target = Path(path)
+    model = export_onnx(graph)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        staged = staging / target.name
+        if model.ByteSize() >= external_data_threshold:
+            data_name = f"{target.name}.data"
+            onnx.save_model(
+                model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
+            )
+            os.replace(staging / data_name, target.parent / data_name)
+        else:
+            with open(staged, "wb") as handle:
+                handle.write(model.SerializeToString())
+        os.replace(staged, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_type(value_type: Type | None, where: str) -> TypeProto:
+    proto = TypeProto()
+    if value_type is None:
+        return proto
+    if isinstance(value_type, (TensorType, SparseTensorType)):
+        tensor = proto.sparse_tensor_type if isinstance(value_type, SparseTensorType) else proto.tensor_type
+        if value_type.dtype is not None:
+            if value_type.dtype.onnx_code is None:
+                raise ExportError(f"element type {value_type.dtype} has no ONNX equivalent", field=where)
+            tensor.elem_type = value_type.dtype.onnx_code
+        if value_type.shape is not None:
+            shape = tensor.shape
+            shape.SetInParent()  # a rank-0 shape must still be present
+            for dim in value_type.shape:
+                entry = shape.dim.add()
+                if isinstance(dim, int):
+                    entry.dim_value = dim
+                elif isinstance(dim, str):
+                    entry.dim_param = dim
+        return proto
+    if isinstance(value_type, SequenceType):
+        proto.sequence_type.elem_type.CopyFrom(write_type(value_type.element, where))
+        return proto
+    if isinstance(value_type, OptionalType):
+        proto.optional_type.elem_type.CopyFrom(write_type(value_type.element, where))
+        return proto
+    if isinstance(value_type, MapType):
+        if value_type.key.onnx_code is None:
+            raise ExportError(f"map key type {value_type.key} has no ONNX equivalent", field=where)
+        proto.map_type.key_type = value_type.key.onnx_code
+        proto.map_type.value_type.CopyFrom(write_type(value_type.value, where))
+        return proto
+    raise ExportError(f"type {value_type} has no ONNX equivalent", field=where)
+
+
+class _Exporter:
+    def __init__(self) -> None:
+        self.wrote_node_metadata = False
+
+    def value_info(self, value: Value) -> onnx.ValueInfoProto:
+        info = onnx.ValueInfoProto(name=value.name, doc_string=value.doc_string)
+        info.type.CopyFrom(write_type(value.type, value.name))
+        for key, text in value.meta.get("onnx.metadata_props", {}).items():
+            info.metadata_props.add(key=key, value=text)
+        return info
+
+    def graph(self, graph: Graph, proto: GraphProto | None = None) -> GraphProto:
+        proto = proto if proto is not None else GraphProto()
+        proto.name = graph.name
+        proto.doc_string = graph.doc_string
+        for value in graph._initializers.values():
+            sparse = value.meta.get("onnx.sparse")
+            if sparse is not None:
+                entry = proto.sparse_initializer.add()
+                entry.CopyFrom(sparse)
+                entry.values.name = value.name
+            else:
+                tensor_to_proto(value.const, value.name, proto.initializer.add())
+        proto.input.extend(self.value_info(v) for v in graph._inputs)
+        outputs = set()
+        for value in graph._outputs:
+            proto.output.append(self.value_info(value))
+            outputs.add(id(value))
+        for node in graph._nodes:
+            proto.node.append(self.node(node))
+            for value in node.outputs:
+                if value.type is not None and id(value) not in outputs and not value.meta.get("onnx.unnamed"):
+                    proto.value_info.append(self.value_info(value))
+        for key, text in graph.metadata_props.items():
+            proto.metadata_props.add(key=key, value=text)
+        for raw in graph.meta.get("onnx.quantization_annotation", []):
+            proto.quantization_annotation.add().ParseFromString(raw)
+        return proto
+
+    def node(self, node: Node) -> NodeProto:
+        proto = NodeProto(
+            op_type=node.op_type,
+            domain=node.domain,
+            name=node.name,
+            overload=node.overload,
+            doc_string=node.doc_string,
+        )
+        proto.input.extend("" if v is None else v.name for v in node.inputs)
+        proto.output.extend("" if v.meta.get("onnx.unnamed") else v.name for v in node.outputs)
+        for attr in node.attrs.values():
+            proto.attribute.append(self.attr(attr, node.name))
+        for key, text in node.metadata_props.items():
+            proto.metadata_props.add(key=key, value=text)
+        decisions = _decision_props(node)
+        for key, text in decisions:
+            proto.metadata_props.add(key=key, value=text)
+        if node.metadata_props or decisions:
+            self.wrote_node_metadata = True
+        for raw in node.meta.get("onnx.device_configurations", []):
+            proto.device_configurations.add().ParseFromString(raw)
+        return proto
+
+    def attr(self, attr: Attr, where: str) -> AttributeProto:
+        proto = AttributeProto(name=attr.name, doc_string=attr.doc_string)
+        value: Any = attr.value
+        kind = attr.kind
+        if kind is AttrKind.REF:
+            ref_name, ref_kind = value
+            proto.ref_attr_name = ref_name
+            proto.type = _attr_type(ref_kind, attr.name, where)
+            return proto
+        proto.type = _attr_type(kind, attr.name, where)
+        if kind is AttrKind.FLOAT:
+            proto.f = value
+        elif kind is AttrKind.INT:
+            proto.i = value
+        elif kind is AttrKind.STRING:
+            proto.s = _bytes(value)
+        elif kind is AttrKind.TENSOR:
+            tensor_to_proto(value, value.proto.name if hasattr(value, "proto") else "", proto.t)
+        elif kind is AttrKind.GRAPH:
+            self.graph(value, proto.g)
+        elif kind is AttrKind.SPARSE_TENSOR:
+            proto.sparse_tensor.CopyFrom(value)
+        elif kind is AttrKind.TYPE:
+            proto.tp.CopyFrom(write_type(value, f"{where}.{attr.name}"))
+        elif kind is AttrKind.FLOATS:
+            proto.floats.extend(value)
+        elif kind is AttrKind.INTS:
+            proto.ints.extend(value)
+        elif kind is AttrKind.STRINGS:
+            proto.strings.extend(_bytes(v) for v in value)
+        elif kind is AttrKind.TENSORS:
+            for tensor in value:
+                tensor_to_proto(tensor, tensor.proto.name if hasattr(tensor, "proto") else "", proto.tensors.add())
+        elif kind is AttrKind.GRAPHS:
+            for subgraph in value:
+                self.graph(subgraph, proto.graphs.add())
+        elif kind is AttrKind.SPARSE_TENSORS:
+            proto.sparse_tensors.extend(value)
+        elif kind is AttrKind.TYPES:
+            proto.type_protos.extend(write_type(t, f"{where}.{attr.name}") for t in value)
+        return proto
+
+    def function(self, function: Function) -> FunctionProto:
+        body = self.graph(function.graph)
+        proto = FunctionProto(
+            name=function.name,
+            domain=function.domain,
+            overload=function.overload,
+            doc_string=function.doc_string,
+        )
+        proto.input.extend(v.name for v in function.graph._inputs)
+        proto.output.extend(v.name for v in function.graph._outputs)
+        proto.attribute.extend(function.attributes)
+        proto.attribute_proto.extend(self.attr(a, function.name) for a in function.attribute_defaults.values())
+        proto.node.extend(body.node)
+        proto.value_info.extend(body.value_info)
+        proto.opset_import.extend(helper.make_opsetid(d, v) for d, v in function.opset_imports.items())
+        for key, text in function.metadata_props.items():
+            proto.metadata_props.add(key=key, value=text)
+        return proto
+
+
+def _decision_props(node: Node) -> list[tuple[str, str]]:
+    props = []
+    if node.device is not None:
+        props.append((DECISION_KEYS["device"], str(node.device)))
+    if node.fusion_group is not None:
+        props.append((DECISION_KEYS["fusion_group"], str(node.fusion_group)))
+    if node.priority is not None:
+        props.append((DECISION_KEYS["priority"], repr(float(node.priority))))
+    if node.tile is not None:
+        props.append((DECISION_KEYS["tile"], ",".join(str(t) for t in node.tile)))
+    return props
+
+
+def _attr_type(kind: AttrKind, name: str, where: str) -> int:
+    from graph_ir.io.onnx_import import _ONNX_ATTR_TYPES
+
+    code = _ONNX_ATTR_TYPES.get(kind)
+    if code is None:
+        raise ExportError(f"attribute '{name}' of kind {kind.value} has no ONNX equivalent", node=where, field=name)
+    return code
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8")
