@@ -1,0 +1,177 @@
+"""`compiler-opt`: the command-line entry point (a thin wrapper over the *_lib modules).
+
+Exit codes: 0 success; 2 a problem with the input, the output or the command line (one line on
+stderr, `compiler-opt: error: <file>: <message>`); 1 an internal error (a bug: rerun with
+--debug for the traceback); 130 interrupted.
+
+Start-up stays fast: this module imports only the standard library; each subcommand imports
+what it needs when it runs, and nothing here imports TensorFlow, JAX or PyTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from typing import Any, Callable, Sequence
+
+__all__ = ["build_parser", "main"]
+
+PROG = "compiler-opt"
+logger = logging.getLogger("compiler_opt.cli")
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.inspect_lib import summarize_model, summary_tables
+
+    summary = summarize_model(args.model)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render_tables(summary_tables(summary))
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from compiler_opt.cli.convert_lib import convert_model
+
+    result = convert_model(args.input, args.output, args.passes or "")
+    print(result.summary_line())
+    return 0
+
+
+def _cmd_passes(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.passes_lib import describe_passes, passes_tables
+
+    described = describe_passes()
+    if args.json:
+        print(json.dumps(described, indent=2))
+    else:
+        render_tables(passes_tables(described))
+    return 0
+
+
+def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
+    """--debug and -v, accepted before or after the subcommand.
+
+    The subcommand copies default to SUPPRESS so they do not reset a value given before it.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    default: Any = {} if top_level else {"default": argparse.SUPPRESS}
+    common.add_argument("--debug", action="store_true", help="show the full traceback on errors", **default)
+    common.add_argument(
+        "-v", "--verbose", action="count", help="log progress (-v: info, -vv: debug)", **(default or {"default": 0})
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect, convert and optimize ML compiler graphs (ONNX today; more formats by extension).",
+        parents=[_common_options(top_level=True)],
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = _common_options(top_level=False)
+
+    inspect_p = sub.add_parser(
+        "inspect", parents=[common], help="summarize a model: ops, I/O, FLOPs, parameters",
+        description="Summarize a model file: node and edge counts, op histogram, inputs and outputs, "
+        "FLOPs (static shapes only), parameter bytes, opset imports.",
+    )
+    inspect_p.add_argument("model", help="model file; the extension selects the format (e.g. .onnx)")
+    inspect_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    inspect_p.set_defaults(handler=_cmd_inspect, file_arg="model")
+
+    convert_p = sub.add_parser(
+        "convert", parents=[common], help="convert a model, optionally running a pass pipeline",
+        description="Import IN, run the pass pipeline, verify the graph and write OUT atomically. "
+        "Formats come from the file extensions.",
+    )
+    convert_p.add_argument("input", metavar="IN", help="input model file")
+    convert_p.add_argument("output", metavar="OUT", help="output model file (never left half-written)")
+    convert_p.add_argument(
+        "-p", "--passes", metavar="PIPELINE", default="",
+        help="pass pipeline, e.g. 'dce,cse,shape-infer' or 'fuse{max-nodes=8}' (see `compiler-opt passes`)",
+    )
+    convert_p.set_defaults(handler=_cmd_convert, file_arg="input")
+
+    passes_p = sub.add_parser("passes", parents=[common], help="list the registered passes and their options")
+    passes_p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    passes_p.set_defaults(handler=_cmd_passes, file_arg=None)
+    return parser
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format=f"{PROG}: %(levelname)s: %(name)s: %(message)s")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _describe_error(err: BaseException, fallback_file: str | None) -> str:
+    """`<file>: <message>` for the error line."""
+    if isinstance(err, OSError):
+        message = err.strerror or str(err)
+        filename = err.filename if err.filename is not None else fallback_file
+        return f"{filename}: {message}" if filename is not None else message
+    errors = sys.modules.get("graph_ir.errors")  # unloaded: err cannot be a CompilerOptError
+    if errors is not None and isinstance(err, errors.CompilerOptError):
+        err.with_context(file=fallback_file)
+    return str(err)
+
+
+def _is_user_error(err: BaseException) -> bool:
+    if isinstance(err, OSError):
+        return True
+    errors = sys.modules.get("graph_ir.errors")
+    return errors is not None and isinstance(err, errors.CompilerOptError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help or a usage error; argparse already printed
+        return exit_.code if isinstance(exit_.code, int) else 0
+    if args.version:
+        import compiler_opt
+
+        print(f"{PROG} {compiler_opt.__version__}")
+        return 0
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_usage(sys.stderr)
+        print(f"{PROG}: error: a command is required (inspect, convert, passes)", file=sys.stderr)
+        return 2
+    _configure_logging(args.verbose)
+    fallback_file = getattr(args, args.file_arg) if args.file_arg else None
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `compiler-opt inspect m.onnx | head`
+        return 0
+    except Exception as err:
+        if args.debug:
+            traceback.print_exc()
+        line = _one_line(_describe_error(err, fallback_file))
+        if _is_user_error(err):
+            print(f"{PROG}: error: {line}", file=sys.stderr)
+            return 2
+        hint = "" if args.debug else " (rerun with --debug for the traceback)"
+        print(f"{PROG}: internal error: {type(err).__name__}: {line}{hint}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Shared pytest options and fixtures.
+
+Tests marked `slow` run only with `--runslow` or `COMPILER_OPT_SLOW=1`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def _slow_enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("--runslow")) or os.environ.get("COMPILER_OPT_SLOW", "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _slow_enabled(config):
+        return
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow or COMPILER_OPT_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def onnx_backend_data() -> Path:
+    """The ONNX backend test models shipped inside the onnx wheel."""
+    import onnx
+
+    path = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data"
+    if not path.is_dir():
+        pytest.skip(f"onnx backend test data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_testdata() -> Path:
+    """`../shared/testdata` beside the repository, when this machine has it."""
+    path = REPO_ROOT.parent / "shared" / "testdata"
+    if not path.is_dir():
+        pytest.skip(f"shared test data not present at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def example_model() -> Path:
+    """The small CNN committed under examples/."""
+    path = REPO_ROOT / "examples" / "small_cnn.onnx"
+    if not path.is_file():
+        pytest.skip(f"bundled example missing: {path} (run examples/make_example.py)")
+    return path
