@@ -1,0 +1,50 @@
+"""Graph passes: the pass infrastructure and the passes built on it.
+
+    from passes import run_pipeline
+    result = run_pipeline(graph, "shape-infer,constant-folding{size-limit=4096},cse,dce", fixpoint=True)
+
+Importing this package registers the basic passes (dce, cse, constant-folding, shape-infer,
+topo-sort); third-party passes come in through the `compiler_opt.passes` entry-point group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import passes.basic  # noqa: F401 - registers the basic passes
+from passes.infra import (
+    Pass,
+    PassError,
+    PassManager,
+    PassResult,
+    PipelineSyntaxError,
+    available_passes,
+    format_pipeline,
+    get_pass_class,
+    option,
+    parse_pipeline,
+    register_pass,
+)
+
+if TYPE_CHECKING:
+    from graph_ir.graph import Graph
+
+__all__ = [
+    "Pass",
+    "PassError",
+    "PassManager",
+    "PassResult",
+    "PipelineSyntaxError",
+    "available_passes",
+    "format_pipeline",
+    "get_pass_class",
+    "option",
+    "parse_pipeline",
+    "register_pass",
+    "run_pipeline",
+]
+
+
+def run_pipeline(graph: Graph, pipeline: str | Sequence[Pass], **manager_kwargs: Any) -> PassResult:
+    """Run a pipeline (a string or pass instances) over `graph`; keyword arguments go to PassManager."""
+    return PassManager(pipeline, **manager_kwargs).run(graph)
