@@ -70,6 +70,7 @@ def _sweep(graph: Graph, listed: dict[Value, list[Graph]]) -> int:
         if _is_dead(node, listed):
             producers = [v.producer for v in node.inputs if v is not None and v.producer is not None]
             producers += [v.producer for v in node.implicit_inputs() if v.producer is not None]
+            producers += [v.producer for v in _forget_subgraph_outputs(node, listed) if v.producer is not None]
             graph.remove_nodes([node])
             removed += 1
             # In an out-of-order graph a producer may already be behind us: look at it again.
@@ -80,6 +81,22 @@ def _sweep(graph: Graph, listed: dict[Value, list[Graph]]) -> int:
             for sub in node.subgraphs():
                 removed += _sweep(sub, listed)
     return removed
+
+
+def _forget_subgraph_outputs(node: Node, listed: dict[Value, list[Graph]]) -> list[Value]:
+    """Drop the outputs of the dying node's subgraphs from `listed`; return values no longer listed."""
+    freed = []
+    for sub in node.subgraphs():
+        for inner in [sub, *sub.subgraphs()]:
+            for value in inner.outputs:
+                graphs = listed.get(value)
+                if graphs is None:
+                    continue
+                graphs[:] = [g for g in graphs if g is not inner]
+                if not graphs:
+                    del listed[value]
+                    freed.append(value)
+    return freed
 
 
 def _remove_unused_constants(graph: Graph, listed: dict[Value, list[Graph]]) -> int:

@@ -36,7 +36,7 @@ def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         if value.dtype.is_floating:
             feeds[value.name] = rng.standard_normal(tuple(value.shape)).astype(dtype)
         elif value.dtype is DType.BOOL:
-            feeds[value.name] = rng.random(tuple(value.shape)) > 0.5
+            feeds[value.name] = np.asarray(rng.random(tuple(value.shape)) > 0.5)
         else:
             feeds[value.name] = rng.integers(-5, 6, tuple(value.shape)).astype(dtype)
     return feeds
@@ -48,9 +48,9 @@ def run_onnxruntime(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.
 
     from graph_ir.io.onnx_export import export_onnx
 
-    model = export_onnx(graph)
-    onnx.checker.check_model(model)
-    model = onnx.shape_inference.infer_shapes(model)  # outputs of hand-built graphs may lack types
+    # Hand-built graphs may leave output types unset; onnx's inference fills them in.
+    model = onnx.shape_inference.infer_shapes(export_onnx(graph), strict_mode=True)
+    onnx.checker.check_model(model, full_check=True)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds)))
