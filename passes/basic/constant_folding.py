@@ -171,7 +171,7 @@ def _to_tensor(array: np.ndarray, declared: Value) -> NumpyTensor | None:
     if isinstance(declared.type, TensorType) and declared.type.dtype not in (None, dtype):
         logger.debug("not folding %%%s: evaluated as %s, declared %s", declared.name, dtype, declared.type.dtype)
         return None
-    return NumpyTensor(np.ascontiguousarray(array), dtype)
+    return NumpyTensor(np.asarray(array, order="C"), dtype)  # ascontiguousarray would make 0-d arrays 1-d
 
 
 def _evaluate(node: Node, arrays: Sequence[np.ndarray | None], opset: int) -> list[np.ndarray]:
