@@ -28,8 +28,6 @@ __all__ = ["ConstantFolding"]
 logger = logging.getLogger(__name__)
 
 _ONNX_DOMAINS = ("", "ai.onnx")
-# The exporter's opset for graphs that name none (graph_ir.io.onnx_export.DEFAULT_OPSET).
-_DEFAULT_OPSET = 21
 
 
 class _CannotFold(Exception):
@@ -56,8 +54,10 @@ class ConstantFolding(Pass):
     fold_shape_ops: bool = option(True, "fold Shape/Size of values with fully static shapes")
 
     def call(self, graph: Graph) -> PassResult:
+        from graph_ir.io.onnx_export import DEFAULT_OPSET  # what the graph means when it names no opset
+
         root = graph.root
-        opset = root.opset_imports.get("", root.opset_imports.get("ai.onnx", _DEFAULT_OPSET))
+        opset = root.opset_imports.get("", root.opset_imports.get("ai.onnx", DEFAULT_OPSET))
         folder = _Folder(self, opset, listed_outputs(graph), {v for g in all_graphs(graph) for v in g.inputs})
         for sub in list(all_graphs(graph, functions=False)):
             for node in sub.nodes:
@@ -83,6 +83,8 @@ class _Folder:
             return
         if has_side_effects(node) or any(True for _ in node.subgraphs()):
             return
+        if any((v.nbytes() or 0) > self.config.size_limit for v in node.outputs):
+            return  # declared too large: do not spend the time and memory to evaluate it
         results = self._shape_op(node) if self.config.fold_shape_ops else None
         if results is None:
             arrays = [None if v is None else self.constant_array(v) for v in node.inputs]

@@ -92,6 +92,20 @@ def test_size_limit_keeps_large_results_computed() -> None:
     assert list(small.initializers) == [output.name]  # the consumed inputs are gone
 
 
+def test_declared_large_outputs_are_not_even_evaluated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from passes.basic import constant_folding
+
+    def fail(*args: object) -> None:
+        raise AssertionError("evaluated a node whose declared output is over the limit")
+
+    monkeypatch.setattr(constant_folding, "_evaluate", fail)
+    graph = Graph("main")
+    base = const(graph, np.ones((1, 4), np.float32), "base")
+    reps = const(graph, np.array([64, 1], np.int64), "reps")
+    graph.add_output(graph.add_node("Tile", [base, reps], outputs=[f32("tiled", 64, 4)]).outputs[0])
+    assert not run_fold(graph, size_limit=1000)
+
+
 def test_shape_and_size_of_static_values_fold() -> None:
     graph = Graph("main")
     x = graph.add_input(f32("x", 2, 3, 5))

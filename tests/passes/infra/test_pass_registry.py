@@ -11,7 +11,7 @@ import pytest
 from graph_ir import Graph
 from passes import available_passes, get_pass_class, register_pass
 from passes.basic import ConstantFolding, DeadCodeElimination
-from passes.infra import Pass, PassError, PassResult, load_plugins, option, pass_options, unregister_pass
+from passes.infra import Pass, PassError, PassResult, load_plugins, pass_options, unregister_pass
 from passes.infra.registry import ENTRY_POINT_GROUP, PassRegistrationError, UnknownPassError
 
 
