@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Iterator
 
 from graph_ir.errors import ExportError
 from graph_ir.types import OptionalType, SequenceType, Shape, TensorType, Type
-from passes.basic._walk import all_graphs
 from passes.infra.base import Pass, PassResult, option
 from passes.infra.registry import register_pass
 
 if TYPE_CHECKING:
-    from onnx import GraphProto, TypeProto
+    from onnx import GraphProto
 
     from graph_ir.graph import Graph
 
@@ -54,32 +53,34 @@ class ShapeInference(Pass):
             logger.info("shape-infer skipped: the graph cannot be exported to ONNX (%s)", err)
             return PassResult(graph, False)
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=self.data_prop)
-        types: dict[str, TypeProto] = {}
-        for info in _value_infos(inferred.graph):
-            types.setdefault(info.name, info.type)
         modified = False
-        for sub in all_graphs(root, functions=False):
+        for sub, proto in _paired_graphs(root, inferred.graph):
+            # Names are unique within a scope but sibling subgraphs may reuse them: look up per graph.
+            types = {info.name: info.type for info in [*proto.output, *proto.value_info]}
             for node in sub:
                 for value in node.outputs:
-                    proto = types.get(value.name)
-                    if proto is None:
+                    type_proto = types.get(value.name)
+                    if type_proto is None:
                         continue
-                    merged = refine_type(value.type, read_type(proto, value.name))
+                    merged = refine_type(value.type, read_type(type_proto, value.name))
                     if merged != value.type:
                         value.type = merged
                         modified = True
         return PassResult(graph, modified)
 
 
-def _value_infos(graph: GraphProto) -> Iterator:
-    yield from graph.output
-    yield from graph.value_info
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("g"):
-                yield from _value_infos(attr.g)
-            for sub in attr.graphs:
-                yield from _value_infos(sub)
+def _paired_graphs(graph: Graph, proto: GraphProto) -> Iterator[tuple[Graph, GraphProto]]:
+    """Each IR graph with its exported GraphProto (the exporter keeps node and attribute order)."""
+    yield graph, proto
+    for node, node_proto in zip(graph, proto.node):
+        protos = {attr.name: attr for attr in node_proto.attribute}
+        for attr in node.attrs.values():
+            attr_proto = protos.get(attr.name)
+            if attr_proto is None:
+                continue
+            sub_protos = [attr_proto.g] if attr_proto.HasField("g") else list(attr_proto.graphs)
+            for sub, sub_proto in zip(attr.graphs(), sub_protos):
+                yield from _paired_graphs(sub, sub_proto)
 
 
 def refine_type(old: Type | None, new: Type | None) -> Type | None:

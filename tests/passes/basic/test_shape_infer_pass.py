@@ -124,3 +124,24 @@ def test_refine_type_rules() -> None:
     assert refine_type(t(2, 3), TensorType(None, None)) == t(2, 3)
     assert refine_type(t(2), t(2, 1)) == t(2, 1)  # a rank disagreement: onnx's answer wins
     assert refine_type(SequenceType(None), SequenceType(t(2))) == SequenceType(t(2))
+
+
+def test_sibling_subgraphs_may_reuse_a_name() -> None:
+    def build(typed: bool) -> Graph:
+        graph = Graph("main", opset_imports={"": 18})
+        cond = graph.add_input(Value("cond", t(dtype=DType.BOOL)))
+        x = graph.add_input(Value("x", t(2, 3)))
+        then_branch, else_branch = Graph("then"), Graph("else")
+        # both branches define %v, with different shapes
+        v_then = then_branch.add_node("Transpose", [x], attrs={"perm": [1, 0]}, name="v", outputs=[Value("v", t(3, 2) if typed else None)])
+        then_branch.add_output(then_branch.add_node("ReduceSum", [v_then.outputs[0]], name="a", outputs=[Value("a", t(1, 1))]).outputs[0])
+        v_else = else_branch.add_node("Relu", [x], name="v", outputs=[Value("v", t(2, 3) if typed else None)])
+        else_branch.add_output(else_branch.add_node("ReduceSum", [v_else.outputs[0]], name="b", outputs=[Value("b", t(1, 1))]).outputs[0])
+        node = graph.add_node("If", [cond], attrs={"then_branch": then_branch, "else_branch": else_branch},
+                              outputs=[Value("y", t(1, 1))])
+        graph.add_output(node.outputs[0])
+        return graph
+
+    graph = build(False)
+    assert run_infer(graph)
+    assert_structurally_equal(graph, build(True))
