@@ -1,0 +1,167 @@
+"""The one place that touches XLA's own HLO tooling (jaxlib) and its proto schema.
+
+- Text -> `HloModule` uses XLA's parser shipped in jaxlib (`jaxlib._hlo.hlo_module_from_text`).
+- The `HloModuleProto` schema comes from the `hlo.proto` descriptors that the TensorFlow wheel
+  ships (`tensorflow/compiler/xla/service/hlo_pb2.py`), loaded into a private descriptor pool
+  WITHOUT importing TensorFlow (which takes seconds): we read the serialized descriptors out of
+  those generated files.
+- Shapes are verified by converting the module to StableHLO (`hlo_to_stablehlo`) and running
+  the MLIR verifier, because XLA's text parser alone accepts wrong result shapes.
+
+A jaxlib or TensorFlow upgrade that moves any of this breaks only this module.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+from functools import cache
+from typing import Any
+
+from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
+
+__all__ = [
+    "HloSyntaxError",
+    "hlo_module_proto_class",
+    "parse_hlo_text",
+    "hlo_proto_to_text",
+    "verify_with_stablehlo",
+    "primitive_type_name",
+]
+
+
+class HloSyntaxError(CorruptModelError):
+    """XLA's parser rejected the text; `line` and `column` locate the fault in the file."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        where = f"{self.file or '<text>'}:{self.line}:{self.column}" if self.line is not None else (self.file or "")
+        return f"{where}: {self.message}" if where else self.message
+
+
+_SCHEMA_FILES = (
+    "compiler/xla/xla_data_pb2.py",
+    "compiler/xla/service/metrics_pb2.py",
+    "compiler/xla/service/hlo_pb2.py",
+)
+
+
+def _serialized_descriptor(path: str) -> bytes:
+    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "AddSerializedFile":
+            return ast.literal_eval(node.args[0])
+    raise ModelFormatError(f"no serialized descriptor found in {path}")
+
+
+@cache
+def hlo_module_proto_class() -> type:
+    """The `xla.HloModuleProto` message class, built from TensorFlow's shipped descriptors."""
+    from google.protobuf import any_pb2, descriptor_pool, duration_pb2, message_factory, timestamp_pb2
+
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or spec.origin is None:
+        raise ModelFormatError(
+            "reading HLO needs the XLA proto schema that ships with TensorFlow: pip install 'compiler-opt[tf,jax]'"
+        )
+    root = os.path.dirname(spec.origin)
+    pool = descriptor_pool.DescriptorPool()
+    for module in (any_pb2, duration_pb2, timestamp_pb2):
+        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
+    for relative in _SCHEMA_FILES:
+        pool.AddSerializedFile(_serialized_descriptor(os.path.join(root, relative)))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("xla.HloModuleProto"))
+
+
+@cache
+def _primitive_types() -> dict[int, str]:
+    enum = hlo_module_proto_class().DESCRIPTOR.file.pool.FindEnumTypeByName("xla.PrimitiveType")
+    return {value.number: value.name for value in enum.values}
+
+
+def primitive_type_name(number: int) -> str:
+    return _primitive_types().get(number, f"UNKNOWN_{number}")
+
+
+def _hlo_lib() -> Any:
+    try:
+        from jaxlib import _hlo
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ModelFormatError("reading HLO text needs jaxlib: pip install 'compiler-opt[jax]'") from err
+    return _hlo
+
+
+_POSITION = re.compile(r"(?:was parsing |^)(\d+):(\d+): error: (.*)", re.MULTILINE)
+
+
+def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) -> Any:
+    """Parse one HLO module with XLA's parser; return its `HloModuleProto` message."""
+    hlo = _hlo_lib()
+    try:
+        module = hlo.hlo_module_from_text(text)
+    except Exception as err:  # jaxlib raises its own runtime error type
+        message = str(err)
+        match = _POSITION.search(message)
+        if match:
+            line, column, what = int(match.group(1)) + line_offset, int(match.group(2)), match.group(3)
+            raise HloSyntaxError(what.strip(), line=line, column=column, file=file) from None
+        first = message.splitlines()[0] if message else type(err).__name__
+        raise HloSyntaxError(first.replace("INVALID_ARGUMENT: ", ""), file=file) from None
+    return hlo_module_proto_class().FromString(module.as_serialized_hlo_module_proto())
+
+
+def hlo_proto_to_text(proto: Any) -> str:
+    """Print an `HloModuleProto` as HLO text with XLA's own printer."""
+    hlo = _hlo_lib()
+    module = hlo.HloModule.from_serialized_hlo_module_proto(proto.SerializeToString())
+    return module.to_string()
+
+
+# MLIR verifier messages that mean "the types do not fit the op", as opposed to an HLO construct
+# the StableHLO converter does not support (which we do not treat as the user's error).
+_TYPE_ERROR = re.compile(r"op (requires|inferred|expects|failed to verify|operand|result)|incompatible|mismatch", re.I)
+_LOCATION = re.compile(r'error: "([^"]+)"')
+
+
+def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
+    """Raise TypeConsistencyError when MLIR's verifier rejects the module's shapes.
+
+    Returns False when the module could not be converted (an unsupported construct): the caller
+    then relies on the parser's own checks alone.
+    """
+    try:
+        from jaxlib import _jax
+        from jaxlib.mlir import ir
+        from jaxlib.mlir.dialects import chlo, func, stablehlo  # noqa: F401 - registers the dialects
+    except ImportError:  # pragma: no cover
+        return False
+    try:
+        bytecode = _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
+    except Exception:
+        return False
+    context = ir.Context()
+    context.allow_unregistered_dialects = True
+    registry = ir.DialectRegistry()
+    func.register_dialect(context) if hasattr(func, "register_dialect") else None
+    stablehlo.register_dialect(context)
+    chlo.register_dialect(context)
+    context.append_dialect_registry(registry)
+    context.load_all_available_dialects()
+    try:
+        with context:
+            ir.Module.parse(bytecode)
+    except Exception as err:
+        message = str(err)
+        if not _TYPE_ERROR.search(message):
+            return False
+        where = _LOCATION.search(message)
+        detail = next((line.strip() for line in message.splitlines() if "op " in line and "error" in line), message)
+        detail = detail.split(": ", 2)[-1] if ": " in detail else detail
+        raise TypeConsistencyError(f"shape mismatch: {detail}", file=file, node=where.group(1) if where else None) from None
+    return True
