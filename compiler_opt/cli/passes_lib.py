@@ -11,9 +11,10 @@ from compiler_opt.cli._render import Table
 __all__ = ["describe_passes", "passes_tables"]
 
 
-def _first_line(text: str | None) -> str:
-    text = inspect.cleandoc(text or "")
-    return text.splitlines()[0] if text else ""
+def _summary(text: str | None) -> str:
+    """The docstring's first paragraph on one line."""
+    paragraph = inspect.cleandoc(text or "").split("\n\n")[0]
+    return " ".join(paragraph.split())
 
 
 def _jsonable(value: Any) -> Any:
@@ -49,7 +50,7 @@ def describe_passes() -> list[dict[str, Any]]:
             {
                 "name": name,
                 "class": f"{cls.__module__}.{cls.__qualname__}",
-                "summary": _first_line(doc),
+                "summary": _summary(doc),
                 "options": options,
             }
         )
