@@ -108,8 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbosity: int) -> None:
-    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, stream=sys.stderr, format=f"{PROG}: %(levelname)s: %(name)s: %(message)s")
+    """-v: INFO, -vv: DEBUG, on stderr. Without -v nothing is configured (warnings still print).
+
+    One handler of our own on the root logger, added once and pointed at the current stderr,
+    so calling main() repeatedly in one process (tests, notebooks) neither duplicates lines nor
+    removes handlers that others installed.
+    """
+    if verbosity <= 0:
+        return
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if getattr(h, "compiler_opt_cli", False)), None)
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.compiler_opt_cli = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(name)s: %(message)s"))
+        root.addHandler(handler)
+    else:
+        handler.setStream(sys.stderr)
+    root.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
 
 
 def _one_line(text: str) -> str:

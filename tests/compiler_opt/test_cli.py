@@ -1,12 +1,8 @@
-"""The `compiler-opt` CLI, run in-process through `main([...])` (plus subprocess smoke tests)."""
+"""The `compiler-opt` CLI run in-process through `main([...])`: top level, inspect, error lines."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +12,6 @@ from onnx import TensorProto, helper
 
 from compiler_opt.cli.main import main
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # From the SmallCNN architecture (examples/make_example.py), not from the export: conv weights
 # 432 + 2*2304 + 4608 + 2*9216, conv bias 32, 5 batch norms x 4 vectors (16,16,16,32,32 wide),
 # Linear 320 + 10 = 28890 float32 parameters.
@@ -216,3 +211,34 @@ def test_internal_error_is_exit_1(capsys: pytest.CaptureFixture[str], example_mo
     assert err.splitlines() == [
         "compiler-opt: internal error: RuntimeError: boom second line (rerun with --debug for the traceback)"
     ]
+
+
+def test_verbose_logs_progress(capsys: pytest.CaptureFixture[str], example_model: Path) -> None:
+    import logging
+
+    root_level = logging.getLogger().level
+    try:
+        code, _, err = _run(capsys, "-v", "inspect", str(example_model), "--json")
+        assert code == 0
+        assert f"compiler-opt: INFO: compiler_opt.cli.inspect_lib: inspected {example_model}: 55 nodes" in err
+        code, _, err = _run(capsys, "inspect", str(example_model), "-vv", "--json")  # after the command too
+        assert code == 0 and err.count("inspected") == 1  # one handler, not one per call
+    finally:
+        logging.getLogger().setLevel(root_level)
+
+
+def test_tables_use_rich_on_a_terminal(example_model: Path) -> None:
+    import io
+
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.inspect_lib import summarize_model, summary_tables
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    render_tables(summary_tables(summarize_model(str(example_model))), stream)
+    text = stream.getvalue()
+    assert "│" in text or "┃" in text  # rich's box drawing
+    assert "BatchNormalization" in text and "Inputs and outputs" in text
