@@ -47,11 +47,12 @@ def export_onnx(graph: Graph, *, ir_version: int | None = None) -> ModelProto:
     model.opset_import.extend(opset_protos)
     model.functions.extend(exporter.function(f) for f in graph.functions.values())
     if info is not None:
-        model.producer_name = info.producer_name
-        model.producer_version = info.producer_version
-        model.domain = info.domain
-        model.model_version = info.model_version
-        model.doc_string = info.doc_string
+        for key, text in _present(
+            producer_name=info.producer_name, producer_version=info.producer_version, domain=info.domain, doc_string=info.doc_string
+        ).items():
+            setattr(model, key, text)
+        if info.model_version:
+            model.model_version = info.model_version
         for key, value in info.metadata_props.items():
             model.metadata_props.add(key=key, value=value)
         for raw in info.extra.get("training_info", []):
@@ -131,7 +132,7 @@ class _Exporter:
         self.wrote_node_metadata = False
 
     def value_info(self, value: Value) -> onnx.ValueInfoProto:
-        info = onnx.ValueInfoProto(name=value.name, doc_string=value.doc_string)
+        info = onnx.ValueInfoProto(**_present(name=value.name, doc_string=value.doc_string))
         info.type.CopyFrom(write_type(value.type, value.name))
         for key, text in value.meta.get("onnx.metadata_props", {}).items():
             info.metadata_props.add(key=key, value=text)
@@ -139,8 +140,10 @@ class _Exporter:
 
     def graph(self, graph: Graph, proto: GraphProto | None = None) -> GraphProto:
         proto = proto if proto is not None else GraphProto()
-        proto.name = graph.name
-        proto.doc_string = graph.doc_string
+        if graph.name:
+            proto.name = graph.name
+        if graph.doc_string:
+            proto.doc_string = graph.doc_string
         for value in graph._initializers.values():
             sparse = value.meta.get("onnx.sparse")
             if sparse is not None:
@@ -167,11 +170,7 @@ class _Exporter:
 
     def node(self, node: Node) -> NodeProto:
         proto = NodeProto(
-            op_type=node.op_type,
-            domain=node.domain,
-            name=node.name,
-            overload=node.overload,
-            doc_string=node.doc_string,
+            **_present(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload, doc_string=node.doc_string)
         )
         proto.input.extend("" if v is None else v.name for v in node.inputs)
         proto.output.extend("" if v.meta.get("onnx.unnamed") else v.name for v in node.outputs)
@@ -189,7 +188,7 @@ class _Exporter:
         return proto
 
     def attr(self, attr: Attr, where: str) -> AttributeProto:
-        proto = AttributeProto(name=attr.name, doc_string=attr.doc_string)
+        proto = AttributeProto(**_present(name=attr.name, doc_string=attr.doc_string))
         value: Any = attr.value
         kind = attr.kind
         if kind is AttrKind.REF:
@@ -233,10 +232,7 @@ class _Exporter:
     def function(self, function: Function) -> FunctionProto:
         body = self.graph(function.graph)
         proto = FunctionProto(
-            name=function.name,
-            domain=function.domain,
-            overload=function.overload,
-            doc_string=function.doc_string,
+            **_present(name=function.name, domain=function.domain, overload=function.overload, doc_string=function.doc_string)
         )
         proto.input.extend(v.name for v in function.graph._inputs)
         proto.output.extend(v.name for v in function.graph._outputs)
@@ -248,6 +244,12 @@ class _Exporter:
         for key, text in function.metadata_props.items():
             proto.metadata_props.add(key=key, value=text)
         return proto
+
+
+def _present(**fields: str) -> dict[str, str]:
+    """The non-empty string fields: an empty one would still be marked present (proto2) and
+    make the export differ byte-wise from the original that never set it."""
+    return {key: text for key, text in fields.items() if text}
 
 
 def _decision_props(node: Node) -> list[tuple[str, str]]:

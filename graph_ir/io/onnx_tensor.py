@@ -177,5 +177,6 @@ def tensor_to_proto(tensor: Tensor, name: str, out: TensorProto | None = None) -
             made = numpy_helper.from_array(array)
             made.data_type = tensor.dtype.onnx_code
         proto.CopyFrom(made)
-    proto.name = name
+    if proto.name != name:
+        proto.name = name  # assigning an equal name would still mark an unset name as present
     return proto
