@@ -16,6 +16,12 @@ Constants (per element, chosen to match common profilers' conventions, not a spe
   few per hidden unit for the cell update (LSTM 5, GRU 4, RNN 0);
 - attention (ONNX Attention): QK^T and PV matmuls plus softmax (5 per score);
 - everything else (data movement, control flow, constants...) 0.
+
+XLA HLO nodes (domain "hlo") use their own operand conventions: `dot` counts 2 x output
+elements x the product of the lhs contracting dims; `convolution` 2 x output elements x the
+kernel's elements per output feature; `reduce-window` output elements x window size; other
+HLO matmul-kind ops (cholesky, triangular-solve) count 0. Fusion bodies are subgraphs, so
+their nodes are counted like any others.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ ATTENTION_SOFTMAX_FLOPS_PER_SCORE = 5
 # Cell-update ops per hidden unit and step, after the per-gate activation.
 _RNN_CELL_FLOPS = {"LSTM": 5, "GRU": 4, "RNN": 0}
 _VARIADIC = frozenset({"Sum", "Max", "Min", "Mean"})
+_HLO = "hlo"
 
 
 # -- shape helpers ------------------------------------------------------------------------------
@@ -95,6 +102,8 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None
 # -- per-kind rules ------------------------------------------------------------------------------
 def _matmul_flops(node: Node) -> int:
     op = node.op_type
+    if node.domain == _HLO:
+        return _hlo_dot_flops(node) if op == "dot" else 0
     if op == "Gemm":
         return _gemm_flops(node)
     if op == "Einsum":
@@ -146,6 +155,8 @@ def _einsum_flops(node: Node) -> int:
 
 def _conv_flops(node: Node) -> int:
     op = node.op_type
+    if node.domain == _HLO:
+        return _hlo_conv_flops(node)
     weight_index, bias_index = {"QLinearConv": (3, 8), "DeformConv": (1, 3), "ConvInteger": (1, None)}.get(op, (1, 2))
     weight = _shape(_input(node, weight_index))
     out = _out_numel(node)
@@ -193,6 +204,8 @@ def _norm_flops(node: Node) -> int:
 
 
 def _pool_flops(node: Node) -> int:
+    if node.domain == _HLO:
+        return _hlo_reduce_window_flops(node)
     if node.op_type.startswith("Global"):
         return _numel(_input(node, 0)) or 0  # the window is the whole spatial extent
     out = _out_numel(node)
@@ -232,6 +245,38 @@ def _attention_flops(node: Node) -> int:
         seq_kv, head_v = k[1], v[2] // kv_heads
     scores = batch * heads * seq_q * seq_kv
     return 2 * scores * head + 2 * scores * head_v + ATTENTION_SOFTMAX_FLOPS_PER_SCORE * scores
+
+
+# -- XLA HLO (dimension numbers are the importer's proto messages, read by field name) --------
+def _hlo_dot_flops(node: Node) -> int:
+    lhs, out = _shape(_input(node, 0)), _out_numel(node)
+    dnums = node.attr("dot_dimension_numbers")
+    if lhs is None or out is None or dnums is None:
+        return 0
+    contracting = getattr(dnums, "lhs_contracting_dimensions", ())
+    if any(d >= len(lhs) for d in contracting):
+        return 0
+    return 2 * out * math.prod(lhs[d] for d in contracting)
+
+
+def _hlo_conv_flops(node: Node) -> int:
+    kernel, out = _shape(_input(node, 1)), _out_numel(node)
+    dnums = node.attr("convolution_dimension_numbers")
+    if kernel is None or out is None or dnums is None:
+        return 0
+    out_feature_dim = getattr(dnums, "kernel_output_feature_dimension", None)
+    if out_feature_dim is None or out_feature_dim >= len(kernel) or kernel[out_feature_dim] == 0:
+        return 0
+    # Kernel elements per output feature = (input features / groups) x window.
+    return 2 * out * (math.prod(kernel) // kernel[out_feature_dim])
+
+
+def _hlo_reduce_window_flops(node: Node) -> int:
+    out = _out_numel(node)
+    window = node.attr("window")
+    if out is None or window is None:
+        return 0
+    return out * math.prod(getattr(d, "size", 1) or 1 for d in getattr(window, "dimensions", ()))
 
 
 _RULES: dict[OpKind, Callable[[Node], int]] = {

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from cost_model.flops import graph_bytes, graph_flops, node_bytes, node_flops
-from graph_ir import DType, Graph, Node, NumpyTensor, OpKind, TensorType, Value
+from graph_ir import Attr, AttrKind, DType, Graph, Node, NumpyTensor, OpKind, TensorType, Value
 
 F32 = DType.FLOAT32
 
@@ -174,3 +176,52 @@ def test_graph_flops_counts_subgraph_bodies_once() -> None:
     # 4 (Exp) + 9 (Relu in the loop body, once) + 0 (Loop itself).
     assert graph_flops(graph) == 13
     assert graph_bytes(graph) == (16 + 16) + (36 + 36) + 8
+
+
+# -- XLA HLO conventions -------------------------------------------------------------------------
+def _hlo_node(op_type: str, kind: OpKind, in_shapes: list, out_shape: tuple, **opaque: object) -> Node:
+    graph = Graph()
+    inputs = [graph.add_input(_value(f"in{i}", shape)) for i, shape in enumerate(in_shapes)]
+    attrs = [Attr(name, AttrKind.OPAQUE, value) for name, value in opaque.items()]
+    node = graph.add_node(op_type, inputs, attrs=attrs, domain="hlo", kind=kind)
+    node.outputs[0].type = TensorType(F32, out_shape)
+    return node
+
+
+def test_hlo_dot_uses_contracting_dims() -> None:
+    # lhs [K=3, M=4] contracted on dim 0 with rhs [3, 5]: 2 * 4*5 * 3 = 120 (ONNX's rule would say 2*?*4).
+    dnums = SimpleNamespace(lhs_contracting_dimensions=(0,), rhs_contracting_dimensions=(0,))
+    node = _hlo_node("dot", OpKind.MATMUL, [(3, 4), (3, 5)], (4, 5), dot_dimension_numbers=dnums)
+    assert node_flops(node) == 120
+
+
+def test_hlo_convolution_any_layout() -> None:
+    # Depthwise 3x3, kernel laid out [3, 3, 1, 256] (output features last): 9 MACs per output element.
+    dnums = SimpleNamespace(kernel_output_feature_dimension=3)
+    node = _hlo_node(
+        "convolution", OpKind.CONV, [(1, 56, 56, 256), (3, 3, 1, 256)], (1, 56, 56, 256),
+        convolution_dimension_numbers=dnums,
+    )
+    assert node_flops(node) == 2 * 56 * 56 * 256 * 9
+
+
+def test_hlo_reduce_window() -> None:
+    window = SimpleNamespace(dimensions=[SimpleNamespace(size=1), SimpleNamespace(size=3), SimpleNamespace(size=3)])
+    node = _hlo_node("reduce-window", OpKind.POOL, [(2, 8, 8), ()], (2, 4, 4), window=window)
+    assert node_flops(node) == 32 * 9
+
+
+def test_hlo_files_from_shared_testdata(shared_testdata) -> None:
+    import graph_ir
+
+    folder = shared_testdata / "external" / "hlo"
+    prefix = "openxla-xla__xla__backends__cpu__benchmarks__hlo__"
+    conv = folder / f"{prefix}depthwise_conv_3x3_1x256x56x56_bf16.hlo"
+    mha = folder / f"{prefix}mha_block_1x12x128x64_bf16.hlo"
+    if not conv.is_file() or not mha.is_file():
+        pytest.skip("XLA benchmark HLO files not in the shared test data")
+    # One depthwise convolution (the other nodes are a constant and a broadcast).
+    assert graph_flops(graph_ir.load(str(conv))) == 2 * 256 * 56 * 56 * 9
+    # Two batched dots of 12 x 128x128x64 MACs, plus under 3% of elementwise and reductions.
+    dots = 2 * 2 * 12 * 128 * 128 * 64
+    assert dots < graph_flops(graph_ir.load(str(mha))) < 1.03 * dots
