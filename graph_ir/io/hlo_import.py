@@ -50,6 +50,19 @@ _STRUCTURAL_FIELDS = {
 }
 
 
+# Fields whose zero/empty value is meaningful for an opcode, so they are set even when proto3
+# leaves them out (get-tuple-element index 0, a reduce over no dimensions, ...).
+_ALWAYS_PRESENT = {
+    "get-tuple-element": ("tuple_index",),
+    "broadcast": ("dimensions",),
+    "concatenate": ("dimensions",),
+    "iota": ("dimensions",),
+    "reduce": ("dimensions",),
+    "reverse": ("dimensions",),
+    "transpose": ("dimensions",),
+}
+
+
 def split_modules(text: str) -> list[tuple[int, str]]:
     """Split a file on `// -----` lines; returns (first line number - 1, module text) pairs."""
     chunks: list[tuple[int, str]] = []
@@ -107,6 +120,8 @@ def load_hlo(path: str | os.PathLike[str], *, module: int | None = None, verify_
 # A computation header: `[ENTRY] name [(params) -> result] {` - unlike instructions, no '='.
 _HEADER = re.compile(r"^\s*(ENTRY\s+)?%?[\w.\-]+\s*(\(.*\))?\s*(->.*)?\{\s*$")
 _ENTRY = re.compile(r"^\s*ENTRY\b")
+# `name = type constant({...})`: the text left the data out; XLA's parser fills in a placeholder.
+_ELIDED_CONSTANT = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*\bconstant\(\{\.\.\.\}\)", re.MULTILINE)
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=\s")
 
 
@@ -146,8 +161,9 @@ def import_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0,
     _check_entry(text, proto, file, line_offset)
     if verify_shapes:
         verify_with_stablehlo(proto, file=file)
+    elided = set(_ELIDED_CONSTANT.findall(text))
     with gc_paused():
-        graph = _HloImporter(proto).run()
+        graph = _HloImporter(proto, elided).run()
     graph.model.source_path = file
     return graph
 
@@ -212,8 +228,9 @@ def _literal_tensor(literal: Any, value_type: Type) -> NumpyTensor | None:
 
 
 class _HloImporter:
-    def __init__(self, proto: Any) -> None:
+    def __init__(self, proto: Any, elided: set[str] = frozenset()) -> None:
         self.proto = proto
+        self.elided = elided
         self.computations = {c.id: c for c in proto.computations}
         callers: collections.Counter[int] = collections.Counter()
         for computation in proto.computations:
@@ -303,7 +320,13 @@ class _HloImporter:
             if field.name in _STRUCTURAL_FIELDS:
                 continue
             node.set_attr(_field_attr(field, value))
-        if inst.opcode == "constant":
+        fields = inst.DESCRIPTOR.fields_by_name
+        for name in _ALWAYS_PRESENT.get(inst.opcode, ()):
+            if name not in node.attrs:  # proto3 omits zero values; these carry meaning when zero
+                node.set_attr(_field_attr(fields[name], getattr(inst, name)))
+        if inst.opcode == "constant" and inst.name in self.elided:
+            node.set_attr(Attr("elided_literal", AttrKind.INT, 1))
+        elif inst.opcode == "constant":
             tensor = _literal_tensor(inst.literal, node.outputs[0].type)
             if tensor is not None:
                 node.set_attr(Attr("literal", AttrKind.TENSOR, tensor))
