@@ -10,12 +10,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from compiler_opt.cli.inspect_lib import load_model
 
 if TYPE_CHECKING:
     from graph_ir import Graph
+    from passes import Pass
 
 __all__ = ["ConvertResult", "convert_model", "run_passes", "save_atomically"]
 
@@ -44,8 +45,8 @@ class ConvertResult:
         )
 
 
-def run_passes(graph: Graph, pipeline: str) -> tuple[Graph, bool]:
-    """Run a pipeline string through the pass registry; returns (graph, modified)."""
+def run_passes(graph: Graph, pipeline: str | Sequence[Pass]) -> tuple[Graph, bool]:
+    """Run a pipeline (a string or parsed passes) through the pass registry; returns (graph, modified)."""
     import passes
 
     result = passes.run_pipeline(graph, pipeline)
@@ -105,13 +106,22 @@ def convert_model(input_path: str, output_path: str, pipeline: str = "") -> Conv
     from graph_ir.io.formats import detect_format
 
     start = time.perf_counter()
-    output_format = detect_format(output_path).name  # reject a bad target before the slow import
+    # Reject a bad target or pipeline before the (possibly slow) import.
+    output_format = detect_format(output_path).name
+    parsed: list[Pass] = []
+    if pipeline.strip():
+        import passes
+
+        try:
+            parsed = passes.parse_pipeline(pipeline)
+        except CompilerOptError as err:
+            raise err.with_context(file=input_path)
     graph, input_format = load_model(input_path)
     nodes_before = sum(1 for _ in graph.all_nodes())
     modified = False
     try:
-        if pipeline.strip():
-            graph, modified = run_passes(graph, pipeline)
+        if parsed:
+            graph, modified = run_passes(graph, parsed)
             logger.info("pipeline %r: %s", pipeline, "modified" if modified else "no change")
         graph.verify()
     except CompilerOptError as err:

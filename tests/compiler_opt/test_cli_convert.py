@@ -225,3 +225,18 @@ def test_readme_example_commands(example_model: Path, tmp_path: Path) -> None:
     assert converted.returncode == 0, converted.stderr
     onnx.checker.check_model(onnx.load(str(target)), full_check=True)
     np.testing.assert_allclose(_logits(target), _logits(example_model), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_pipeline_fails_before_import(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import compiler_opt.cli.convert_lib as convert_lib
+
+    def must_not_load(path: str):
+        raise AssertionError("the model was loaded before the pipeline was checked")
+
+    monkeypatch.setattr(convert_lib, "load_model", must_not_load)
+    model = tmp_path / "m.onnx"
+    code, _, err = _run(capsys, "convert", str(model), str(tmp_path / "out.onnx"), "--passes", "dce{unclosed")
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith(f"compiler-opt: error: {model}: ")
