@@ -1,0 +1,1 @@
+"""Shipped device and topology presets (YAML package data)."""
