@@ -93,9 +93,21 @@ def summarize_graph(graph: Graph) -> dict[str, Any]:
     }
 
 
-def summarize_model(path: str) -> dict[str, Any]:
-    """Load a model file and summarize it; `format`, `file` and `file_bytes` lead the dict."""
+def summarize_model(path: str, *, infer_shapes: bool = False) -> dict[str, Any]:
+    """Load a model file and summarize it; `format`, `file` and `file_bytes` lead the dict.
+
+    `infer_shapes` runs the `shape-infer` pass first, so FLOPs and byte counts also cover
+    values whose shapes the file does not record.
+    """
     graph, format_name = load_model(path)
+    if infer_shapes:
+        import passes
+        from graph_ir.errors import CompilerOptError
+
+        try:
+            graph = passes.run_pipeline(graph, "shape-infer").graph
+        except CompilerOptError as err:
+            raise err.with_context(file=path)
     summary = {"file": path, "format": format_name, "file_bytes": os.path.getsize(path)}
     summary.update(summarize_graph(graph))
     logger.info("inspected %s: %d nodes", path, summary["nodes"])

@@ -27,7 +27,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from compiler_opt.cli._render import render_tables
     from compiler_opt.cli.inspect_lib import summarize_model, summary_tables
 
-    summary = summarize_model(args.model)
+    summary = summarize_model(args.model, infer_shapes=args.infer_shapes)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect_p.add_argument("model", help="model file; the extension selects the format (e.g. .onnx)")
     inspect_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    inspect_p.add_argument(
+        "--infer-shapes", action="store_true", help="run shape inference first (FLOPs for values the file leaves untyped)"
+    )
     inspect_p.set_defaults(handler=_cmd_inspect, file_arg="model")
 
     convert_p = sub.add_parser(

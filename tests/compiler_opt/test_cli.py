@@ -202,7 +202,7 @@ def test_debug_shows_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 def test_internal_error_is_exit_1(capsys: pytest.CaptureFixture[str], example_model: Path, monkeypatch) -> None:
     import compiler_opt.cli.inspect_lib as inspect_lib
 
-    def broken(path: str) -> dict:
+    def broken(path: str, **options: object) -> dict:
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setattr(inspect_lib, "summarize_model", broken)
@@ -242,3 +242,18 @@ def test_tables_use_rich_on_a_terminal(example_model: Path) -> None:
     text = stream.getvalue()
     assert "│" in text or "┃" in text  # rich's box drawing
     assert "BatchNormalization" in text and "Inputs and outputs" in text
+
+
+def test_inspect_infer_shapes_fills_in_flops(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Relu", ["r"], ["y"])],
+        "untyped_middle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+    )
+    path = tmp_path / "relus.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), str(path))
+    code, out, _ = _run(capsys, "inspect", str(path), "--json")
+    assert code == 0 and json.loads(out)["flops"] == 32  # `r` has no recorded shape: first Relu counts 0
+    code, out, _ = _run(capsys, "inspect", str(path), "--json", "--infer-shapes")
+    assert code == 0 and json.loads(out)["flops"] == 64
