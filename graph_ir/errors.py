@@ -33,7 +33,8 @@ __all__ = [
 class CompilerOptError(Exception):
     """Base of every error this project raises on purpose.
 
-    `file`, `node` and `field` locate the fault; `str(err)` joins them into one line.
+    `file`, `node` and `field` (and for text formats `line`/`column`) locate the fault;
+    `str(err)` joins them into one line.
     """
 
     def __init__(
@@ -43,12 +44,16 @@ class CompilerOptError(Exception):
         file: str | None = None,
         node: str | None = None,
         field: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.file = file
         self.node = node
         self.field = field
+        self.line = line
+        self.column = column
 
     def with_context(self, *, file: str | None = None, node: str | None = None) -> CompilerOptError:
         """Fill in missing location details (importers add the file name on the way out)."""
@@ -60,7 +65,10 @@ class CompilerOptError(Exception):
 
     def __str__(self) -> str:
         parts = []
-        if self.file:
+        if self.line is not None:  # text formats: file:line:column like a compiler
+            column = f":{self.column}" if self.column is not None else ""
+            parts.append(f"{self.file or '<text>'}:{self.line}{column}")
+        elif self.file:
             parts.append(str(self.file))
         if self.node:
             parts.append(f"node '{self.node}'")

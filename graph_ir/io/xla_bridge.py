@@ -29,20 +29,12 @@ __all__ = [
     "hlo_proto_to_text",
     "verify_with_stablehlo",
     "primitive_type_name",
+    "mlir_context",
 ]
 
 
 class HloSyntaxError(CorruptModelError):
-    """XLA's parser rejected the text; `line` and `column` locate the fault in the file."""
-
-    def __init__(self, message: str, *, line: int | None = None, column: int | None = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.line = line
-        self.column = column
-
-    def __str__(self) -> str:
-        where = f"{self.file or '<text>'}:{self.line}:{self.column}" if self.line is not None else (self.file or "")
-        return f"{where}: {self.message}" if where else self.message
+    """XLA's (or MLIR's) parser rejected the text; `line` and `column` locate the fault."""
 
 
 _SCHEMA_FILES = (
@@ -138,21 +130,13 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
     try:
         from jaxlib import _jax
         from jaxlib.mlir import ir
-        from jaxlib.mlir.dialects import chlo, func, stablehlo  # noqa: F401 - registers the dialects
     except ImportError:  # pragma: no cover
         return False
     try:
         bytecode = _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
     except Exception:
         return False
-    context = ir.Context()
-    context.allow_unregistered_dialects = True
-    registry = ir.DialectRegistry()
-    func.register_dialect(context) if hasattr(func, "register_dialect") else None
-    stablehlo.register_dialect(context)
-    chlo.register_dialect(context)
-    context.append_dialect_registry(registry)
-    context.load_all_available_dialects()
+    context = mlir_context()
     try:
         with context:
             ir.Module.parse(bytecode)
@@ -165,3 +149,24 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         detail = detail.split(": ", 2)[-1] if ": " in detail else detail
         raise TypeConsistencyError(f"shape mismatch: {detail}", file=file, node=where.group(1) if where else None) from None
     return True
+
+
+def mlir_context() -> Any:
+    """A fresh MLIR context with the dialects JAX uses (func, stablehlo, chlo, mhlo, sdy...).
+
+    Unregistered dialects stay disallowed, so an unknown dialect is a parse error.
+    """
+    from jaxlib.mlir import ir
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+    from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
+
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    context = ir.Context()
+    context.append_dialect_registry(registry)
+    context.load_all_available_dialects()
+    stablehlo.register_dialect(context)
+    chlo.register_dialect(context)
+    mhlo.register_mhlo_dialect(context)
+    sdy.register_dialect(context)
+    return context

@@ -1,0 +1,286 @@
+"""StableHLO (MLIR text or bytecode) -> IR, through the MLIR Python bindings shipped in jaxlib.
+
+Mapping:
+- the public `main` function (else the first function) -> the root Graph; every other
+  `func.func` -> a Function (domain "stablehlo") that `func.call` nodes name in `callee`;
+- each op -> a node (op_type = full op name such as "stablehlo.add", domain "stablehlo"); block
+  arguments -> graph inputs; the terminator's operands -> graph outputs;
+- ops with regions (while, if, case, reduce, sort, scatter, reduce_window...) -> one owned
+  subgraph per region in the GRAPHS attribute `regions`; region bodies may use outer values;
+- attributes: integers, floats, strings, symbol refs, i64 arrays and dense constants become
+  typed Attrs; anything else keeps its MLIR text (kind OPAQUE).
+Parsing goes through MLIR, which verifies the module: unknown dialects and malformed text are
+reported with file:line:column.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from graph_ir._gc import gc_paused
+from graph_ir.attrs import Attr, AttrKind
+from graph_ir.core import Node, Value
+from graph_ir.dtypes import DType
+from graph_ir.errors import CompilerOptError, EmptyModelError, ModelFormatError, UnsupportedOpError
+from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io.hlo_ops import HLO_OP_KINDS
+from graph_ir.io.xla_bridge import HloSyntaxError, mlir_context
+from graph_ir.op_kinds import OpKind, register_op_kinds
+from graph_ir.tensors import NumpyTensor
+from graph_ir.types import OpaqueType, Shape, TensorType, TokenType, TupleType, Type
+
+__all__ = ["load_stablehlo", "import_stablehlo_text", "STABLEHLO_DOMAIN"]
+
+STABLEHLO_DOMAIN = "stablehlo"
+_TERMINATORS = {"func.return", "stablehlo.return", "chlo.return", "mhlo.return", "sdy.return"}
+
+_ELEMENT_TYPES = {
+    "i1": DType.BOOL, "i2": DType.INT2, "i4": DType.INT4, "i8": DType.INT8, "i16": DType.INT16, "i32": DType.INT32,
+    "i64": DType.INT64, "ui2": DType.UINT2, "ui4": DType.UINT4, "ui8": DType.UINT8, "ui16": DType.UINT16,
+    "ui32": DType.UINT32, "ui64": DType.UINT64, "f16": DType.FLOAT16, "bf16": DType.BFLOAT16, "f32": DType.FLOAT32,
+    "f64": DType.FLOAT64, "complex<f32>": DType.COMPLEX64, "complex<f64>": DType.COMPLEX128,
+    "f8E4M3FN": DType.FLOAT8E4M3FN, "f8E4M3FNUZ": DType.FLOAT8E4M3FNUZ, "f8E5M2": DType.FLOAT8E5M2,
+    "f8E5M2FNUZ": DType.FLOAT8E5M2FNUZ, "f8E4M3": DType.FLOAT8E4M3, "f8E3M4": DType.FLOAT8E3M4,
+    "f8E4M3B11FNUZ": DType.FLOAT8E4M3B11FNUZ, "f8E8M0FNU": DType.FLOAT8E8M0, "f4E2M1FN": DType.FLOAT4E2M1,
+    "index": DType.INT64,
+}
+_BUFFER_TYPES = {
+    DType.BOOL, DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8, DType.UINT16, DType.UINT32,
+    DType.UINT64, DType.FLOAT16, DType.FLOAT32, DType.FLOAT64,
+}
+_QUANT_STORAGE = re.compile(r"!quant\.uniform<(u?i\d+)")
+
+
+def _stablehlo_kinds() -> dict[str, OpKind]:
+    table = {f"stablehlo.{op.replace('-', '_')}": kind for op, kind in HLO_OP_KINDS.items()}
+    table.update(
+        {
+            "stablehlo.broadcast_in_dim": OpKind.BROADCAST,
+            "stablehlo.dynamic_broadcast_in_dim": OpKind.BROADCAST,
+            "stablehlo.dot_general": OpKind.MATMUL,
+            "stablehlo.reduce_window": OpKind.POOL,
+            "stablehlo.exponential": OpKind.UNARY,
+            "stablehlo.log_plus_one": OpKind.UNARY,
+            "stablehlo.real_dynamic_slice": OpKind.DYNAMIC_SLICE,
+            "stablehlo.dynamic_pad": OpKind.PAD,
+            "stablehlo.dynamic_gather": OpKind.GATHER,
+            "stablehlo.dynamic_conv": OpKind.CONV,
+            "stablehlo.dynamic_iota": OpKind.IOTA,
+            "stablehlo.uniform_quantize": OpKind.QUANTIZE,
+            "stablehlo.uniform_dequantize": OpKind.DEQUANTIZE,
+            "stablehlo.case": OpKind.IF,
+            "stablehlo.if": OpKind.IF,
+            "stablehlo.composite": OpKind.CALL,
+            "func.call": OpKind.CALL,
+        }
+    )
+    return table
+
+
+STABLEHLO_OP_KINDS = _stablehlo_kinds()
+register_op_kinds(STABLEHLO_DOMAIN, STABLEHLO_OP_KINDS)
+
+
+def load_stablehlo(path: str | os.PathLike[str]) -> Graph:
+    path = os.fspath(path)
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    if not raw.strip():
+        raise EmptyModelError("file is empty", file=path)
+    try:
+        return import_stablehlo_text(raw, file=path)
+    except CompilerOptError as err:
+        raise err.with_context(file=path)
+
+
+_MLIR_ERROR = re.compile(r'error: "[^"]*":(\d+):(\d+): (.*)')
+
+
+def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Graph:
+    """Parse StableHLO text (or MLIR bytecode) and convert it."""
+    from jaxlib.mlir import ir
+
+    context = mlir_context()
+    with context:
+        try:
+            module = ir.Module.parse(source)
+        except Exception as err:
+            message = str(err)
+            match = _MLIR_ERROR.search(message)
+            detail = match.group(3) if match else message.splitlines()[-1]
+            line, column = (int(match.group(1)), int(match.group(2))) if match else (None, None)
+            if "unregistered dialect" in message or "is unknown" in message:
+                raise UnsupportedOpError(f"unknown MLIR dialect or op: {detail}", file=file, line=line, column=column) from None
+            raise HloSyntaxError(f"invalid MLIR: {detail}", line=line, column=column, file=file) from None
+        with gc_paused():
+            graph = _Importer(file).run(module)
+    return graph
+
+
+def mlir_type(mlir_type_: Any) -> Type | None:
+    """An MLIR type -> IR type."""
+    from jaxlib.mlir import ir
+
+    text = str(mlir_type_)
+    if isinstance(mlir_type_, ir.RankedTensorType):
+        ranked = ir.RankedTensorType(mlir_type_)
+        dims: list[int | str | None] = [None if ranked.is_dynamic_dim(i) else ranked.get_dim_size(i) for i in range(ranked.rank)]
+        return TensorType(_element(str(ranked.element_type)), Shape(dims))
+    if isinstance(mlir_type_, ir.UnrankedTensorType):
+        return TensorType(_element(str(ir.UnrankedTensorType(mlir_type_).element_type)), None)
+    if isinstance(mlir_type_, ir.TupleType):
+        tuple_type = ir.TupleType(mlir_type_)
+        return TupleType(tuple(mlir_type(tuple_type.get_type(i)) for i in range(tuple_type.num_types)))
+    if "token" in text:
+        return TokenType()
+    return OpaqueType(text)
+
+
+def _element(text: str) -> DType | None:
+    dtype = _ELEMENT_TYPES.get(text)
+    if dtype is not None:
+        return dtype
+    quant = _QUANT_STORAGE.match(text)
+    if quant:
+        return _ELEMENT_TYPES.get(quant.group(1))
+    return None
+
+
+class _Importer:
+    def __init__(self, file: str | None) -> None:
+        self.file = file
+        self.counter = itertools.count()
+
+    def run(self, module: Any) -> Graph:
+        functions = [op for op in module.body.operations if op.operation.name == "func.func"]
+        if not functions:
+            raise ModelFormatError("the module has no func.func", file=self.file)
+        names = [op.attributes["sym_name"].value for op in functions]
+        entry_index = names.index("main") if "main" in names else 0
+        root = self.function_body(functions[entry_index], names[entry_index])
+        for op, name in zip(functions, names):
+            if op is not functions[entry_index]:
+                body = self.function_body(op, name)
+                root.functions[(STABLEHLO_DOMAIN, name, "")] = Function(STABLEHLO_DOMAIN, name, body)
+        module_name = module.operation.attributes["sym_name"].value if "sym_name" in module.operation.attributes else "module"
+        root.name = module_name
+        root.meta["stablehlo.entry_name"] = names[entry_index]
+        root.opset_imports = {STABLEHLO_DOMAIN: 1}
+        root.model = ModelInfo(source_format="stablehlo", source_path=self.file)
+        return root
+
+    def function_body(self, op: Any, name: str) -> Graph:
+        region = op.regions[0]
+        if len(region.blocks) == 0:  # an external declaration
+            graph = Graph(name)
+            graph.meta["stablehlo.declaration"] = True
+            return graph
+        return self.block(region.blocks[0], name, outer={})
+
+    def block(self, block: Any, name: str, outer: dict[Any, Value]) -> Graph:
+        graph = Graph(name)
+        values = dict(outer)  # MLIR values visible here: outer scope plus this block's
+        for index, argument in enumerate(block.arguments):
+            value = Value(argument.get_name().lstrip("%") or f"arg{index}", mlir_type(argument.type))
+            graph.add_input(value)
+            values[argument] = value
+        for op in block.operations:
+            op = op.operation
+            if op.name in _TERMINATORS:
+                for operand in op.operands:
+                    graph.add_output(self.lookup(values, operand, op))
+                continue
+            node = self.node(op, values)
+            graph.append(node)
+            for result, value in zip(op.results, node.outputs):
+                values[result] = value
+            if len(op.regions):
+                bodies = tuple(
+                    self.block(region.blocks[0], f"{node.name}.region{index}", values)
+                    for index, region in enumerate(op.regions)
+                    if len(region.blocks)
+                )
+                node.set_attr(Attr("regions", AttrKind.GRAPHS, bodies))
+        return graph
+
+    def lookup(self, values: dict[Any, Value], operand: Any, op: Any) -> Value:
+        value = values.get(operand)
+        if value is None:
+            raise ModelFormatError(f"operand {operand.get_name()} of {op.name} is not in scope", file=self.file)
+        return value
+
+    def node(self, op: Any, values: dict[Any, Value]) -> Node:
+        short = op.name.split(".", 1)[-1]
+        name = f"{short}_{next(self.counter)}"
+        outputs = [Value(r.get_name().lstrip("%") if r.get_name() else "", mlir_type(r.type)) for r in op.results]
+        node = Node(
+            op.name,
+            [self.lookup(values, operand, op) for operand in op.operands],
+            outputs=outputs,
+            domain=STABLEHLO_DOMAIN,
+            name=name,
+            kind=STABLEHLO_OP_KINDS.get(op.name, OpKind.OTHER),
+        )
+        for index in range(len(op.attributes)):
+            # Look attributes up by name: `NamedAttribute.attr` aborts the process (in C++) on
+            # element types the bindings cannot cast (complex dense constants), lookup raises.
+            attr_name = op.attributes[index].name
+            try:
+                attr = op.attributes[attr_name]
+            except TypeError:
+                node.set_attr(Attr(attr_name, AttrKind.OPAQUE, op.get_asm(large_elements_limit=16)))
+                continue
+            node.set_attr(_attr(attr_name, attr))
+        location = str(op.location)
+        if location:
+            node.meta["stablehlo.location"] = location
+        return node
+
+
+def _attr(name: str, attr: Any) -> Attr:
+    from jaxlib.mlir import ir
+
+    if isinstance(attr, ir.BoolAttr):
+        return Attr(name, AttrKind.INT, int(ir.BoolAttr(attr).value))
+    if isinstance(attr, ir.IntegerAttr):
+        return Attr(name, AttrKind.INT, ir.IntegerAttr(attr).value)
+    if isinstance(attr, ir.FloatAttr):
+        return Attr(name, AttrKind.FLOAT, ir.FloatAttr(attr).value)
+    if isinstance(attr, ir.StringAttr):
+        return Attr(name, AttrKind.STRING, ir.StringAttr(attr).value)
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        return Attr(name, AttrKind.STRING, ir.FlatSymbolRefAttr(attr).value)
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return Attr(name, AttrKind.INTS, tuple(ir.DenseI64ArrayAttr(attr)))
+    if isinstance(attr, ir.DenseElementsAttr):
+        tensor = _dense_tensor(attr)
+        if tensor is not None:
+            return Attr(name, AttrKind.TENSOR, tensor)
+    return Attr(name, AttrKind.OPAQUE, str(attr))
+
+
+def _dense_tensor(attr: Any) -> NumpyTensor | None:
+    """A dense constant as a numpy-backed tensor, when numpy can hold its element type."""
+    from jaxlib.mlir import ir
+
+    shaped = ir.ShapedType(attr.type)
+    dtype = _element(str(shaped.element_type))
+    # Only element types the bindings export as a buffer: others (complex, bf16, f8) can abort
+    # the process from C++ instead of raising, so their constants keep their MLIR text.
+    if dtype not in _BUFFER_TYPES or not shaped.has_static_shape:
+        return None
+    try:
+        array = np.array(attr)
+    except Exception:  # element types the bindings cannot export as a buffer
+        return None
+    if array.dtype != dtype.numpy:
+        try:
+            array = array.astype(dtype.numpy)
+        except (TypeError, ValueError):
+            return None
+    return NumpyTensor(np.broadcast_to(array, tuple(shaped.shape)) if array.size == 1 else array.reshape(shaped.shape), dtype)
