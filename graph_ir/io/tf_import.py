@@ -1,0 +1,637 @@
+"""TensorFlow GraphDef (`.pb` binary, `.pbtxt` text) and SavedModel graphs -> IR.
+
+Parsing uses TensorFlow's own protos; TensorFlow is imported lazily (it takes seconds).
+
+Mapping:
+- each NodeDef -> a Node (domain "tf", op_type = op, name = node name, kind from tf_ops); its
+  outputs come from the op's OpDef (or the library function's signature) and its attrs, named
+  `node:k`; the NodeDef itself stays in `node.meta["tf.node_def"]` so export is lossless;
+- data inputs `x` / `x:k` -> the k-th output of node x; control inputs `^x` -> the names in
+  `node.meta["tf.control_inputs"]`. They are ordering dependencies: the importer orders nodes
+  with `tf_topological_order` (data + control edges), which passes should use instead of
+  `Graph.sort()` (data edges only) when control order matters;
+- v1 loops: the input of a Merge that comes from a NextIteration is a back edge; it is kept as
+  the tensor name in `node.meta["tf.back_edges"][input_index]` and the input is None, so the
+  dataflow is acyclic and `verify()` holds; the exporter restores it. Any other cycle is a
+  CycleError. NextIteration has a side-effect kind so DCE keeps the loop body alive;
+- attrs: int/float/bool/string/type/shape/lists -> plain Attrs (type -> TYPE `TensorType(dtype)`,
+  shape -> TYPE `TensorType(None, shape)`, bool -> INT), tensors -> TENSOR (decoded lazily),
+  func -> STRING (the function's name), function-body placeholders (`$T`) -> REF, others OPAQUE;
+- the function library -> `root.functions[("tf", name, "")]`, bodies built the same way (inputs
+  from input_arg, outputs from `ret`, body references `node:out_arg:i` resolved through the
+  OpDef's output args). Functional control flow (While, If, Case, PartitionedCall...) refers to
+  its functions by name (STRING attrs); nothing is inlined or owned as a subgraph;
+- NodeDef.device -> node.device; other decisions travel as `_compiler_opt.*` attrs;
+- types: dtypes from the OpDef, shapes from `_output_shapes`, the rest (option `infer_shapes`)
+  from TensorFlow's shape inference over the graph imported into a `tf.Graph`, which also
+  validates it;
+- graph outputs: the tensors named by `outputs=`, or else every output of every node that
+  nothing consumes (data or control); a SavedModel's signatures are in `graph.meta`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from graph_ir._gc import gc_paused
+from graph_ir.attrs import Attr, AttrKind
+from graph_ir.core import Node, Value
+from graph_ir.errors import (
+    CompilerOptError,
+    CorruptModelError,
+    CycleError,
+    DuplicateNameError,
+    EmptyModelError,
+    ModelFormatError,
+    TypeConsistencyError,
+    UndefinedValueError,
+    UnsupportedOpError,
+)
+from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io.decisions import read_decision
+from graph_ir.io.tf_ops import TF_DOMAIN, dtype_from_tf, op_kind, output_layout
+from graph_ir.tensors import Tensor
+from graph_ir.types import Shape, TensorType
+
+__all__ = [
+    "DEFAULT_MAX_TEXT_BYTES",
+    "load_tf",
+    "read_graphdef",
+    "import_graphdef",
+    "tf_topological_order",
+    "TFTensor",
+    "DECISION_ATTR_PREFIX",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TEXT_BYTES = 512 * 2**20
+# Decisions other than the device ride in NodeDef attrs; a leading "_" makes TF ignore them.
+DECISION_ATTR_PREFIX = "_compiler_opt."
+_SAVED_MODEL_NAMES = ("saved_model.pb", "saved_model.pbtxt")
+_MERGE_OPS = ("Merge", "RefMerge")
+_NEXT_ITERATION_OPS = ("NextIteration", "RefNextIteration")
+
+
+# -- reading files ---------------------------------------------------------------------------
+def load_tf(
+    path: str | os.PathLike[str],
+    *,
+    infer_shapes: bool = True,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    meta_graph: int = 0,
+    outputs: Sequence[str] | None = None,
+) -> Graph:
+    """Import a `.pb`/`.pbtxt` GraphDef, a SavedModel file, or a SavedModel folder."""
+    graph_def, extra = read_graphdef(path, max_text_bytes=max_text_bytes, meta_graph=meta_graph)
+    file = os.fspath(path)
+    try:
+        graph = import_graphdef(graph_def, file=file, infer_shapes=infer_shapes, outputs=outputs)
+    except CompilerOptError as err:
+        raise err.with_context(file=file)
+    graph.model.extra.update(extra)
+    if "tf.signatures" in extra:
+        graph.meta["tf.signatures"] = extra["tf.signatures"]
+    return graph
+
+
+def read_graphdef(
+    path: str | os.PathLike[str], *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES, meta_graph: int = 0
+) -> tuple[Any, dict[str, Any]]:
+    """Parse a file into a GraphDef; for a SavedModel also return its signatures (in `extra`)."""
+    path = Path(path)
+    file = os.fspath(path)
+    if path.is_dir():
+        found = [path / name for name in _SAVED_MODEL_NAMES if (path / name).is_file()]
+        if not found:
+            raise EmptyModelError("folder holds no saved_model.pb or saved_model.pbtxt", file=file)
+        path, file = found[0], os.fspath(found[0])
+    size = path.stat().st_size
+    if size == 0:
+        raise EmptyModelError("file is empty", file=file)
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    is_text = path.name.lower().endswith(".pbtxt")
+    if is_text:
+        if size > max_text_bytes:
+            raise ModelFormatError(
+                f"text GraphDef is {size} bytes, over the {max_text_bytes}-byte limit (raise max_text_bytes, "
+                "or convert it to binary .pb)", file=file, field="max_text_bytes",
+            )
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise CorruptModelError(f"not a text proto: byte {err.start} is not UTF-8", file=file) from None
+        saved = _looks_like_saved_model_text(text) or path.name.lower().endswith(_SAVED_MODEL_NAMES[1])
+        message = saved_model_pb2.SavedModel() if saved else graph_pb2.GraphDef()
+        _parse_text(text, message, file)
+    else:
+        raw = path.read_bytes()
+        # SavedModel starts with field 1 as a varint (schema version); GraphDef's field 1 is a message.
+        saved = path.name.lower().endswith(_SAVED_MODEL_NAMES[0]) or raw[:1] == b"\x08"
+        message = saved_model_pb2.SavedModel() if saved else graph_pb2.GraphDef()
+        _parse_binary(raw, message, file)
+    extra: dict[str, Any] = {}
+    if saved:
+        if not message.meta_graphs:
+            raise EmptyModelError("SavedModel holds no meta graph", file=file)
+        if not 0 <= meta_graph < len(message.meta_graphs):
+            raise ModelFormatError(f"meta graph {meta_graph} requested, the SavedModel holds {len(message.meta_graphs)}", file=file)
+        meta = message.meta_graphs[meta_graph]
+        extra["tf.saved_model_tags"] = list(meta.meta_info_def.tags)
+        extra["tf.signatures"] = {
+            key: {
+                "inputs": {k: v.name for k, v in sig.inputs.items()},
+                "outputs": {k: v.name for k, v in sig.outputs.items()},
+            }
+            for key, sig in meta.signature_def.items()
+        }
+        message = meta.graph_def
+    if not message.node and not message.library.function:
+        raise EmptyModelError("the GraphDef holds no nodes and no functions", file=file)
+    return message, extra
+
+
+def _looks_like_saved_model_text(text: str) -> bool:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return stripped.startswith(("saved_model_schema_version", "meta_graphs"))
+    return False
+
+
+def _parse_text(text: str, message: Any, file: str) -> None:
+    from google.protobuf import text_format
+
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as err:
+        line, column = err.GetLine(), err.GetColumn()
+        where = f"line {line}, column {column}: " if line else ""
+        detail = re.sub(r"^\d+:\d+ : ", "", str(err))
+        raise CorruptModelError(f"{where}malformed text proto: {detail}", file=file, field=f"{line}:{column}") from None
+
+
+def _parse_binary(raw: bytes, message: Any, file: str) -> None:
+    from google.protobuf.message import DecodeError
+
+    try:
+        message.ParseFromString(raw)
+    except DecodeError as err:
+        raise CorruptModelError(f"not a valid binary {message.DESCRIPTOR.name} (truncated or corrupt): {err}", file=file) from None
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    if len(UnknownFieldSet(message)):
+        # Random bytes that happen to decode land in unknown fields; a real GraphDef has none.
+        raise CorruptModelError(f"bytes decode only as unknown fields: not a {message.DESCRIPTOR.name}", file=file)
+
+
+# -- GraphDef -> IR ----------------------------------------------------------------------------
+def import_graphdef(
+    graph_def: Any, *, file: str | None = None, infer_shapes: bool = True, outputs: Sequence[str] | None = None
+) -> Graph:
+    """Convert a parsed GraphDef (see the module doc for the mapping)."""
+    with gc_paused():
+        importer = _Importer(graph_def, file)
+        graph = importer.run(outputs)
+    if infer_shapes:
+        _infer_shapes(graph, graph_def, file)
+    return graph
+
+
+@lru_cache(maxsize=None)
+def _registered_op(op: str) -> Any | None:
+    from tensorflow.python.framework import op_def_registry
+
+    return op_def_registry.get(op)
+
+
+class _Importer:
+    def __init__(self, graph_def: Any, file: str | None) -> None:
+        self.graph_def = graph_def
+        self.file = file
+        self.library = {f.signature.name: f for f in graph_def.library.function}
+
+    def run(self, outputs: Sequence[str] | None) -> Graph:
+        graph_def = self.graph_def
+        root = Graph("main")
+        self.body(root, graph_def.node, {}, in_function=False)
+        if outputs is not None:
+            for name in outputs:
+                root.add_output(self.resolve(name, root, {}, None, -1, in_function=False))
+        else:
+            _add_sink_outputs(root)
+            root.meta["tf.outputs_inferred"] = True
+        for fdef in graph_def.library.function:
+            function = self.function(fdef)
+            root.functions[function.id] = function
+        shell = type(graph_def.library)()
+        shell.CopyFrom(graph_def.library)
+        del shell.function[:]  # gradients (and anything newer) stay verbatim
+        root.opset_imports = {TF_DOMAIN: graph_def.versions.producer}
+        root.model = ModelInfo(
+            source_format="tf_graphdef",
+            source_path=self.file,
+            producer_version=str(graph_def.versions.producer),
+            extra={"tf.versions": type(graph_def.versions)(), "tf.library_shell": shell},
+        )
+        root.model.extra["tf.versions"].CopyFrom(graph_def.versions)
+        return root
+
+    def signature(self, node_def: Any) -> tuple[Any, bool]:
+        function = self.library.get(node_def.op)
+        if function is not None:
+            return function.signature, True
+        op_def = _registered_op(node_def.op)
+        if op_def is None:
+            import tensorflow as tf
+
+            raise UnsupportedOpError(
+                f"op {node_def.op!r} is neither registered in TensorFlow {tf.__version__} nor a function of the "
+                "graph's library", file=self.file, node=node_def.name, field="op",
+            )
+        return op_def, False
+
+    def body(self, graph: Graph, node_defs: Iterable[Any], args: dict[str, Value], *, in_function: bool) -> None:
+        entries: list[tuple[Any, Node]] = []
+        self.arg_offsets: dict[str, dict[str, int]] = {}
+        node_defs = list(node_defs)
+        references = _referenced_output_args(node_defs) if in_function else {}
+        for node_def in node_defs:
+            if graph.find_node(node_def.name) is not None:
+                raise DuplicateNameError(f"two nodes are named {node_def.name!r}", file=self.file, node=node_def.name)
+            signature, is_function = self.signature(node_def)
+            layout = output_layout(signature, node_def.attr)
+            if layout is None:  # a count set by a placeholder attr: trust the body's references
+                seen = references.get(node_def.name, {})
+                layout = [(arg.name, [0] * (seen.get(arg.name, -1) + 1)) for arg in signature.output_arg]
+                guessed_layout = layout
+            else:
+                guessed_layout = None
+            offsets, flat = {}, []
+            for arg_name, dtypes in layout:
+                offsets[arg_name] = len(flat)
+                flat.extend(dtypes)
+            self.arg_offsets[node_def.name] = offsets
+            shapes = _output_shapes(node_def, len(flat))
+            values = []
+            for index, code in enumerate(flat):
+                dtype, is_ref = dtype_from_tf(code)
+                value = Value(f"{node_def.name}:{index}", TensorType(dtype, shapes[index]))
+                if is_ref:
+                    value.meta["tf.ref"] = True
+                values.append(value)
+            kind = op_kind(node_def.op, is_stateful=bool(getattr(signature, "is_stateful", False)), is_function=is_function)
+            node = Node(node_def.op, (), outputs=values, domain=TF_DOMAIN, name=node_def.name, kind=kind)
+            graph.append(node)
+            if node_def.device:
+                node.device = node_def.device
+            node.meta["tf.node_def"] = node_def
+            if guessed_layout is not None:
+                node.meta["tf.output_args"] = guessed_layout
+            _set_attrs(node, node_def)
+            entries.append((node_def, node))
+        for node_def, node in entries:
+            inputs: list[Value | None] = []
+            control: list[str] = []
+            back_edges: dict[int, str] = {}
+            for position, text in enumerate(node_def.input):
+                if text.startswith("^"):
+                    control.append(text[1:])
+                    if graph.find_node(text[1:]) is None:
+                        raise UndefinedValueError(
+                            f"control input {text!r} names a node that does not exist", file=self.file,
+                            node=node_def.name, field=f"input[{position}]",
+                        )
+                    continue
+                value = self.resolve(text, graph, args, node_def, position, in_function=in_function)
+                if node_def.op in _MERGE_OPS and value.producer is not None and value.producer.op_type in _NEXT_ITERATION_OPS:
+                    back_edges[len(inputs)] = text
+                    value = None
+                inputs.append(value)
+            node.replace_inputs(inputs)
+            if control:
+                node.meta["tf.control_inputs"] = control
+            if back_edges:
+                node.meta["tf.back_edges"] = back_edges
+        graph.reorder(tf_topological_order(graph))
+
+    def resolve(self, text: str, graph: Graph, args: dict[str, Value], node_def: Any, position: int, *, in_function: bool) -> Value:
+        """A data input string -> the Value it names."""
+        where = node_def.name if node_def is not None else None
+        parts = text.split(":")
+
+        def missing(why: str) -> UndefinedValueError:
+            return UndefinedValueError(f"input {text!r} {why}", file=self.file, node=where, field=f"input[{position}]" if position >= 0 else None)
+
+        name = parts[0]
+        if in_function and name in args:
+            if len(parts) > 1 and parts[-1] != "0":
+                raise missing("indexes into a function argument (list arguments are not supported)")
+            return args[name]
+        producer = graph.find_node(name)
+        if producer is None:
+            raise missing("names a node that does not exist")
+        try:
+            if in_function and len(parts) >= 2 and not parts[1].isdigit():
+                offsets = self.arg_offsets.get(name, {})
+                if parts[1] not in offsets:
+                    raise missing(f"names output arg {parts[1]!r}, which op {producer.op_type} does not have")
+                index = offsets[parts[1]] + (int(parts[2]) if len(parts) > 2 else 0)
+            else:
+                index = int(parts[1]) if len(parts) > 1 else 0
+        except ValueError:
+            raise missing("is not of the form name[:index]") from None
+        if not 0 <= index < len(producer.outputs):
+            raise missing(f"asks for output {index}, node {name!r} has {len(producer.outputs)}")
+        return producer.outputs[index]
+
+    def function(self, fdef: Any) -> Function:
+        signature = fdef.signature
+        graph = Graph(signature.name)
+        args: dict[str, Value] = {}
+        for arg in signature.input_arg:
+            code = arg.type or _function_attr_type(fdef, arg.type_attr)
+            dtype, is_ref = dtype_from_tf(code)
+            value = graph.add_input(Value(arg.name, TensorType(dtype)))
+            if is_ref or arg.is_ref:
+                value.meta["tf.ref"] = True
+            args[arg.name] = value
+        try:
+            self.body(graph, fdef.node_def, args, in_function=True)
+            for arg in signature.output_arg:
+                if arg.name not in fdef.ret:
+                    raise UndefinedValueError(f"output arg {arg.name!r} has no ret entry", file=self.file, field=arg.name)
+                graph.add_output(self.resolve(fdef.ret[arg.name], graph, args, None, -1, in_function=True))
+        except CompilerOptError as err:
+            err.message = f"in function {signature.name!r}: {err.message}"
+            raise
+        shell = type(fdef)()
+        shell.CopyFrom(fdef)
+        del shell.node_def[:]
+        shell.ClearField("ret")
+        graph.meta["tf.function_def"] = shell
+        return Function(TF_DOMAIN, signature.name, graph, attributes=[a.name for a in signature.attr])
+
+
+def _function_attr_type(fdef: Any, attr_name: str) -> int:
+    value = fdef.attr.get(attr_name) if attr_name else None
+    return value.type if value is not None and value.WhichOneof("value") == "type" else 0
+
+
+def _referenced_output_args(node_defs: list[Any]) -> dict[str, dict[str, int]]:
+    """node -> output arg -> highest index the function body references."""
+    seen: dict[str, dict[str, int]] = {}
+    for node_def in node_defs:
+        for text in node_def.input:
+            parts = text.split(":")
+            if len(parts) == 3 and parts[2].isdigit():
+                per_node = seen.setdefault(parts[0], {})
+                per_node[parts[1]] = max(per_node.get(parts[1], -1), int(parts[2]))
+    return seen
+
+
+def _add_sink_outputs(graph: Graph) -> None:
+    controlled = {name for node in graph for name in node.meta.get("tf.control_inputs", ())}
+    back = {text.split(":")[0] for node in graph for text in node.meta.get("tf.back_edges", {}).values()}
+    for node in graph:
+        if node.name in controlled or node.name in back:
+            continue
+        if not any(value.has_uses() for value in node.outputs):
+            for value in node.outputs:
+                graph.add_output(value)
+
+
+def _output_shapes(node_def: Any, count: int) -> list[Shape | None]:
+    attr = node_def.attr.get("_output_shapes")
+    if attr is None or len(attr.list.shape) != count:
+        return [None] * count
+    return [_shape(s) for s in attr.list.shape]
+
+
+def _shape(proto: Any) -> Shape | None:
+    if proto.unknown_rank:
+        return None
+    return Shape(d.size if d.size >= 0 else None for d in proto.dim)
+
+
+# -- attributes --------------------------------------------------------------------------------
+def _set_attrs(node: Node, node_def: Any) -> None:
+    imported: dict[str, Attr] = {}
+    for name, value in node_def.attr.items():
+        if name.startswith(DECISION_ATTR_PREFIX):
+            read_decision(node, name[1:], value.s.decode("utf-8", "replace"))
+            continue
+        attr = _attr(name, value)
+        node.set_attr(attr)
+        imported[name] = attr
+    # The exporter writes an attr from the kept AttrValue while the IR still holds this object.
+    node.meta["tf.attrs"] = imported
+
+
+def _attr(name: str, value: Any) -> Attr:
+    which = value.WhichOneof("value")
+    if which == "i":
+        return Attr(name, AttrKind.INT, value.i)
+    if which == "f":
+        return Attr(name, AttrKind.FLOAT, value.f)
+    if which == "b":
+        return Attr(name, AttrKind.INT, int(value.b))
+    if which == "s":
+        return Attr(name, AttrKind.STRING, _text(value.s))
+    if which == "type":
+        dtype, is_ref = dtype_from_tf(value.type)
+        if dtype is not None and not is_ref:
+            return Attr(name, AttrKind.TYPE, TensorType(dtype))
+    elif which == "shape":
+        return Attr(name, AttrKind.TYPE, TensorType(None, _shape(value.shape)))
+    elif which == "tensor":
+        tensor = TFTensor.from_proto(value.tensor)
+        if tensor is not None:
+            return Attr(name, AttrKind.TENSOR, tensor)
+    elif which == "func":
+        return Attr(name, AttrKind.STRING, value.func.name)
+    elif which == "placeholder":
+        return Attr(name, AttrKind.REF, value.placeholder)
+    elif which == "list":
+        converted = _list_attr(name, value.list)
+        if converted is not None:
+            return converted
+    return Attr(name, AttrKind.OPAQUE, value)
+
+
+def _list_attr(name: str, items: Any) -> Attr | None:
+    filled = [field for field, _ in items.ListFields()]
+    if len(filled) != 1:
+        return None  # empty lists have no element kind; they stay OPAQUE
+    field = filled[0].name
+    if field == "i":
+        return Attr(name, AttrKind.INTS, tuple(items.i))
+    if field == "f":
+        return Attr(name, AttrKind.FLOATS, tuple(items.f))
+    if field == "b":
+        return Attr(name, AttrKind.INTS, tuple(int(b) for b in items.b))
+    if field == "s":
+        return Attr(name, AttrKind.STRINGS, tuple(_text(s) for s in items.s))
+    if field == "type":
+        types = [dtype_from_tf(t) for t in items.type]
+        if all(d is not None and not ref for d, ref in types):
+            return Attr(name, AttrKind.TYPES, tuple(TensorType(d) for d, _ in types))
+    elif field == "shape":
+        return Attr(name, AttrKind.TYPES, tuple(TensorType(None, _shape(s)) for s in items.shape))
+    elif field == "func":
+        return Attr(name, AttrKind.STRINGS, tuple(f.name for f in items.func))
+    return None
+
+
+def _text(raw: bytes) -> str | bytes:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+class TFTensor(Tensor):
+    """A Const's TensorProto, decoded to numpy on first use (and then cached)."""
+
+    __slots__ = ("proto", "_array")
+
+    def __init__(self, proto: Any, dtype: Any, shape: Shape) -> None:
+        super().__init__(dtype, shape)
+        self.proto = proto
+        self._array = None
+
+    @classmethod
+    def from_proto(cls, proto: Any) -> TFTensor | None:
+        dtype, is_ref = dtype_from_tf(proto.dtype)
+        shape = _shape(proto.tensor_shape)
+        if dtype is None or is_ref or shape is None or None in shape:
+            return None
+        return cls(proto, dtype, shape)
+
+    def numpy(self) -> Any:
+        if self._array is None:
+            from tensorflow.python.framework import tensor_util
+
+            self._array = tensor_util.MakeNdarray(self.proto)
+        return self._array
+
+
+# -- shape inference ---------------------------------------------------------------------------
+_TF_NODE_IN_MESSAGE = re.compile(r"\{\{node ([^}]+)\}\}|node '?([\w/.\-]+)'?")
+
+
+def _missing_shapes(graph: Graph) -> bool:
+    return any(isinstance(v.type, TensorType) and v.type.shape is None for node in graph for v in node.outputs)
+
+
+def _infer_shapes(graph: Graph, graph_def: Any, file: str | None) -> None:
+    """Fill unknown output types from TensorFlow's shape inference (the graph imported into a
+    tf.Graph, which also checks it); function bodies get what their signatures allow."""
+    import tensorflow as tf
+
+    tf_graph = tf.Graph()
+    if _missing_shapes(graph):
+        try:
+            with tf_graph.as_default():
+                tf.graph_util.import_graph_def(graph_def, name="")
+        except (ValueError, TypeError, tf.errors.OpError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            match = _TF_NODE_IN_MESSAGE.search(str(err))
+            node = next((g for g in match.groups() if g), None) if match else None
+            raise TypeConsistencyError(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
+        _copy_types(graph, tf_graph.get_operations())
+    library = {f.signature.name: f for f in graph_def.library.function}
+    for function in graph.functions.values():
+        if not _missing_shapes(function.graph) or function.name not in library:
+            continue
+        try:
+            from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+            with tf_graph.as_default():
+                func_graph = function_def_to_graph(library[function.name])
+        except Exception as err:  # noqa: BLE001 - polymorphic bodies may not instantiate alone; types stay as read
+            logger.debug("%s: no shape inference for function %s: %s", file, function.name, err)
+            continue
+        _copy_types(function.graph, func_graph.get_operations())
+
+
+def _copy_types(graph: Graph, operations: Iterable[Any]) -> None:
+    for op in operations:
+        node = graph.find_node(op.name)
+        if node is None or len(node.outputs) != len(op.outputs):
+            continue
+        for value, tensor in zip(node.outputs, op.outputs):
+            current = value.type
+            if not isinstance(current, TensorType) or current.shape is not None:
+                continue
+            dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+            dtype = current.dtype
+            if dtype is None:
+                dtype, _ = dtype_from_tf(tensor.dtype.as_datatype_enum)
+            value.type = TensorType(dtype, Shape(dims) if dims is not None else None)
+
+
+# -- ordering ----------------------------------------------------------------------------------
+def tf_topological_order(graph: Graph) -> list[Node]:
+    """Nodes ordered by data and control edges (back edges excluded), close to the current order.
+
+    Raises CycleError naming the nodes of one cycle when no order exists.
+    """
+    nodes = list(graph)
+    position = {node: index for index, node in enumerate(nodes)}
+    successors: list[list[int]] = [[] for _ in nodes]
+    predecessors: list[set[int]] = [set() for _ in nodes]
+    indegree = [0] * len(nodes)
+    for index, node in enumerate(nodes):
+        deps = {position[v.producer] for v in node.inputs if v is not None and v.producer is not None and v.producer.graph is graph}
+        for name in node.meta.get("tf.control_inputs", ()):
+            producer = graph.find_node(name)
+            if producer is not None:
+                deps.add(position[producer])
+        for dep in deps:
+            successors[dep].append(index)
+        predecessors[index] = deps
+        indegree[index] = len(deps)
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(nodes[index])
+        for succ in successors[index]:
+            indegree[succ] -= 1
+            if indegree[succ] == 0:
+                heapq.heappush(ready, succ)
+    if len(order) != len(nodes):
+        stuck = {i for i, d in enumerate(indegree) if d > 0}
+        cycle = _one_cycle(stuck, predecessors)
+        names = " -> ".join(nodes[i].name for i in cycle)
+        raise CycleError(
+            f"graph {graph.name!r} has a cycle that is not a v1 loop back edge (NextIteration -> Merge): {names}",
+            node=nodes[cycle[0]].name,
+        )
+    return order
+
+
+def _one_cycle(stuck: set[int], predecessors: list[set[int]]) -> list[int]:
+    """Walk stuck predecessors (every stuck node waits on one) until a node repeats."""
+    path: list[int] = []
+    on_path: dict[int, int] = {}
+    index = min(stuck)
+    while index not in on_path:
+        on_path[index] = len(path)
+        path.append(index)
+        index = min(p for p in predecessors[index] if p in stuck)
+    cycle = path[on_path[index]:]
+    cycle.reverse()
+    return cycle + [cycle[0]]
+
