@@ -52,6 +52,11 @@ _FP16_LIKE = frozenset(
 def dtype_family(dtype: DType | None) -> str:
     """The peak-rate family of an element type: "fp16" (16-bit and narrower floats), "int8"
     (integers of 8 bits or fewer), "fp64" (f64, c128), else "fp32" (f32, wider ints, unknown)."""
+    family = _FAMILY_OF.get(dtype)
+    return family if family is not None else _dtype_family(dtype)
+
+
+def _dtype_family(dtype: DType | None) -> str:
     if dtype is None:
         return "fp32"
     if dtype in _FP16_LIKE:
@@ -61,6 +66,9 @@ def dtype_family(dtype: DType | None) -> str:
     if dtype.is_integer and 0 < dtype.bitwidth <= 8:
         return "int8"
     return "fp32"
+
+
+_FAMILY_OF: dict[DType | None, str] = {d: _dtype_family(d) for d in DType}
 
 
 def node_dtype_family(node: Node) -> str:

@@ -23,11 +23,12 @@ def run_event_loop(
     succ_ptr: list[int],
     succ: list[int],
     pending: list[int],
-) -> tuple[list[float], list[float], int]:
-    """Start and end time of every task, and how many tasks ran (fewer than all: a deadlock).
+) -> tuple[list[float], list[float], bool]:
+    """Start and end time of every task, and whether all ran (False: a dependency cycle).
 
-    `pending` is consumed (decremented in place).
+    `pending` is consumed (decremented in place); tasks left with pending > 0 never ran.
     """
+    push, pop = heappush, heappop  # locals: the loop below runs once per task
     count = len(duration)
     start = [0.0] * count
     end = [0.0] * count
@@ -47,10 +48,8 @@ def run_event_loop(
             busy[r] = True
             events.append((finish, task))
     heapify(events)
-    done = 0
     while events:
-        now, task = heappop(events)
-        done += 1
+        now, task = pop(events)
         r = resource[task]
         busy[r] = False
         dirty = [r]
@@ -60,11 +59,10 @@ def run_event_loop(
                 pending[s] = left
                 if not left:
                     rs = resource[s]
-                    heappush(ready[rs], rank[s])
+                    push(ready[rs], rank[s])
                     dirty.append(rs)
             if events and events[0][0] == now:
-                task = heappop(events)[1]
-                done += 1
+                task = pop(events)[1]
                 r = resource[task]
                 busy[r] = False
                 dirty.append(r)
@@ -74,10 +72,10 @@ def run_event_loop(
             if not busy[r]:
                 heap = ready[r]
                 if heap:
-                    task = by_rank[heappop(heap)]
+                    task = by_rank[pop(heap)]
                     finish = now + duration[task]
                     start[task] = now
                     end[task] = finish
                     busy[r] = True
-                    heappush(events, (finish, task))
-    return start, end, done
+                    push(events, (finish, task))
+    return start, end, not any(pending)

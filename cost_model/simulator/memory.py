@@ -33,12 +33,13 @@ def peak_memory(
     kend = end[: tasks.num_kernels]
     kstart = start[: tasks.num_kernels]
 
-    # Resident constants, per device that uses them.
-    const_use = np.flatnonzero(problem.value_kind[uv] == VALUE_CONSTANT)
+    # Resident constants, per device that uses them: a (constant, device) mark table.
+    const_use, const_slot, const_bytes = _constant_uses(problem)
     base = np.zeros(num_devices, dtype=np.int64)
     if const_use.size:
-        key = np.unique(uv[const_use] * num_devices + tasks.kernel_device[tasks.kernel_of_node[un[const_use]]])
-        np.add.at(base, key % num_devices, problem.value_bytes[key // num_devices])
+        marks = np.zeros((const_bytes.size, num_devices), dtype=bool)
+        marks[const_slot, tasks.kernel_device[tasks.kernel_of_node[un[const_use]]]] = True
+        base = const_bytes @ marks
 
     # Values at their origin (node outputs and graph inputs).
     origin_kernel = tasks.value_origin_kernel
@@ -83,15 +84,31 @@ def peak_memory(
     sizes = np.concatenate(size_parts)
     if not devices.size:
         return base
-    times = np.concatenate([np.concatenate(alloc_parts), np.concatenate(free_parts)])
+    # Frees first in the arrays, so a stable sort by time puts them before allocations at equal
+    # times; then a stable sort by device groups each device's events in time order.
+    times = np.concatenate([np.concatenate(free_parts), np.concatenate(alloc_parts)])
     where = np.concatenate([devices, devices])
-    delta = np.concatenate([sizes, -sizes])
-    is_alloc = np.concatenate([np.ones(devices.size, dtype=np.int8), np.zeros(devices.size, dtype=np.int8)])
-    order = np.lexsort((is_alloc, times, where))
+    delta = np.concatenate([-sizes, sizes])
+    by_time = np.argsort(times, kind="stable")
+    # Small integer device ids let numpy use its linear-time radix sort.
+    device_ids = where[by_time].astype(np.int16 if num_devices < 2**15 else np.int64)
+    order = by_time[np.argsort(device_ids, kind="stable")]
     # Every allocation is freed on its own device, so the running total returns to zero at the
     # end of each device's segment and one global cumulative sum serves all devices.
     running = np.cumsum(delta[order])
     where_sorted = where[order]
+    starts = np.flatnonzero(np.r_[True, where_sorted[1:] != where_sorted[:-1]])
     peak = np.zeros(num_devices, dtype=np.int64)
-    np.maximum.at(peak, where_sorted, running)
-    return base + peak
+    peak[where_sorted[starts]] = np.maximum.reduceat(running, starts)
+    return base + np.maximum(peak, 0)
+
+
+def _constant_uses(problem: SimulationProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Uses of constants, each use's slot among the distinct constants, and their sizes (cached)."""
+    cached = problem._cache.get("constant_uses")
+    if cached is None:
+        uv = problem.use_value
+        const_use = np.flatnonzero(problem.value_kind[uv] == VALUE_CONSTANT)
+        ids, slot = np.unique(uv[const_use], return_inverse=True)
+        cached = problem._cache["constant_uses"] = (const_use, slot.reshape(-1), problem.value_bytes[ids])
+    return cached

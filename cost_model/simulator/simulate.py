@@ -20,7 +20,8 @@ __all__ = ["simulate", "throughput_objective", "device_loads"]
 def simulate(problem: SimulationProblem, decisions: Decisions) -> SimulationResult:
     """Event-driven execution of the problem's graph under `decisions` (deterministic)."""
     tasks = build_task_graph(problem, decisions)
-    start_list, end_list, done = run_event_loop(
+    pending = tasks.pending.tolist()
+    start_list, end_list, all_ran = run_event_loop(
         tasks.num_resources,
         tasks.duration.tolist(),
         tasks.resource.tolist(),
@@ -28,10 +29,10 @@ def simulate(problem: SimulationProblem, decisions: Decisions) -> SimulationResu
         tasks.by_rank.tolist(),
         tasks.succ_ptr.tolist(),
         tasks.succ.tolist(),
-        tasks.pending.tolist(),
+        pending,
     )
-    if done < tasks.num_tasks:
-        raise _deadlock(problem, tasks, done)
+    if not all_ran:
+        raise _deadlock(problem, tasks, sum(1 for p in pending if p > 0))
     start = np.asarray(start_list, dtype=np.float64)
     end = np.asarray(end_list, dtype=np.float64)
     step = float(end.max()) if end.size else 0.0
@@ -55,7 +56,7 @@ def simulate(problem: SimulationProblem, decisions: Decisions) -> SimulationResu
     )
 
 
-def _deadlock(problem: SimulationProblem, tasks: TaskGraph, done: int) -> DecisionError:
+def _deadlock(problem: SimulationProblem, tasks: TaskGraph, stuck: int) -> DecisionError:
     """Kernels that never ran: fused groups that depend on each other in a cycle."""
     fused = np.flatnonzero(tasks.kernel_size > 1)
     names = []
@@ -63,7 +64,7 @@ def _deadlock(problem: SimulationProblem, tasks: TaskGraph, done: int) -> Decisi
         members = np.flatnonzero(tasks.kernel_of_node == kernel)[:3]
         names.append("[" + ", ".join(problem.nodes[i].name for i in members.tolist()) + "]")
     return DecisionError(
-        f"only {done} of {tasks.num_tasks} tasks could run: fusion groups form a cycle "
+        f"{stuck} of {tasks.num_tasks} tasks can never run: fusion groups form a cycle "
         f"(a path leaves a group and comes back into it); fused groups include {', '.join(names)}",
         field="fusion_group",
     )
