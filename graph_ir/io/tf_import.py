@@ -526,7 +526,10 @@ class TFTensor(Tensor):
 
 
 # -- shape inference ---------------------------------------------------------------------------
-_TF_NODE_IN_MESSAGE = re.compile(r"\{\{node ([^}]+)\}\}|node '?([\w/.\-]+)'?")
+_TF_NODE_IN_MESSAGE = re.compile(r"\{\{node ([^}]+)\}\}|node '?([\w/.\-]+)'?", re.IGNORECASE)
+
+
+_TYPE_PROBLEM = re.compile(r"[Ss]hape|[Dd]imension|rank|type|DT_")
 
 
 def _missing_shapes(graph: Graph) -> bool:
@@ -547,7 +550,9 @@ def _infer_shapes(graph: Graph, graph_def: Any, file: str | None) -> None:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             match = _TF_NODE_IN_MESSAGE.search(str(err))
             node = next((g for g in match.groups() if g), None) if match else None
-            raise TypeConsistencyError(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
+            # Shape and dtype conflicts are type errors; anything else (names...) a format error.
+            error = TypeConsistencyError if _TYPE_PROBLEM.search(message) else ModelFormatError
+            raise error(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
         _copy_types(graph, tf_graph.get_operations())
     library = {f.signature.name: f for f in graph_def.library.function}
     for function in graph.functions.values():
