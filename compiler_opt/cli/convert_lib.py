@@ -100,7 +100,7 @@ def save_atomically(graph: Graph, path: str) -> None:
         os.replace(staged, target)
 
 
-def convert_model(input_path: str, output_path: str, pipeline: str = "") -> ConvertResult:
+def convert_model(input_path: str, output_path: str, pipeline: str = "", *, module: int | None = None) -> ConvertResult:
     """The whole `convert` command; raises CompilerOptError/OSError for anything the user can fix."""
     from graph_ir.errors import CompilerOptError
     from graph_ir.io.formats import detect_format
@@ -116,7 +116,7 @@ def convert_model(input_path: str, output_path: str, pipeline: str = "") -> Conv
             parsed = passes.parse_pipeline(pipeline)
         except CompilerOptError as err:
             raise err.with_context(file=input_path)
-    graph, input_format = load_model(input_path)
+    graph, input_format = load_model(input_path, module)
     nodes_before = sum(1 for _ in graph.all_nodes())
     modified = False
     try:

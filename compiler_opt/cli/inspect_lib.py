@@ -25,15 +25,23 @@ def check_readable(path: str) -> None:
         raise IsADirectoryError(21, "is a folder, not a model file", path)
 
 
-def load_model(path: str) -> tuple[Graph, str]:
-    """Import `path` with the importer its extension selects; returns (graph, format name)."""
-    from graph_ir.errors import CompilerOptError
+def load_model(path: str, module: int | None = None) -> tuple[Graph, str]:
+    """Import `path` with the importer its extension selects; returns (graph, format name).
+
+    `module` picks one module of a file that holds several (HLO text separated by `// -----`).
+    """
+    from graph_ir.errors import CompilerOptError, UnknownFormatError
     from graph_ir.io.formats import detect_format
 
     handler = detect_format(path)
     check_readable(path)
+    options = {}
+    if module is not None:
+        if handler.name != "hlo":
+            raise UnknownFormatError(f"--module applies to HLO text files, not {handler.name}", file=path)
+        options["module"] = module
     try:
-        graph = handler.load(path)
+        graph = handler.load(path, **options)
     except CompilerOptError as err:
         raise err.with_context(file=path)
     return graph, handler.name
@@ -93,13 +101,13 @@ def summarize_graph(graph: Graph) -> dict[str, Any]:
     }
 
 
-def summarize_model(path: str, *, infer_shapes: bool = False) -> dict[str, Any]:
+def summarize_model(path: str, *, infer_shapes: bool = False, module: int | None = None) -> dict[str, Any]:
     """Load a model file and summarize it; `format`, `file` and `file_bytes` lead the dict.
 
     `infer_shapes` runs the `shape-infer` pass first, so FLOPs and byte counts also cover
     values whose shapes the file does not record.
     """
-    graph, format_name = load_model(path)
+    graph, format_name = load_model(path, module)
     if infer_shapes:
         import passes
         from graph_ir.errors import CompilerOptError

@@ -27,7 +27,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from compiler_opt.cli._render import render_tables
     from compiler_opt.cli.inspect_lib import summarize_model, summary_tables
 
-    summary = summarize_model(args.model, infer_shapes=args.infer_shapes)
+    summary = summarize_model(args.model, infer_shapes=args.infer_shapes, module=args.module)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -38,7 +38,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_convert(args: argparse.Namespace) -> int:
     from compiler_opt.cli.convert_lib import convert_model
 
-    result = convert_model(args.input, args.output, args.passes or "")
+    result = convert_model(args.input, args.output, args.passes or "", module=args.module)
     print(result.summary_line())
     return 0
 
@@ -72,7 +72,8 @@ def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Inspect, convert and optimize ML compiler graphs (ONNX today; more formats by extension).",
+        description="Inspect, convert and optimize ML compiler graphs (ONNX, TF GraphDef, XLA HLO, StableHLO; "
+        "the format comes from the file extension).",
         parents=[_common_options(top_level=True)],
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -84,11 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Summarize a model file: node and edge counts, op histogram, inputs and outputs, "
         "FLOPs (static shapes only), parameter bytes, opset imports.",
     )
-    inspect_p.add_argument("model", help="model file; the extension selects the format (e.g. .onnx)")
+    inspect_p.add_argument("model", help="model file; the extension selects the format (.onnx, .pb, .pbtxt, .hlo, .hlo.txt, .mlir)")
     inspect_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     inspect_p.add_argument(
         "--infer-shapes", action="store_true", help="run shape inference first (FLOPs for values the file leaves untyped)"
     )
+    inspect_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     inspect_p.set_defaults(handler=_cmd_inspect, file_arg="model")
 
     convert_p = sub.add_parser(
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-p", "--passes", metavar="PIPELINE", default="",
         help="pass pipeline, e.g. 'dce,cse,shape-infer' or 'fuse{max-nodes=8}' (see `compiler-opt passes`)",
     )
+    convert_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     convert_p.set_defaults(handler=_cmd_convert, file_arg="input")
 
     passes_p = sub.add_parser("passes", parents=[common], help="list the registered passes and their options")

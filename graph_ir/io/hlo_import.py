@@ -326,6 +326,7 @@ class _HloImporter:
                 node.set_attr(_field_attr(fields[name], getattr(inst, name)))
         if inst.opcode == "constant" and inst.name in self.elided:
             node.set_attr(Attr("elided_literal", AttrKind.INT, 1))
+            node.meta["unknown_value"] = True  # passes must not merge or fold it
         elif inst.opcode == "constant":
             tensor = _literal_tensor(inst.literal, node.outputs[0].type)
             if tensor is not None:

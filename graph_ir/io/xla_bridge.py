@@ -14,11 +14,14 @@ A jaxlib or TensorFlow upgrade that moves any of this breaks only this module.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
+import logging
 import os
 import re
+import tempfile
 from functools import cache
-from typing import Any
+from typing import Any, Iterator
 
 from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
 
@@ -31,6 +34,9 @@ __all__ = [
     "primitive_type_name",
     "mlir_context",
 ]
+
+
+logger = logging.getLogger(__name__)
 
 
 class HloSyntaxError(CorruptModelError):
@@ -92,11 +98,34 @@ def _hlo_lib() -> Any:
 _POSITION = re.compile(r"(?:was parsing |^)(\d+):(\d+): error: (.*)", re.MULTILINE)
 
 
+@contextlib.contextmanager
+def _native_stderr_to_log() -> Iterator[None]:
+    """XLA's C++ logging writes warnings (e.g. "Invalid stack_frame_id") straight to fd 2; catch
+    them and pass them to our logger at debug level instead of cluttering the user's terminal."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no real stderr (embedded interpreters): nothing to redirect
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured = sink.read().decode("utf-8", "replace").strip()
+            if captured:
+                logger.debug("XLA: %s", captured[:2000])
+
+
 def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) -> Any:
     """Parse one HLO module with XLA's parser; return its `HloModuleProto` message."""
     hlo = _hlo_lib()
     try:
-        module = hlo.hlo_module_from_text(text)
+        with _native_stderr_to_log():
+            module = hlo.hlo_module_from_text(text)
     except Exception as err:  # jaxlib raises its own runtime error type
         message = str(err)
         match = _POSITION.search(message)

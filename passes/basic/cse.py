@@ -71,6 +71,8 @@ def _node_key(node: Node) -> Hashable | None:
     """The identity of what a node computes, or None when it must not be merged."""
     if not node.outputs or has_side_effects(node) or any(True for _ in node.subgraphs()):
         return None
+    if node.meta.get("unknown_value"):  # e.g. an HLO constant whose data the text elided
+        return None
     attrs = tuple(attr.structural_key() for _, attr in sorted(node.attrs.items()))
     key = (
         node.domain,
@@ -78,7 +80,8 @@ def _node_key(node: Node) -> Hashable | None:
         node.overload,
         attrs,
         node.inputs,
-        len(node.outputs),
+        # Result types too: in HLO the result shape is part of the op (broadcast, iota, reshape).
+        tuple(value.type for value in node.outputs),
         (node.device, node.fusion_group, node.priority, node.tile),
     )
     try:
