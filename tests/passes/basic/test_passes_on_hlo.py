@@ -33,8 +33,8 @@ ENTRY e {
   b1 = f32[2,3] broadcast(a), dimensions={}
   b2 = f32[4] broadcast(a), dimensions={}
   b3 = f32[2,3] broadcast(a), dimensions={}
-  s1 = f32[2,3] add(b1, b3)
-  ROOT out = (f32[2,3], f32[4]) tuple(s1, b2)
+  total = f32[2,3] add(b1, b3)
+  ROOT out = (f32[2,3], f32[4]) tuple(total, b2)
 }
 """
     graph = import_hlo_text(text)
