@@ -23,8 +23,8 @@ from graph_ir.errors import ExportError
 from graph_ir.graph import Function, Graph
 from graph_ir.io.atomic import atomic_path
 from graph_ir.io.decisions import decision_items
-from graph_ir.io.tf_import import DECISION_ATTR_PREFIX, TFTensor, _registered_op
-from graph_ir.io.tf_ops import TF_DOMAIN, dtype_to_tf, output_layout
+from graph_ir.io.tf_import import DECISION_ATTR_PREFIX, _registered_op
+from graph_ir.io.tf_ops import TF_DOMAIN, attr_to_tf, dtype_to_tf, output_layout, write_shape
 from graph_ir.types import TensorType
 
 __all__ = ["export_graphdef", "save_graphdef"]
@@ -152,7 +152,7 @@ class _Body:
         for name, attr in attrs.items():
             if imported.get(name) is not attr:
                 try:
-                    _encode(node_def.attr[name], attr, attr_types.get(name))
+                    attr_to_tf(node_def.attr[name], attr, attr_types.get(name))
                 except (TypeError, ValueError) as err:
                     raise ExportError(f"cannot write attr: {err}", node=node.name, field=name) from None
         for key, text in decision_items(node):
@@ -228,80 +228,6 @@ def _synthesized_node(node_def: Any, name: str, op: str, value: Value) -> None:
     node_def.op = op
     node_def.attr["dtype"].type = _dtype_code(value)
     if op == "Const":
-        _encode(node_def.attr["value"], Attr("value", AttrKind.TENSOR, value.const), "tensor")
+        attr_to_tf(node_def.attr["value"], Attr("value", AttrKind.TENSOR, value.const), "tensor")
     elif isinstance(value.type, TensorType):
-        _write_shape(node_def.attr["shape"].shape, value.type.shape)
-
-
-def _encode(out: Any, attr: Attr, attr_type: str | None) -> None:
-    """An IR Attr -> AttrValue; the OpDef's attr type decides between look-alikes (int/bool...)."""
-    out.Clear()
-    kind, value = attr.kind, attr.value
-    if kind is AttrKind.OPAQUE:
-        out.CopyFrom(value)
-    elif kind is AttrKind.REF:
-        out.placeholder = value
-    elif kind is AttrKind.INT:
-        if attr_type == "bool":
-            out.b = bool(value)
-        else:
-            out.i = value
-    elif kind is AttrKind.FLOAT:
-        out.f = value
-    elif kind is AttrKind.STRING:
-        if attr_type == "func":
-            out.func.name = value
-        else:
-            out.s = value.encode("utf-8") if isinstance(value, str) else value
-    elif kind is AttrKind.TYPE:
-        _encode_type(out, value, attr_type == "shape")
-    elif kind is AttrKind.TENSOR:
-        out.tensor.CopyFrom(_tensor_proto(value))
-    elif kind is AttrKind.INTS:
-        (out.list.b if attr_type == "list(bool)" else out.list.i).extend(bool(v) if attr_type == "list(bool)" else v for v in value)
-        out.list.SetInParent()
-    elif kind is AttrKind.FLOATS:
-        out.list.f.extend(value)
-        out.list.SetInParent()
-    elif kind is AttrKind.STRINGS:
-        if attr_type == "list(func)":
-            for name in value:
-                out.list.func.add(name=name)
-        else:
-            out.list.s.extend(v.encode("utf-8") if isinstance(v, str) else v for v in value)
-        out.list.SetInParent()
-    elif kind is AttrKind.TYPES:
-        for item in value:
-            if attr_type == "list(shape)" or (attr_type is None and item.dtype is None):
-                _write_shape(out.list.shape.add(), item.shape)
-            else:
-                out.list.type.append(dtype_to_tf(item.dtype))
-        out.list.SetInParent()
-    else:
-        raise TypeError(f"{kind.value} attributes have no TensorFlow form")
-
-
-def _encode_type(out: Any, value: Any, is_shape: bool) -> None:
-    if not isinstance(value, TensorType):
-        raise TypeError(f"{value} is not a tensor type")
-    if is_shape or value.dtype is None:
-        _write_shape(out.shape, value.shape)
-    else:
-        out.type = dtype_to_tf(value.dtype)
-
-
-def _write_shape(out: Any, shape: Any) -> None:
-    out.Clear()
-    if shape is None:
-        out.unknown_rank = True
-        return
-    for dim in shape:
-        out.dim.add(size=dim if isinstance(dim, int) else -1)
-
-
-def _tensor_proto(tensor: Any) -> Any:
-    if isinstance(tensor, TFTensor):
-        return tensor.proto
-    from tensorflow.python.framework import tensor_util
-
-    return tensor_util.make_tensor_proto(tensor.numpy(), dtype=dtype_to_tf(tensor.dtype), shape=tuple(tensor.shape))
+        write_shape(node_def.attr["shape"].shape, value.type.shape)

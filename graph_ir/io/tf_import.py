@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from graph_ir._gc import gc_paused
-from graph_ir.attrs import Attr, AttrKind
+from graph_ir.attrs import Attr
 from graph_ir.core import Node, Value
 from graph_ir.errors import (
     CompilerOptError,
@@ -55,8 +55,7 @@ from graph_ir.errors import (
 )
 from graph_ir.graph import Function, Graph, ModelInfo
 from graph_ir.io.decisions import read_decision
-from graph_ir.io.tf_ops import TF_DOMAIN, dtype_from_tf, op_kind, output_layout
-from graph_ir.tensors import Tensor
+from graph_ir.io.tf_ops import TF_DOMAIN, attr_from_tf, dtype_from_tf, op_kind, output_layout, shape_from_tf
 from graph_ir.types import Shape, TensorType
 
 __all__ = [
@@ -65,7 +64,6 @@ __all__ = [
     "read_graphdef",
     "import_graphdef",
     "tf_topological_order",
-    "TFTensor",
     "DECISION_ATTR_PREFIX",
 ]
 
@@ -414,13 +412,7 @@ def _output_shapes(node_def: Any, count: int) -> list[Shape | None]:
     attr = node_def.attr.get("_output_shapes")
     if attr is None or len(attr.list.shape) != count:
         return [None] * count
-    return [_shape(s) for s in attr.list.shape]
-
-
-def _shape(proto: Any) -> Shape | None:
-    if proto.unknown_rank:
-        return None
-    return Shape(d.size if d.size >= 0 else None for d in proto.dim)
+    return [shape_from_tf(s) for s in attr.list.shape]
 
 
 # -- attributes --------------------------------------------------------------------------------
@@ -430,99 +422,11 @@ def _set_attrs(node: Node, node_def: Any) -> None:
         if name.startswith(DECISION_ATTR_PREFIX):
             read_decision(node, name[1:], value.s.decode("utf-8", "replace"))
             continue
-        attr = _attr(name, value)
+        attr = attr_from_tf(name, value)
         node.set_attr(attr)
         imported[name] = attr
     # The exporter writes an attr from the kept AttrValue while the IR still holds this object.
     node.meta["tf.attrs"] = imported
-
-
-def _attr(name: str, value: Any) -> Attr:
-    which = value.WhichOneof("value")
-    if which == "i":
-        return Attr(name, AttrKind.INT, value.i)
-    if which == "f":
-        return Attr(name, AttrKind.FLOAT, value.f)
-    if which == "b":
-        return Attr(name, AttrKind.INT, int(value.b))
-    if which == "s":
-        return Attr(name, AttrKind.STRING, _text(value.s))
-    if which == "type":
-        dtype, is_ref = dtype_from_tf(value.type)
-        if dtype is not None and not is_ref:
-            return Attr(name, AttrKind.TYPE, TensorType(dtype))
-    elif which == "shape":
-        return Attr(name, AttrKind.TYPE, TensorType(None, _shape(value.shape)))
-    elif which == "tensor":
-        tensor = TFTensor.from_proto(value.tensor)
-        if tensor is not None:
-            return Attr(name, AttrKind.TENSOR, tensor)
-    elif which == "func":
-        return Attr(name, AttrKind.STRING, value.func.name)
-    elif which == "placeholder":
-        return Attr(name, AttrKind.REF, value.placeholder)
-    elif which == "list":
-        converted = _list_attr(name, value.list)
-        if converted is not None:
-            return converted
-    return Attr(name, AttrKind.OPAQUE, value)
-
-
-def _list_attr(name: str, items: Any) -> Attr | None:
-    filled = [field for field, _ in items.ListFields()]
-    if len(filled) != 1:
-        return None  # empty lists have no element kind; they stay OPAQUE
-    field = filled[0].name
-    if field == "i":
-        return Attr(name, AttrKind.INTS, tuple(items.i))
-    if field == "f":
-        return Attr(name, AttrKind.FLOATS, tuple(items.f))
-    if field == "b":
-        return Attr(name, AttrKind.INTS, tuple(int(b) for b in items.b))
-    if field == "s":
-        return Attr(name, AttrKind.STRINGS, tuple(_text(s) for s in items.s))
-    if field == "type":
-        types = [dtype_from_tf(t) for t in items.type]
-        if all(d is not None and not ref for d, ref in types):
-            return Attr(name, AttrKind.TYPES, tuple(TensorType(d) for d, _ in types))
-    elif field == "shape":
-        return Attr(name, AttrKind.TYPES, tuple(TensorType(None, _shape(s)) for s in items.shape))
-    elif field == "func":
-        return Attr(name, AttrKind.STRINGS, tuple(f.name for f in items.func))
-    return None
-
-
-def _text(raw: bytes) -> str | bytes:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
-
-
-class TFTensor(Tensor):
-    """A Const's TensorProto, decoded to numpy on first use (and then cached)."""
-
-    __slots__ = ("proto", "_array")
-
-    def __init__(self, proto: Any, dtype: Any, shape: Shape) -> None:
-        super().__init__(dtype, shape)
-        self.proto = proto
-        self._array = None
-
-    @classmethod
-    def from_proto(cls, proto: Any) -> TFTensor | None:
-        dtype, is_ref = dtype_from_tf(proto.dtype)
-        shape = _shape(proto.tensor_shape)
-        if dtype is None or is_ref or shape is None or None in shape:
-            return None
-        return cls(proto, dtype, shape)
-
-    def numpy(self) -> Any:
-        if self._array is None:
-            from tensorflow.python.framework import tensor_util
-
-            self._array = tensor_util.MakeNdarray(self.proto)
-        return self._array
 
 
 # -- shape inference ---------------------------------------------------------------------------

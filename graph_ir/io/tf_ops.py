@@ -1,15 +1,19 @@
-"""TensorFlow ops -> canonical op kinds (domain "tf"), TF element types, and op output layouts.
+"""TensorFlow op vocabulary: op -> canonical kind (domain "tf"), TF element types, op output
+layouts, and the AttrValue <-> Attr codec shared by tf_import and tf_export.
 
-Nothing here imports TensorFlow: the helpers read `OpDef`/`FunctionDef.signature` and
-`AttrValue` protos that the caller already holds, so the table can be registered cheaply.
+Importing this module does not import TensorFlow: the helpers read `OpDef`, `FunctionDef.signature`
+and `AttrValue` protos the caller already holds (TensorFlow loads only to decode or build tensors).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from graph_ir.attrs import Attr, AttrKind
 from graph_ir.dtypes import DType
 from graph_ir.op_kinds import OpKind, register_op_kinds
+from graph_ir.tensors import Tensor
+from graph_ir.types import Shape, TensorType
 
 __all__ = [
     "TF_DOMAIN",
@@ -19,6 +23,11 @@ __all__ = [
     "dtype_to_tf",
     "output_layout",
     "op_kind",
+    "shape_from_tf",
+    "write_shape",
+    "attr_from_tf",
+    "attr_to_tf",
+    "TFTensor",
 ]
 
 TF_DOMAIN = "tf"
@@ -205,3 +214,172 @@ def op_kind(op_type: str, *, is_stateful: bool = False, is_function: bool = Fals
     if is_function:
         return OpKind.CALL
     return OpKind.IO if is_stateful else OpKind.OTHER
+
+
+# -- attribute and tensor codecs (AttrValue <-> Attr) ------------------------------------------
+def shape_from_tf(proto: Any) -> Shape | None:
+    if proto.unknown_rank:
+        return None
+    return Shape(d.size if d.size >= 0 else None for d in proto.dim)
+
+
+def attr_from_tf(name: str, value: Any) -> Attr:
+    which = value.WhichOneof("value")
+    if which == "i":
+        return Attr(name, AttrKind.INT, value.i)
+    if which == "f":
+        return Attr(name, AttrKind.FLOAT, value.f)
+    if which == "b":
+        return Attr(name, AttrKind.INT, int(value.b))
+    if which == "s":
+        return Attr(name, AttrKind.STRING, _text(value.s))
+    if which == "type":
+        dtype, is_ref = dtype_from_tf(value.type)
+        if dtype is not None and not is_ref:
+            return Attr(name, AttrKind.TYPE, TensorType(dtype))
+    elif which == "shape":
+        return Attr(name, AttrKind.TYPE, TensorType(None, shape_from_tf(value.shape)))
+    elif which == "tensor":
+        tensor = TFTensor.from_proto(value.tensor)
+        if tensor is not None:
+            return Attr(name, AttrKind.TENSOR, tensor)
+    elif which == "func":
+        return Attr(name, AttrKind.STRING, value.func.name)
+    elif which == "placeholder":
+        return Attr(name, AttrKind.REF, value.placeholder)
+    elif which == "list":
+        converted = _list_attr(name, value.list)
+        if converted is not None:
+            return converted
+    return Attr(name, AttrKind.OPAQUE, value)
+
+
+def _list_attr(name: str, items: Any) -> Attr | None:
+    filled = [field for field, _ in items.ListFields()]
+    if len(filled) != 1:
+        return None  # empty lists have no element kind; they stay OPAQUE
+    field = filled[0].name
+    if field == "i":
+        return Attr(name, AttrKind.INTS, tuple(items.i))
+    if field == "f":
+        return Attr(name, AttrKind.FLOATS, tuple(items.f))
+    if field == "b":
+        return Attr(name, AttrKind.INTS, tuple(int(b) for b in items.b))
+    if field == "s":
+        return Attr(name, AttrKind.STRINGS, tuple(_text(s) for s in items.s))
+    if field == "type":
+        types = [dtype_from_tf(t) for t in items.type]
+        if all(d is not None and not ref for d, ref in types):
+            return Attr(name, AttrKind.TYPES, tuple(TensorType(d) for d, _ in types))
+    elif field == "shape":
+        return Attr(name, AttrKind.TYPES, tuple(TensorType(None, shape_from_tf(s)) for s in items.shape))
+    elif field == "func":
+        return Attr(name, AttrKind.STRINGS, tuple(f.name for f in items.func))
+    return None
+
+
+def _text(raw: bytes) -> str | bytes:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+class TFTensor(Tensor):
+    """A Const's TensorProto, decoded to numpy on first use (and then cached)."""
+
+    __slots__ = ("proto", "_array")
+
+    def __init__(self, proto: Any, dtype: Any, shape: Shape) -> None:
+        super().__init__(dtype, shape)
+        self.proto = proto
+        self._array = None
+
+    @classmethod
+    def from_proto(cls, proto: Any) -> TFTensor | None:
+        dtype, is_ref = dtype_from_tf(proto.dtype)
+        shape = shape_from_tf(proto.tensor_shape)
+        if dtype is None or is_ref or shape is None or None in shape:
+            return None
+        return cls(proto, dtype, shape)
+
+    def numpy(self) -> Any:
+        if self._array is None:
+            from tensorflow.python.framework import tensor_util
+
+            self._array = tensor_util.MakeNdarray(self.proto)
+        return self._array
+
+
+def attr_to_tf(out: Any, attr: Attr, attr_type: str | None) -> None:
+    """An IR Attr -> AttrValue; the OpDef's attr type decides between look-alikes (int/bool...)."""
+    out.Clear()
+    kind, value = attr.kind, attr.value
+    if kind is AttrKind.OPAQUE:
+        out.CopyFrom(value)
+    elif kind is AttrKind.REF:
+        out.placeholder = value
+    elif kind is AttrKind.INT:
+        if attr_type == "bool":
+            out.b = bool(value)
+        else:
+            out.i = value
+    elif kind is AttrKind.FLOAT:
+        out.f = value
+    elif kind is AttrKind.STRING:
+        if attr_type == "func":
+            out.func.name = value
+        else:
+            out.s = value.encode("utf-8") if isinstance(value, str) else value
+    elif kind is AttrKind.TYPE:
+        _encode_type(out, value, attr_type == "shape")
+    elif kind is AttrKind.TENSOR:
+        out.tensor.CopyFrom(_tensor_proto(value))
+    elif kind is AttrKind.INTS:
+        (out.list.b if attr_type == "list(bool)" else out.list.i).extend(bool(v) if attr_type == "list(bool)" else v for v in value)
+        out.list.SetInParent()
+    elif kind is AttrKind.FLOATS:
+        out.list.f.extend(value)
+        out.list.SetInParent()
+    elif kind is AttrKind.STRINGS:
+        if attr_type == "list(func)":
+            for name in value:
+                out.list.func.add(name=name)
+        else:
+            out.list.s.extend(v.encode("utf-8") if isinstance(v, str) else v for v in value)
+        out.list.SetInParent()
+    elif kind is AttrKind.TYPES:
+        for item in value:
+            if attr_type == "list(shape)" or (attr_type is None and item.dtype is None):
+                write_shape(out.list.shape.add(), item.shape)
+            else:
+                out.list.type.append(dtype_to_tf(item.dtype))
+        out.list.SetInParent()
+    else:
+        raise TypeError(f"{kind.value} attributes have no TensorFlow form")
+
+
+def _encode_type(out: Any, value: Any, is_shape: bool) -> None:
+    if not isinstance(value, TensorType):
+        raise TypeError(f"{value} is not a tensor type")
+    if is_shape or value.dtype is None:
+        write_shape(out.shape, value.shape)
+    else:
+        out.type = dtype_to_tf(value.dtype)
+
+
+def write_shape(out: Any, shape: Any) -> None:
+    out.Clear()
+    if shape is None:
+        out.unknown_rank = True
+        return
+    for dim in shape:
+        out.dim.add(size=dim if isinstance(dim, int) else -1)
+
+
+def _tensor_proto(tensor: Any) -> Any:
+    if isinstance(tensor, TFTensor):
+        return tensor.proto
+    from tensorflow.python.framework import tensor_util
+
+    return tensor_util.make_tensor_proto(tensor.numpy(), dtype=dtype_to_tf(tensor.dtype), shape=tuple(tensor.shape))
