@@ -70,26 +70,77 @@ def export_onnx(graph: Graph, *, ir_version: int | None = None) -> ModelProto:
 
 
 def save_onnx(graph: Graph, path: str | os.PathLike[str], *, external_data_threshold: int = PROTOBUF_LIMIT) -> None:
-    """Write `graph` to `path` atomically; above `external_data_threshold` bytes the tensors go
-    to `<name>.data` beside it (written first, then the model, each by rename)."""
+    """Write `graph` to `path` atomically; above `external_data_threshold` bytes the tensors of
+    1 KiB or more go to `<name>.data` beside it.
+
+    Both files are written in a staging folder first, then renamed into place: the data, then
+    the model. If the model's rename fails, the previous data file is put back, so an existing
+    model and its data are either both old or both new.
+    """
     target = Path(path)
     model = export_onnx(graph)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         staged = staging / target.name
-        if model.ByteSize() >= external_data_threshold:
-            data_name = f"{target.name}.data"
+        data_name = f"{target.name}.data"
+        # The tensors' sizes come from dtypes and shapes; model.ByteSize() would serialise the
+        # whole model to count it (upb), costing several times its size in memory.
+        serialized = None
+        if _constant_bytes(graph) < external_data_threshold:
+            serialized = model.SerializeToString()  # what an inline save writes anyway
+            if len(serialized) >= external_data_threshold:  # the graph itself is that large
+                serialized = None
+        if serialized is None:
             onnx.save_model(
                 model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
             )
-            os.replace(staging / data_name, target.parent / data_name)
         else:
             with open(staged, "wb") as handle:
-                handle.write(model.SerializeToString())
-        os.replace(staged, target)
+                handle.write(serialized)
+        if not (staging / data_name).exists():  # inline, or every tensor under 1 KiB
+            os.replace(staged, target)
+            return
+        data_target = target.parent / data_name
+        backup = staging / f"{data_name}.previous"
+        had_previous = _keep_previous(data_target, backup)
+        os.replace(staging / data_name, data_target)
+        try:
+            os.replace(staged, target)
+        except BaseException:
+            if had_previous:
+                os.replace(backup, data_target)
+            else:
+                data_target.unlink(missing_ok=True)
+            raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _constant_bytes(graph: Graph) -> int:
+    """Bytes of every constant tensor (initializers and tensor attributes, at every depth)."""
+    total = 0
+    for root in (graph, *(f.graph for f in graph.functions.values())):
+        for each in (root, *root.subgraphs()):
+            total += sum(v.const.nbytes for v in each._initializers.values() if v.const is not None)
+            for node in each:
+                for attr in node.attrs.values():
+                    if attr.kind is AttrKind.TENSOR:
+                        total += attr.value.nbytes
+                    elif attr.kind is AttrKind.TENSORS:
+                        total += sum(t.nbytes for t in attr.value)
+    return total
+
+
+def _keep_previous(path: Path, backup: Path) -> bool:
+    """Hard-link an existing file to `backup` (so it can be restored); False when there is none."""
+    try:
+        os.link(path, backup)
+    except FileNotFoundError:
+        return False
+    except OSError:  # no hard links on this file system: keep a copy instead
+        shutil.copy2(path, backup)
+    return True
 
 
 def write_type(value_type: Type | None, where: str) -> TypeProto:
@@ -244,6 +295,12 @@ class _Exporter:
         for key, text in function.metadata_props.items():
             proto.metadata_props.add(key=key, value=text)
         return proto
+
+
+def _present(**fields: str) -> dict[str, str]:
+    """The non-empty string fields: an empty one would still be marked present (proto2) and
+    make the export differ byte-wise from the original that never set it."""
+    return {key: text for key, text in fields.items() if text}
 
 
 def _present(**fields: str) -> dict[str, str]:

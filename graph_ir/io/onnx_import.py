@@ -181,6 +181,22 @@ class _Importer:
         self.opsets = opsets
         self.base_dir = base_dir
         self.local_functions = {(f.domain, f.name) for f in model.functions}
+        self._taken: set[str] | None = None  # every name in the model, built on first need
+
+    def fresh_name(self, base: str) -> str:
+        """A name for an unnamed node or output that no name anywhere in the model uses.
+
+        Graph.unique_name only knows the names claimed so far; a node further down (or in a
+        subgraph) may still carry the same name explicitly, which must not become a clash.
+        """
+        if self._taken is None:
+            self._taken = _model_names(self.model)
+        candidate, counter = base, 0
+        while candidate in self._taken:
+            candidate = f"{base}__{counter}"
+            counter += 1
+        self._taken.add(candidate)
+        return candidate
 
     def run(self) -> Graph:
         graph = self.graph(self.model.graph, outer=None, opsets=self.opsets)
@@ -331,13 +347,14 @@ class _Importer:
         node = Node(proto.op_type, (), outputs=outputs, domain=domain, name=proto.name, kind=kind,
                     overload=proto.overload, doc_string=proto.doc_string)
         if not proto.name:
-            node.name = graph.unique_name(f"{proto.op_type}_{index}")
+            node.name = self.fresh_name(f"{proto.op_type}_{index}")
         elif proto.name in graph._node_names:
             raise DuplicateNameError(f"node name '{proto.name}' is used twice", node=proto.name, field="name")
-        # Empty output names are optional outputs that are not produced: the graph names them
+        # Empty output names are optional outputs that are not produced: the importer names them
         # (IR values need names) and the exporter writes them back as empty.
-        for value in outputs:
+        for position, value in enumerate(outputs):
             if not value.name:
+                value.name = self.fresh_name(f"{node.name}_{position}")
                 value.meta["onnx.unnamed"] = True
         graph.append(node)
         self.read_metadata(proto, node)
@@ -423,6 +440,32 @@ class _Importer:
             doc_string=proto.doc_string,
             metadata_props={p.key: p.value for p in proto.metadata_props},
         )
+
+
+def _model_names(model: ModelProto) -> set[str]:
+    """Every node and value name in the model's graphs, subgraphs and functions."""
+    names: set[str] = set()
+    pending: list[Any] = [model.graph]
+    for function in model.functions:
+        names.update(function.input)
+        names.update(function.output)
+        pending.append(function)
+    while pending:
+        proto = pending.pop()
+        if isinstance(proto, GraphProto):
+            names.update(v.name for v in proto.input)
+            names.update(t.name for t in proto.initializer)
+            names.update(s.values.name for s in proto.sparse_initializer)
+        for node in proto.node:
+            names.add(node.name)
+            names.update(node.output)
+            for attr in node.attribute:
+                if attr.type == AttributeProto.GRAPH:
+                    pending.append(attr.g)
+                elif attr.type == AttributeProto.GRAPHS:
+                    pending.extend(attr.graphs)
+    names.discard("")
+    return names
 
 
 def _text(raw: bytes) -> str | bytes:

@@ -55,7 +55,18 @@ class OnnxTensor(Tensor):
         self.proto = proto
 
     def numpy(self) -> np.ndarray:
+        if self.dtype is DType.STRING:
+            return _string_array(self.proto)
         return numpy_helper.to_array(self.proto)
+
+
+def _string_array(proto: TensorProto) -> np.ndarray:
+    """ONNX strings are bytes; onnx decodes them as UTF-8, which fails for other bytes (valid in
+    a model): those tensors keep their elements as `bytes`."""
+    try:
+        return numpy_helper.to_array(proto)
+    except UnicodeDecodeError:
+        return np.array(list(proto.string_data), dtype=object).reshape(tuple(proto.dims))
 
 
 class OnnxExternalTensor(Tensor):

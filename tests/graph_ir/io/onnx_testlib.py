@@ -251,10 +251,10 @@ def random_value(type_proto: TypeProto, rng: np.random.Generator) -> Any:
         if elem == onnx.TensorProto.STRING:
             return np.array([f"s{i}" for i in range(int(np.prod(shape)))], dtype=object).reshape(shape)
         if np_dtype == np.bool_:
-            return rng.random(shape) < 0.5
+            return np.asarray(rng.random(shape) < 0.5)
         if np.issubdtype(np_dtype, np.integer):
-            return rng.integers(0, 3, size=shape).astype(np_dtype)
-        return (rng.random(shape) * 2 - 1).astype(np_dtype)
+            return np.asarray(rng.integers(0, 3, size=shape), dtype=np_dtype)
+        return np.asarray(rng.random(shape) * 2 - 1, dtype=np_dtype)
     if which == "sequence_type":
         return [random_value(type_proto.sequence_type.elem_type, rng) for _ in range(2)]
     if which == "optional_type":
@@ -364,11 +364,25 @@ def _ort_value_data(value: Any) -> Any:
         return RawTensor(type_name, shape, ctypes.string_at(value.data_ptr(), nbytes))
 
 
+def _densify(value: Any) -> Any:
+    """ORT returns sparse outputs as SparseTensor objects: make them dense arrays to compare."""
+    if not hasattr(value, "dense_shape"):
+        return value
+    shape = tuple(value.dense_shape())
+    dense = np.zeros(shape, dtype=value.values().dtype)
+    indices = value.get_coo_data().indices()
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = value.values()
+    else:
+        dense[tuple(indices.T)] = value.values()
+    return dense
+
+
 def run_session(session: Any, feeds: dict[str, Any]) -> list[Any]:
     """Run a session; element types numpy lacks go through OrtValues and come back as bytes."""
     if all(_is_native(v) for v in feeds.values()):
         try:
-            return session.run(None, feeds)
+            return [_densify(v) for v in session.run(None, feeds)]
         except RuntimeError as err:  # an output type numpy cannot hold
             if "Numpy" not in str(err) and "numpy" not in str(err):
                 raise
