@@ -70,9 +70,16 @@ def test_small_keras_model_round_trip_runs_equal():
     for node in [n for n in graph if n.op_type == "Identity" and not any(v in graph.outputs for v in n.outputs)]:
         node.outputs[0].replace_all_uses_with(node.inputs[0])
         graph.remove(node)
+    # ...and a constant the pass made (an initializer, not a node) becomes a Const node.
+    from graph_ir.tensors import NumpyTensor
+
+    matmul = next(n for n in graph if n.op_type == "MatMul")
+    weights = matmul.inputs[1].producer.attr("value").numpy()
+    matmul.set_input(1, graph.add_constant(NumpyTensor(weights.copy()), "folded_weights"))
     graph.verify()
     slim = export_graphdef(graph)
     assert len(slim.node) < len(exported.node)
+    assert next(n for n in slim.node if n.op == "MatMul").input[1] == "folded_weights"
     np.testing.assert_allclose(_run(slim, {inp: feed}, [out])[0], _run(graph_def, {inp: feed}, [out])[0], rtol=RTOL, atol=ATOL)
 
 
@@ -126,3 +133,37 @@ def test_inception_v3_frozen_round_trip_runs_equal():
     logger.info("InceptionV3 frozen: %d nodes imported in %.2f s", len(graph), time.perf_counter() - start)
     feed = np.random.default_rng(0).standard_normal((1, 299, 299, 3)).astype(np.float32)
     _check_round_trip(graph_def, {inp: feed}, [out], devices=10)
+
+
+@pytest.mark.slow
+def test_inception_v3_training_step_imports_and_exports_losslessly():
+    """A GradientTape + optimizer step: about 11k nodes. Freezing it fails in TensorFlow itself
+    (the optimizer assigns to the variables), so the variables stay resource captures."""
+    from tensorflow.core.framework import graph_pb2
+
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.applications.InceptionV3(weights=None)
+    optimizer = tf.keras.optimizers.SGD(0.01, momentum=0.9)
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x, training=True)))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    specs = (tf.TensorSpec((8, 299, 299, 3), tf.float32), tf.TensorSpec((8,), tf.int32))
+    raw = train_step.get_concrete_function(*specs).graph.as_graph_def().SerializeToString()
+    start = time.perf_counter()
+    graph_def = graph_pb2.GraphDef()
+    graph_def.ParseFromString(raw)
+    parse_s = time.perf_counter() - start
+    start = time.perf_counter()
+    graph = import_graphdef(graph_def, infer_shapes=False)
+    import_s = time.perf_counter() - start
+    logger.info("InceptionV3 train step: %d nodes, ParseFromString %.3f s, import %.3f s", len(graph), parse_s, import_s)
+    graph.verify()
+    assert len(graph) == len(graph_def.node) > 10_000
+    exported = export_graphdef(graph)
+    assert {n.name: n for n in exported.node} == {n.name: n for n in graph_def.node}
