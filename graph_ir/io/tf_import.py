@@ -217,6 +217,8 @@ class _Importer:
         self.graph_def = graph_def
         self.file = file
         self.library = {f.signature.name: f for f in graph_def.library.function}
+        # node name -> output arg -> index of its first tensor, for the body being built
+        self.arg_offsets: dict[str, dict[str, int]] = {}
 
     def run(self, outputs: Sequence[str] | None) -> Graph:
         graph_def = self.graph_def
@@ -232,16 +234,18 @@ class _Importer:
             function = self.function(fdef)
             root.functions[function.id] = function
         shell = type(graph_def.library)()
-        shell.CopyFrom(graph_def.library)
-        del shell.function[:]  # gradients (and anything newer) stay verbatim
+        for field, value in graph_def.library.ListFields():
+            if field.name != "function":  # gradients (and anything newer) stay verbatim
+                getattr(shell, field.name).extend(value)
+        versions = type(graph_def.versions)()
+        versions.CopyFrom(graph_def.versions)
         root.opset_imports = {TF_DOMAIN: graph_def.versions.producer}
         root.model = ModelInfo(
             source_format="tf_graphdef",
             source_path=self.file,
             producer_version=str(graph_def.versions.producer),
-            extra={"tf.versions": type(graph_def.versions)(), "tf.library_shell": shell},
+            extra={"tf.versions": versions, "tf.library_shell": shell},
         )
-        root.model.extra["tf.versions"].CopyFrom(graph_def.versions)
         return root
 
     def signature(self, node_def: Any) -> tuple[Any, bool]:
@@ -260,7 +264,7 @@ class _Importer:
 
     def body(self, graph: Graph, node_defs: Iterable[Any], args: dict[str, Value], *, in_function: bool) -> None:
         entries: list[tuple[Any, Node]] = []
-        self.arg_offsets: dict[str, dict[str, int]] = {}
+        self.arg_offsets = {}
         node_defs = list(node_defs)
         references = _referenced_output_args(node_defs) if in_function else {}
         for node_def in node_defs:
