@@ -238,6 +238,14 @@ class _HloImporter:
                 callers.update(inst.called_computation_ids)
         self.owned = {cid for cid, count in callers.items() if count == 1 and cid != proto.entry_computation_id}
         self.schedule = {cid: list(seq.instruction_ids) for cid, seq in proto.schedule.sequences.items()}
+        self.types: dict[bytes, Type] = {}  # many instructions share a shape: convert each once
+
+    def type_of(self, shape: Any) -> Type:
+        key = shape.SerializeToString(deterministic=True)
+        cached = self.types.get(key)
+        if cached is None:
+            cached = self.types[key] = shape_to_type(shape)
+        return cached
 
     def run(self) -> Graph:
         proto = self.proto
@@ -268,7 +276,7 @@ class _HloImporter:
         values: dict[int, Value] = {}
         params = sorted((i for i in computation.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
         for inst in params:
-            value = Value(inst.name, shape_to_type(inst.shape))
+            value = Value(inst.name, self.type_of(inst.shape))
             value.meta["hlo.instruction"] = inst
             _keep_opaque_shape(value, inst.shape)
             graph.add_input(value)
@@ -280,7 +288,7 @@ class _HloImporter:
             node = Node(
                 inst.opcode,
                 (),
-                outputs=[Value(inst.name, shape_to_type(inst.shape))],
+                outputs=[Value(inst.name, self.type_of(inst.shape))],
                 domain=HLO_DOMAIN,
                 name=inst.name,
                 kind=HLO_OP_KINDS.get(inst.opcode, OpKind.OTHER),
@@ -302,7 +310,8 @@ class _HloImporter:
         if computation.root_id not in values:
             raise CorruptModelError(f"computation {computation.name} has no ROOT instruction")
         graph.add_output(values[computation.root_id])
-        graph.sort()  # XLA text may list users before producers; the schedule, if any, is sorted already
+        if not _is_sorted(graph):
+            graph.sort()  # XLA text may list users before producers
         return graph
 
     def _ordered(self, computation: Any) -> list[Any]:
@@ -344,6 +353,17 @@ class _HloImporter:
             meta = {f.name: v for f, v in inst.metadata.ListFields() if isinstance(v, (str, int))}
             if meta:
                 node.meta["hlo.metadata"] = meta
+
+
+def _is_sorted(graph: Graph) -> bool:
+    seen: set[Node] = set()
+    for node in graph:
+        for value in node.inputs:
+            producer = value.producer if value is not None else None
+            if producer is not None and producer not in seen:
+                return False
+        seen.add(node)
+    return True
 
 
 def _keep_opaque_shape(value: Value, shape: Any) -> None:
