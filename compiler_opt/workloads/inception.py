@@ -1,0 +1,73 @@
+"""Inception-V3 (Szegedy et al., 2016) from `tf.keras.applications.InceptionV3(weights=None)`.
+
+The one TensorFlow workload: its graph goes through the TF GraphDef importer, as TF users'
+graphs do. Inference is the *frozen* GraphDef (variables folded into constants, training=False).
+A training step (forward in training mode, gradients, SGD `assign_sub` on every weight, batch
+norm's moving-average assigns) cannot be frozen, because it writes its variables: it is the
+traced function's GraphDef with the variables as resource placeholders, as a TF training
+graph is. HLO text comes from TensorFlow's XLA bridge (`experimental_get_compiler_ir`).
+Weights are random (seeded); nothing is downloaded. Keras needs image_size >= 75.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable
+
+__all__ = ["DEFAULT_SIZES", "PAPER_SIZES", "graphdef_bytes", "hlo_text"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIZES: dict[str, Any] = {"batch": 2, "image_size": 75, "classes": 1000}
+PAPER_SIZES: dict[str, Any] = {"batch": 32, "image_size": 299, "classes": 1000}
+
+
+def _step(mode: str, batch: int, image_size: int, classes: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A tf.function for the mode and its input signature."""
+    if mode not in ("train", "inference"):
+        raise ValueError(f"mode must be 'train' or 'inference', got {mode!r}")
+    if image_size < 75:
+        raise ValueError(f"InceptionV3 needs image_size >= 75, got {image_size}")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.applications.InceptionV3(weights=None, input_shape=(image_size, image_size, 3), classes=classes)
+    images = tf.TensorSpec((batch, image_size, image_size, 3), tf.float32, name="images")
+    if mode == "inference":
+        return (lambda x: model(x, training=False)), (images,)
+
+    def train(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            probs = model(x, training=True)
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, probs))
+        weights = model.trainable_variables
+        for weight, grad in zip(weights, tape.gradient(loss, weights)):
+            weight.assign_sub(0.01 * grad)
+        return loss
+
+    return train, (images, tf.TensorSpec((batch,), tf.int32, name="labels"))
+
+
+def graphdef_bytes(mode: str, *, batch: int, image_size: int, classes: int) -> bytes:
+    """The serialized GraphDef: frozen for inference, with resource variables for training."""
+    import tensorflow as tf
+
+    fn, signature = _step(mode, batch, image_size, classes)
+    concrete = tf.function(fn).get_concrete_function(*signature)
+    if mode == "inference":
+        from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+        concrete = convert_variables_to_constants_v2(concrete)
+    graph_def = concrete.graph.as_graph_def()
+    logger.info("Inception-V3 %s GraphDef: %d nodes", mode, len(graph_def.node))
+    return graph_def.SerializeToString()
+
+
+def hlo_text(mode: str, *, batch: int, image_size: int, classes: int) -> str:
+    """HLO text of the same step through TensorFlow's XLA bridge (tf2xla)."""
+    import tensorflow as tf
+
+    fn, signature = _step(mode, batch, image_size, classes)
+    return tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*signature)(stage="hlo")
