@@ -1,0 +1,96 @@
+"""Placement passes: decide `node.device` for every node, by one of the classical methods.
+
+    from passes.placement import place, METHODS
+    decisions = place(graph, "m-sct", devices="4xV100", objective="latency")
+    run_pipeline(graph, "sa{devices=4xV100,budget=500,seed=1}")
+
+Every method is a registered pass (`METHODS` maps its name to the class) with the shared options
+`devices`, `objective` (latency | throughput | memory), `seed` and `include_cpu`; searching methods
+add `budget` (simulator evaluations). Shared machinery (the problem as arrays, the objective, the
+evaluation counter, the conservative memory model) lives in `context.py`; each method's module
+docstring states its algorithm and its simplifications.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from passes.placement.annealing import SimulatedAnnealingPlacement
+from passes.placement.baechi import MEtfPlacement, MSctPlacement, MTopoPlacement
+from passes.placement.base import PlacementOutcome, PlacementPass
+from passes.placement.context import (
+    OBJECTIVES,
+    BudgetExhausted,
+    MemoryTracker,
+    PlacementContext,
+    PlacementError,
+    resolve_topology,
+)
+from passes.placement.cp_sat import CpSatPlacement
+from passes.placement.critical_path import CriticalPathPlacement
+from passes.placement.dp import ContiguousDpPlacement
+from passes.placement.expert import HumanExpertPlacement
+from passes.placement.partition import MetisPlacement, ScotchPlacement
+from passes.placement.simple import HashPlacement, RandomPlacement, RoundRobinPlacement, SingleDevicePlacement
+
+if TYPE_CHECKING:
+    from cost_model.decisions import Decisions
+    from cost_model.devices.topology import Topology
+    from graph_ir.graph import Graph
+
+__all__ = [
+    "METHODS",
+    "OBJECTIVES",
+    "BudgetExhausted",
+    "MemoryTracker",
+    "PlacementContext",
+    "PlacementError",
+    "PlacementOutcome",
+    "PlacementPass",
+    "place",
+    "place_outcome",
+    "resolve_topology",
+]
+
+METHODS: dict[str, type[PlacementPass]] = {
+    cls.name: cls
+    for cls in (
+        SingleDevicePlacement,
+        HumanExpertPlacement,
+        RoundRobinPlacement,
+        HashPlacement,
+        CriticalPathPlacement,
+        MetisPlacement,
+        ScotchPlacement,
+        MTopoPlacement,
+        MEtfPlacement,
+        MSctPlacement,
+        SimulatedAnnealingPlacement,
+        RandomPlacement,
+        CpSatPlacement,
+        ContiguousDpPlacement,
+    )
+}
+
+
+def place_outcome(
+    graph: Graph, method: str, devices: str | Topology = "4xV100", objective: str = "latency", **options: Any
+) -> PlacementOutcome:
+    """Run placement `method` on `graph` without changing it; options are the pass's fields
+    (snake_case: `budget=200`, `seed=1`, `time_limit_s=10`)."""
+    cls = METHODS.get(method)
+    if cls is None:
+        raise PlacementError(f"unknown placement method {method!r}; known: {', '.join(METHODS)}")
+    if isinstance(devices, str):
+        instance = cls(devices=devices, objective=objective, **options)
+        return instance.decide(graph)
+    instance = cls(objective=objective, **options)
+    return instance.decide(graph, topology=devices)
+
+
+def place(
+    graph: Graph, method: str, devices: str | Topology = "4xV100", objective: str = "latency", **options: Any
+) -> Decisions:
+    """Decisions (aligned with `node_order(graph)`, device indices into the topology) from
+    placement `method`; the graph is left unchanged."""
+    return place_outcome(graph, method, devices, objective, **options).decisions

@@ -1,0 +1,120 @@
+"""The placement pass base class: options every method shares, and the apply step.
+
+A method subclasses `PlacementPass`, sets `name` and implements `assign(ctx) -> device array`
+(indices into the topology's devices, aligned with `ctx.problem.nodes`). `decide(graph)` runs it
+without touching the graph and returns a `PlacementOutcome`; `call(graph)` (the pass) writes the
+device names onto `node.device`. Fusion groups and priorities already on the graph are kept and
+used when the method evaluates placements in the simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cost_model.decisions import Decisions
+from passes.infra.base import Pass, PassResult, option
+from passes.placement.context import OBJECTIVES, PlacementContext, PlacementError, resolve_topology
+
+if TYPE_CHECKING:
+    from cost_model.devices.topology import Topology
+    from graph_ir.graph import Graph
+
+__all__ = ["PlacementOutcome", "PlacementPass"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlacementOutcome:
+    """A method's result: decisions aligned with `node_order(graph)`, and what it cost to find."""
+
+    decisions: Decisions
+    context: PlacementContext
+    evaluations: int
+    seconds: float
+
+    @property
+    def device(self) -> np.ndarray:
+        return self.decisions.device
+
+
+@dataclass(frozen=True)
+class PlacementPass(Pass):
+    """Common options of the placement methods (each method adds its own)."""
+
+    devices: str = option("4xV100", "topology: a preset, an NxGPU short form or a YAML/JSON file")
+    objective: str = option("latency", "what to minimise: latency | throughput | memory")
+    seed: int = option(0, "random seed (methods without randomness ignore it)")
+    include_cpu: bool = option(False, "also place on the host CPU when the topology has accelerators")
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise PlacementError(
+                f"pass '{self.name}': objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
+                field="objective",
+            )
+
+    @property
+    def search_budget(self) -> int | None:
+        """Evaluations the method may spend (None: it does not search)."""
+        return None
+
+    def assign(self, ctx: PlacementContext) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} does not implement assign()")
+
+    def context(self, graph: Graph, topology: Topology | None = None) -> PlacementContext:
+        return PlacementContext.from_graph(
+            graph,
+            topology if topology is not None else resolve_topology(self.devices),
+            objective=self.objective,
+            budget=self.search_budget,
+            include_cpu=self.include_cpu,
+        )
+
+    def decide(self, graph: Graph, topology: Topology | None = None) -> PlacementOutcome:
+        """Run the method on `graph` without changing it."""
+        began = time.perf_counter()
+        ctx = self.context(graph, topology)
+        if ctx.num_nodes == 0:
+            device = np.zeros(0, dtype=np.int64)
+        else:
+            device = np.asarray(self.assign(ctx), dtype=np.int64)
+        if device.shape != (ctx.num_nodes,):
+            raise PlacementError(f"pass '{self.name}' placed {device.shape} nodes, expected {ctx.num_nodes}")
+        if device.size and not np.isin(device, ctx.candidates).all():
+            bad = int(np.flatnonzero(~np.isin(device, ctx.candidates))[0])
+            raise PlacementError(
+                f"pass '{self.name}' placed a node on device index {int(device[bad])}, not a candidate",
+                node=ctx.problem.nodes[bad].name,
+                field="device",
+            )
+        seconds = time.perf_counter() - began
+        logger.info("%s: placed %d nodes in %.3fs (%d evaluations)", self.name, device.size, seconds, ctx.evaluations)
+        decisions = ctx.decisions(device)
+        if ctx.priority is not None:
+            decisions.priority = np.asarray(ctx.priority, dtype=np.float64)
+        return PlacementOutcome(decisions, ctx, ctx.evaluations, seconds)
+
+    def write(self, graph: Graph, outcome: PlacementOutcome) -> bool:
+        """Write device names (and priorities, when the method decided them) onto the nodes."""
+        names = outcome.context.topology.device_names
+        changed = False
+        for node, d in zip(outcome.context.problem.nodes, outcome.device.tolist()):
+            if node.device != names[d]:
+                node.device = names[d]
+                changed = True
+        if outcome.context.priority is not None:
+            for node, p in zip(outcome.context.problem.nodes, outcome.decisions.priority.tolist()):
+                if node.priority != p:
+                    node.priority = p
+                    changed = True
+        return changed
+
+    def call(self, graph: Graph) -> PassResult:
+        outcome = self.decide(graph)
+        return PassResult(graph, self.write(graph, outcome))

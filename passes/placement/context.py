@@ -1,0 +1,304 @@
+"""What every placement method shares: the problem as arrays, the objective, and an evaluation
+counter that enforces a search budget.
+
+`PlacementContext` wraps one `SimulationProblem` (node order = `node_order(graph)`, so index order
+is topological) and answers, without simulating:
+- `times[n, d]`: roofline time of node n alone on device d (launch included);
+- node-level edges `edge_src -> edge_dst` with the bytes flowing along them, `preds`/`succs`;
+- `comm_time(nbytes, src, dst)`: store-and-forward time along the topology's route on idle links;
+- `MemoryTracker`: a conservative per-device memory estimate (see its docstring).
+and, through the simulator, `evaluate(device)`: the objective of a full placement. Every call of
+`simulate`/`evaluate` counts; when a budget is set, the call past it raises `BudgetExhausted`, so a
+search method cannot overspend even by mistake.
+
+Objectives (lower is better): `latency` = simulated step time; `throughput` = the pipelined
+max device load (`throughput_objective`); `memory` = the largest peak-memory fraction of
+capacity over devices. A placement that runs out of memory in the simulator scores
+`OOM_PENALTY_S` plus its overflow fraction on top, so any fitting placement beats any OOM one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from cost_model.decisions import Decisions
+from cost_model.devices.loader import load_topology
+from cost_model.simulator import SimulationProblem, device_loads, simulate
+from cost_model.simulator.problem import VALUE_CONSTANT
+from graph_ir.errors import CompilerOptError
+
+if TYPE_CHECKING:
+    from cost_model.devices.topology import Topology
+    from cost_model.simulator import SimulationResult
+    from graph_ir.graph import Graph
+
+__all__ = [
+    "OBJECTIVES",
+    "OOM_PENALTY_S",
+    "BudgetExhausted",
+    "MemoryTracker",
+    "PlacementContext",
+    "PlacementError",
+    "resolve_topology",
+]
+
+logger = logging.getLogger(__name__)
+
+OBJECTIVES = ("latency", "throughput", "memory")
+OOM_PENALTY_S = 1e3
+
+
+class PlacementError(CompilerOptError):
+    """A placement option is invalid, or a method cannot produce a placement."""
+
+
+class BudgetExhausted(PlacementError):
+    """A search asked for more simulator evaluations than its budget allows."""
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_topology(spec: str) -> Topology:
+    return load_topology(spec)
+
+
+def resolve_topology(devices: str | Topology) -> Topology:
+    """A Topology from a preset, short form (`4xV100`) or file; Topology objects pass through."""
+    if isinstance(devices, str):
+        return _cached_topology(devices)
+    return devices
+
+
+class PlacementContext:
+    """One graph on one topology, prepared for placement methods (see the module docstring)."""
+
+    def __init__(
+        self,
+        problem: SimulationProblem,
+        *,
+        objective: str = "latency",
+        budget: int | None = None,
+        base: Decisions | None = None,
+        include_cpu: bool = False,
+    ) -> None:
+        if objective not in OBJECTIVES:
+            raise PlacementError(f"objective must be one of {OBJECTIVES}, got {objective!r}", field="objective")
+        if budget is not None and budget < 1:
+            raise PlacementError(f"budget must be at least 1 evaluation, got {budget}", field="budget")
+        self.problem = problem
+        self.topology = problem.topology
+        self.objective = objective
+        self.budget = budget
+        self.evaluations = 0
+        # Methods that also decide an order (cp-sat) leave priorities here; extras hold
+        # method-specific results (a solver's status) for callers that want them.
+        self.priority: np.ndarray | None = None
+        self.extras: dict[str, object] = {}
+        n = problem.num_nodes
+        self.base = base if base is not None else Decisions.default(n)
+        # Hosts are orders of magnitude slower than accelerators; placement papers place on the
+        # accelerators only, so the CPU is a candidate only when asked or when it is all there is.
+        devices = self.topology.devices
+        accelerators = [i for i, d in enumerate(devices) if d.kind != "cpu"]
+        self.candidates = np.asarray(
+            accelerators if accelerators and not include_cpu else range(len(devices)), dtype=np.int64
+        )
+        self.times = problem.node_time[:, problem.device_type_of]  # (N, D)
+        self.capacity = np.array([d.memory_bytes for d in devices], dtype=np.float64)
+        self._edges()
+        self._routes()
+
+    @classmethod
+    def from_graph(cls, graph: Graph, topology: Topology, **kwargs: object) -> PlacementContext:
+        problem = SimulationProblem.from_graph(graph, topology)
+        base = Decisions.from_graph(graph, topology, nodes=problem.nodes)
+        return cls(problem, base=base, **kwargs)  # type: ignore[arg-type]
+
+    # -- static structure ------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return self.problem.num_nodes
+
+    @property
+    def num_devices(self) -> int:
+        return self.problem.num_devices
+
+    def _edges(self) -> None:
+        p = self.problem
+        n = p.num_nodes
+        prod = p.use_producer
+        mask = prod >= 0
+        key = prod[mask] * max(n, 1) + p.use_node[mask]
+        keys, inverse = np.unique(key, return_inverse=True)
+        self.edge_src = keys // max(n, 1)
+        self.edge_dst = keys % max(n, 1)
+        self.edge_bytes = np.bincount(
+            inverse.reshape(-1), weights=p.value_bytes[p.use_value[mask]], minlength=keys.size
+        ).astype(np.float64)
+        self.preds: list[list[int]] = [[] for _ in range(n)]
+        self.succs: list[list[int]] = [[] for _ in range(n)]
+        self.pred_edges: list[list[int]] = [[] for _ in range(n)]
+        for e, (a, b) in enumerate(zip(self.edge_src.tolist(), self.edge_dst.tolist())):
+            self.succs[a].append(b)
+            self.preds[b].append(a)
+            self.pred_edges[b].append(e)
+        produced = p.value_producer >= 0
+        self.out_bytes = np.bincount(
+            p.value_producer[produced], weights=p.value_bytes[produced], minlength=n
+        ).astype(np.float64)
+
+    def _routes(self) -> None:
+        topo = self.topology
+        count = topo.num_devices
+        self.route_latency = np.zeros((count, count))
+        self.route_inv_bw = np.zeros((count, count))
+        self.route_landings: list[list[tuple[int, ...]]] = [[() for _ in range(count)] for _ in range(count)]
+        for a in range(count):
+            for b in range(count):
+                if a == b:
+                    continue
+                try:
+                    links = topo.link(a, b)
+                except CompilerOptError:
+                    self.route_latency[a, b] = np.inf
+                    continue
+                self.route_latency[a, b] = sum(l.latency_s for l in links)
+                self.route_inv_bw[a, b] = sum(1.0 / l.bandwidth for l in links)
+                self.route_landings[a][b] = tuple(topo.device_index(l.dst) for l in links)
+
+    def comm_time(self, nbytes: float, src: int, dst: int) -> float:
+        """Transfer time of `nbytes` from `src` to `dst` on idle links (0 on the same device)."""
+        if src == dst:
+            return 0.0
+        return float(self.route_latency[src, dst] + nbytes * self.route_inv_bw[src, dst])
+
+    def worst_comm_time(self, nbytes: np.ndarray | float) -> np.ndarray | float:
+        """The slowest transfer between two distinct candidate devices (a placement-free estimate)."""
+        c = self.candidates
+        if c.size < 2:
+            return nbytes * 0.0
+        lat = self.route_latency[np.ix_(c, c)]
+        inv = self.route_inv_bw[np.ix_(c, c)]
+        off = ~np.eye(c.size, dtype=bool)
+        return lat[off].max() + np.asarray(nbytes) * inv[off].max()
+
+    @functools.cached_property
+    def fastest_device(self) -> int:
+        """The candidate device running the whole graph's compute fastest."""
+        totals = self.times[:, self.candidates].sum(axis=0)
+        return int(self.candidates[int(np.argmin(totals))])
+
+    @functools.cached_property
+    def bottom_level(self) -> np.ndarray:
+        """Longest path from each node to a sink: fastest-candidate node times plus the slowest
+        candidate transfer per edge (the HEFT/CPOP 'upward rank' with placement-free costs)."""
+        w = self.times[:, self.candidates].min(axis=1).tolist()
+        comm = np.asarray(self.worst_comm_time(self.edge_bytes)).tolist() if self.edge_bytes.size else []
+        level = list(w)
+        out: list[list[tuple[int, float]]] = [[] for _ in range(self.num_nodes)]
+        for e, (a, b) in enumerate(zip(self.edge_src.tolist(), self.edge_dst.tolist())):
+            out[a].append((b, comm[e]))
+        for node in range(self.num_nodes - 1, -1, -1):
+            if out[node]:
+                level[node] = w[node] + max(level[s] + c for s, c in out[node])
+        return np.asarray(level)
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def decisions(self, device: np.ndarray) -> Decisions:
+        """The context's fusion groups and priorities with `device` as the placement."""
+        return Decisions(np.asarray(device), self.base.fusion_group, self.base.priority)
+
+    def _count(self) -> None:
+        if self.budget is not None and self.evaluations >= self.budget:
+            raise BudgetExhausted(f"the evaluation budget of {self.budget} is spent", field="budget")
+        self.evaluations += 1
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else self.budget - self.evaluations
+
+    def simulate(self, device: np.ndarray) -> SimulationResult:
+        """One counted simulation of the placement."""
+        self._count()
+        return simulate(self.problem, self.decisions(device))
+
+    def score(self, result: SimulationResult, device: np.ndarray) -> float:
+        """The objective of `device`, simulated as `result` (lower is better; OOM is penalised)."""
+        if self.objective == "latency":
+            value = result.step_time_s
+        elif self.objective == "throughput":
+            loads = device_loads(self.problem, self.decisions(device))
+            value = float(loads.max()) if loads.size else 0.0
+        else:
+            value = float((result.peak_memory_bytes / self.capacity).max())
+        overflow = float(np.maximum(result.peak_memory_bytes / self.capacity - 1.0, 0.0).max())
+        if overflow > 0:
+            value += OOM_PENALTY_S * (1.0 + overflow)
+        return value
+
+    def evaluate(self, device: np.ndarray) -> float:
+        """Objective of a placement through one counted simulation."""
+        return self.score(self.simulate(device), device)
+
+    def memory_tracker(self) -> MemoryTracker:
+        return MemoryTracker(self)
+
+
+class MemoryTracker:
+    """Incremental, conservative per-device memory as nodes are placed in topological order.
+
+    A device is charged, once each, for: the outputs of every node placed on it, every constant
+    its nodes read, every graph input its nodes read, and every value that lands on it in a
+    transfer (each hop's destination). That is the total ever allocated there, so it bounds the
+    simulator's peak from above: a placement that keeps every charge within capacity cannot run
+    out of memory in the simulator. It is also Baechi's memory model (training keeps forward
+    activations alive), which is why the m-* methods use it.
+    """
+
+    def __init__(self, ctx: PlacementContext) -> None:
+        self.ctx = ctx
+        p = ctx.problem
+        self.used = np.zeros(ctx.num_devices, dtype=np.float64)
+        self.device = np.full(ctx.num_nodes, -1, dtype=np.int64)
+        self._held: set[tuple[int, int]] = set()  # (value, device)
+        uses: list[list[int]] = [[] for _ in range(p.num_nodes)]
+        for value, node in zip(p.use_value.tolist(), p.use_node.tolist()):
+            uses[node].append(value)
+        self._uses = uses
+        self._producer = p.value_producer.tolist()
+        self._const = (p.value_kind == VALUE_CONSTANT).tolist()
+        self._bytes = p.value_bytes.astype(np.float64).tolist()
+
+    def _charges(self, node: int, device: int) -> list[tuple[int, int]]:
+        """(value, device) pairs newly held if `node` runs on `device`."""
+        out = []
+        for value in self._uses[node]:
+            producer = self._producer[value]
+            if producer < 0:
+                landings: tuple[int, ...] = (device,)
+            else:
+                source = int(self.device[producer])
+                landings = self.ctx.route_landings[source][device] if source != device else ()
+            for landing in landings:
+                if (value, landing) not in self._held:
+                    out.append((value, landing))
+        return out
+
+    def extra(self, node: int, device: int) -> np.ndarray:
+        """Per-device bytes added by placing `node` on `device`."""
+        add = np.zeros(self.ctx.num_devices)
+        add[device] += self.ctx.out_bytes[node]
+        for value, landing in set(self._charges(node, device)):
+            add[landing] += self._bytes[value]
+        return add
+
+    def fits(self, node: int, device: int) -> bool:
+        return bool(np.all(self.used + self.extra(node, device) <= self.ctx.capacity))
+
+    def place(self, node: int, device: int) -> None:
+        self.used += self.extra(node, device)
+        self._held.update(self._charges(node, device))
+        self.device[node] = device
