@@ -55,6 +55,33 @@ def _cmd_passes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_workloads(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.workloads_lib import describe_workloads, workloads_tables
+
+    described = describe_workloads()
+    if args.json:
+        print(json.dumps(described, indent=2))
+    else:
+        render_tables(workloads_tables(described))
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.simulate_lib import parse_sizes, simulate_model, simulate_tables
+
+    report = simulate_model(
+        args.model, args.devices, decisions=args.decisions, objective=args.objective, trace=args.trace,
+        plot=args.plot, sizes=parse_sizes(args.size), module=args.module,
+    )
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        render_tables(simulate_tables(report))
+    return 0
+
+
 def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
     """--debug and -v, accepted before or after the subcommand.
 
@@ -110,6 +137,28 @@ def build_parser() -> argparse.ArgumentParser:
     passes_p = sub.add_parser("passes", parents=[common], help="list the registered passes and their options")
     passes_p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     passes_p.set_defaults(handler=_cmd_passes, file_arg=None)
+
+    workloads_p = sub.add_parser("workloads", parents=[common], help="list the benchmark workloads (built from code on first use)")
+    workloads_p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    workloads_p.set_defaults(handler=_cmd_workloads, file_arg=None)
+
+    simulate_p = sub.add_parser(
+        "simulate", parents=[common], help="simulate a model's step time, memory and transfers on a device topology",
+        description="Run the execution simulator on MODEL: a model file, or a workload name with an optional mode "
+        "(resnet-50, resnet-50:inference; see `compiler-opt workloads`). Decisions come from --decisions, else the "
+        "graph's nodes, else everything on the fastest device. --decisions FILE is JSON "
+        '{"node": {"device": "gpu1", "fusion_group": 3, "priority": 1.0}} (fields optional).',
+    )
+    simulate_p.add_argument("model", metavar="MODEL", help="model file or workload name[:train|inference]")
+    simulate_p.add_argument("--devices", required=True, metavar="PRESET", help="topology: 4xV100, 8xA100-pcie, mcm36-ring, a device preset, or a YAML/JSON file")
+    simulate_p.add_argument("--decisions", metavar="FILE", help="JSON {node_name: {device, fusion_group, priority}}")
+    simulate_p.add_argument("--objective", choices=("latency", "throughput", "memory"), default="latency", help="which number is reported as objective_value")
+    simulate_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    simulate_p.add_argument("--trace", metavar="OUT.json", help="write the timeline as a Chrome trace (chrome://tracing, Perfetto)")
+    simulate_p.add_argument("--plot", metavar="OUT.png", help="write a Gantt chart of the timeline")
+    simulate_p.add_argument("--size", action="append", metavar="KEY=VALUE", help="workload size override (repeatable), e.g. --size batch=64")
+    simulate_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
+    simulate_p.set_defaults(handler=_cmd_simulate, file_arg="model")
     return parser
 
 
@@ -172,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: a command is required (inspect, convert, passes)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (inspect, convert, passes, workloads, simulate)", file=sys.stderr)
         return 2
     _configure_logging(args.verbose)
     fallback_file = getattr(args, args.file_arg) if args.file_arg else None
