@@ -85,9 +85,14 @@ def import_onnx(
     if model.ir_version <= 0:
         raise CorruptModelError(f"invalid ir_version {model.ir_version}", field="ir_version")
     opsets = _read_opsets(model.opset_import, "opset_import")
+    for field in ("producer_name", "producer_version", "domain", "doc_string"):
+        _require_text(getattr(model, field), field, field=field)
     with gc_paused():
         importer = _Importer(model, opsets, base_dir)
-        graph = importer.run()
+        try:
+            graph = importer.run()
+        except UnicodeDecodeError as err:  # protobuf decodes a string field lazily
+            raise CorruptModelError(f"a string field is not valid UTF-8 ({err.reason} at byte {err.start})") from None
     graph.model = ModelInfo(
         source_format="onnx",
         source_path=source_path,
@@ -97,7 +102,7 @@ def import_onnx(
         domain=model.domain,
         model_version=model.model_version,
         doc_string=model.doc_string,
-        metadata_props={p.key: p.value for p in model.metadata_props},
+        metadata_props=_props(model.metadata_props, "metadata_props"),
         extra={
             "training_info": [t.SerializeToString() for t in model.training_info],
             "configuration": [c.SerializeToString() for c in model.configuration],
@@ -117,7 +122,7 @@ def _max_opset(domain: str) -> int:
 def _read_opsets(entries: Iterable[onnx.OperatorSetIdProto], where: str) -> dict[str, int]:
     opsets: dict[str, int] = {}
     for entry in entries:
-        domain = entry.domain
+        domain = _require_text(entry.domain, "opset domain", field=where)
         if domain in opsets:
             raise DuplicateNameError(f"domain '{domain}' is imported twice", field=where)
         if domain in STANDARD_DOMAINS:
@@ -147,12 +152,19 @@ def _opset_for(domain: str, opsets: dict[str, int]) -> int | None:
     return opsets.get(domain)
 
 
+def _element_type(code: int, where: str) -> DType:
+    try:
+        return DType.from_onnx(code)
+    except ValueError:
+        raise CorruptModelError(f"unknown element type code {code}", field=where) from None
+
+
 def read_type(proto: TypeProto, where: str) -> Type | None:
     """TypeProto -> IR type (None when the proto leaves the type unset)."""
     which = proto.WhichOneof("value")
     if which == "tensor_type" or which == "sparse_tensor_type":
         tensor = getattr(proto, which)
-        dtype = DType.from_onnx(tensor.elem_type) if tensor.elem_type else None
+        dtype = _element_type(tensor.elem_type, where) if tensor.elem_type else None
         shape = None
         if tensor.HasField("shape"):
             dims: list[int | str | None] = []
@@ -171,7 +183,7 @@ def read_type(proto: TypeProto, where: str) -> Type | None:
     if which == "optional_type":
         return OptionalType(read_type(proto.optional_type.elem_type, where))
     if which == "map_type":
-        return MapType(DType.from_onnx(proto.map_type.key_type), read_type(proto.map_type.value_type, where))
+        return MapType(_element_type(proto.map_type.key_type, where), read_type(proto.map_type.value_type, where))
     return None
 
 
@@ -210,6 +222,8 @@ class _Importer:
 
     # -- graphs ---------------------------------------------------------------------------------
     def graph(self, proto: GraphProto, outer: Graph | None, opsets: dict[str, int], name: str | None = None) -> Graph:
+        _require_text(proto.name, "graph name", field="name")
+        _require_text(proto.doc_string, f"graph {proto.name!r} doc_string", field="doc_string")
         graph = Graph(name if name is not None else proto.name or "main", doc_string=proto.doc_string)
         if outer is not None:
             # A subgraph must know its enclosing scope while its nodes are built; `parent` is
@@ -217,18 +231,19 @@ class _Importer:
             graph.meta["_outer"] = outer
         value_types = {vi.name: vi for vi in proto.value_info}
         for tensor_proto in proto.initializer:
-            name_ = tensor_proto.name
+            name_ = _require_text(tensor_proto.name, "initializer name", field="initializer")
             if not name_:
                 raise DuplicateNameError("an initializer has an empty name", field="initializer")
             if name_ in graph._value_names:
                 raise DuplicateNameError(f"initializer '{name_}' is defined twice", field=name_)
             graph.add_initializer(Value(name_, const=tensor_from_proto(tensor_proto, self.base_dir)))
         for sparse in proto.sparse_initializer:
-            value = Value(sparse.values.name, const=tensor_from_proto(sparse.values, self.base_dir))
+            value = Value(_require_text(sparse.values.name, "sparse initializer name", field="sparse_initializer"), const=tensor_from_proto(sparse.values, self.base_dir))
             value.type = SparseTensorType(value.const.dtype, Shape(sparse.dims))
             value.meta["onnx.sparse"] = sparse
             graph.add_initializer(value)
         for info in proto.input:
+            _require_text(info.name, "graph input name", field="input")
             existing = graph._value_names.get(info.name)
             value = existing if existing is not None else Value(info.name)
             if existing is None and self._lookup_outer(outer, info.name) is not None:
@@ -261,7 +276,7 @@ class _Importer:
                 value.type = declared
             self._value_info_extras(value, info)
             graph.add_output(value)
-        graph.metadata_props = {p.key: p.value for p in proto.metadata_props}
+        graph.metadata_props = _props(proto.metadata_props, "metadata_props")
         if proto.quantization_annotation:
             graph.meta["onnx.quantization_annotation"] = [q.SerializeToString() for q in proto.quantization_annotation]
         graph.meta.pop("_outer", None)
@@ -271,9 +286,9 @@ class _Importer:
     @staticmethod
     def _value_info_extras(value: Value, info: onnx.ValueInfoProto) -> None:
         if info.doc_string:
-            value.doc_string = info.doc_string
+            value.doc_string = _require_text(info.doc_string, f"doc_string of '{info.name}'", field=str(info.name))
         if info.metadata_props:
-            value.meta["onnx.metadata_props"] = {p.key: p.value for p in info.metadata_props}
+            value.meta["onnx.metadata_props"] = _props(info.metadata_props, str(info.name))
 
     @staticmethod
     def _lookup_outer(outer: Graph | None, name: str) -> Value | None:
@@ -317,6 +332,16 @@ class _Importer:
     ) -> Node:
         """The node with its outputs and metadata; inputs and attributes are attached later."""
         label = proto.name or f"{proto.op_type}_{index}"
+        # protobuf (upb) hands back invalid UTF-8 in a string field as bytes, not str
+        if not (
+            proto.op_type.__class__ is str and proto.domain.__class__ is str and proto.name.__class__ is str
+            and proto.overload.__class__ is str and proto.doc_string.__class__ is str
+        ):  # the common case costs five class checks; the slow path names the bad field
+            for field in ("op_type", "domain", "name", "overload", "doc_string"):
+                _require_text(getattr(proto, field), field, node=str(label), field=field)
+        for position, text in enumerate(proto.output):
+            if not isinstance(text, str):
+                raise CorruptModelError(f"output {position} name is not valid UTF-8: {text!r}", node=label, field="output")
         domain = proto.domain
         key = (domain, proto.op_type)
         if key in self.local_functions:
@@ -357,6 +382,8 @@ class _Importer:
                 value.name = self.fresh_name(f"{node.name}_{position}")
                 value.meta["onnx.unnamed"] = True
         graph.append(node)
+        if proto.metadata_props:
+            _props(proto.metadata_props, "metadata_props")  # invalid UTF-8 is rejected before use
         self.read_metadata(proto, node)
         return node
 
@@ -382,6 +409,8 @@ class _Importer:
 
     # -- attributes -----------------------------------------------------------------------------
     def attr(self, proto: AttributeProto, graph: Graph, opsets: dict[str, int], node_name: str) -> Attr:
+        for field in ("name", "ref_attr_name", "doc_string"):
+            _require_text(getattr(proto, field), f"attribute {field}", node=node_name, field=str(proto.name))
         kind = _ATTR_KINDS.get(proto.type)
         if kind is None:
             raise CorruptModelError(f"attribute '{proto.name}' has unknown type {proto.type}", node=node_name, field=proto.name)
@@ -422,6 +451,11 @@ class _Importer:
     # -- functions ------------------------------------------------------------------------------
     def function(self, proto: FunctionProto) -> Function:
         label = f"{proto.domain}::{proto.name}"
+        for field in ("domain", "name", "overload", "doc_string"):
+            _require_text(getattr(proto, field), f"function {field}", field=f"function {label}")
+        for field in ("input", "output", "attribute"):
+            for text in getattr(proto, field):
+                _require_text(text, f"function {field} name", field=f"function {label}")
         opsets = _read_opsets(proto.opset_import, f"function {label} opset_import")
         body = GraphProto(name=proto.name, node=proto.node, value_info=proto.value_info, doc_string="")
         body.input.extend(onnx.ValueInfoProto(name=n) for n in proto.input)
@@ -438,8 +472,48 @@ class _Importer:
             attribute_defaults=defaults,
             opset_imports=opsets,
             doc_string=proto.doc_string,
-            metadata_props={p.key: p.value for p in proto.metadata_props},
+            metadata_props=_props(proto.metadata_props, f"function {label}"),
         )
+
+
+def _model_names(model: ModelProto) -> set[str]:
+    """Every node and value name in the model's graphs, subgraphs and functions."""
+    names: set[str] = set()
+    pending: list[Any] = [model.graph]
+    for function in model.functions:
+        names.update(function.input)
+        names.update(function.output)
+        pending.append(function)
+    while pending:
+        proto = pending.pop()
+        if isinstance(proto, GraphProto):
+            names.update(v.name for v in proto.input)
+            names.update(t.name for t in proto.initializer)
+            names.update(s.values.name for s in proto.sparse_initializer)
+        for node in proto.node:
+            names.add(node.name)
+            names.update(node.output)
+            for attr in node.attribute:
+                if attr.type == AttributeProto.GRAPH:
+                    pending.append(attr.g)
+                elif attr.type == AttributeProto.GRAPHS:
+                    pending.extend(attr.graphs)
+    names.discard("")
+    return names
+
+
+def _require_text(text: Any, what: str, *, node: str | None = None, field: str | None = None) -> str:
+    """`text` itself; protobuf (upb) returns a string field holding invalid UTF-8 as bytes."""
+    if text.__class__ is not str:
+        raise CorruptModelError(f"{what} is not valid UTF-8: {text!r}", node=node, field=field)
+    return text
+
+
+def _props(entries: Iterable[onnx.StringStringEntryProto], where: str) -> dict[str, str]:
+    return {
+        _require_text(p.key, "metadata key", field=where): _require_text(p.value, f"metadata '{p.key}'", field=where)
+        for p in entries
+    }
 
 
 def _model_names(model: ModelProto) -> set[str]:
