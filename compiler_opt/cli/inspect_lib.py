@@ -25,10 +25,12 @@ def check_readable(path: str) -> None:
         raise IsADirectoryError(21, "is a folder, not a model file", path)
 
 
-def load_model(path: str, module: int | None = None) -> tuple[Graph, str]:
+def load_model(path: str, module: int | None = None, *, target_format: str | None = None) -> tuple[Graph, str]:
     """Import `path` with the importer its extension selects; returns (graph, format name).
 
     `module` picks one module of a file that holds several (HLO text separated by `// -----`).
+    `target_format` is the format the graph will be written in: a StableHLO file bound for HLO
+    or StableHLO is lowered to HLO by XLA on the way in (the one cross-format path that maps ops).
     """
     from graph_ir.errors import CompilerOptError, UnknownFormatError
     from graph_ir.io.formats import detect_format
@@ -40,6 +42,13 @@ def load_model(path: str, module: int | None = None) -> tuple[Graph, str]:
         if handler.name != "hlo":
             raise UnknownFormatError(f"--module applies to HLO text files, not {handler.name}", file=path)
         options["module"] = module
+    if handler.name == "stablehlo" and target_format in ("hlo", "stablehlo"):
+        from graph_ir.io.stablehlo_import import load_stablehlo_as_hlo
+
+        try:
+            return load_stablehlo_as_hlo(path), handler.name
+        except CompilerOptError as err:
+            raise err.with_context(file=path)
     try:
         graph = handler.load(path, **options)
     except CompilerOptError as err:

@@ -48,7 +48,11 @@ def register_format(handler: FormatHandler) -> None:
 
 
 register_format(FormatHandler("onnx", (".onnx",), "graph_ir.io.onnx_import:load_onnx", "graph_ir.io.onnx_export:save_onnx"))
-register_format(FormatHandler("stablehlo", (".mlir", ".mlirbc"), "graph_ir.io.stablehlo_import:load_stablehlo", None))
+register_format(
+    FormatHandler(
+        "stablehlo", (".mlir", ".mlirbc"), "graph_ir.io.stablehlo_import:load_stablehlo", "graph_ir.io.stablehlo_export:save_stablehlo"
+    )
+)
 register_format(FormatHandler("hlo", (".hlo", ".hlo.txt"), "graph_ir.io.hlo_import:load_hlo", "graph_ir.io.hlo_export:save_hlo"))
 register_format(FormatHandler("tf_graphdef", (".pb", ".pbtxt"), "graph_ir.io.tf_import:load_tf", "graph_ir.io.tf_export:save_graphdef"))
 

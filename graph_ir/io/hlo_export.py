@@ -18,6 +18,8 @@ from graph_ir.errors import ExportError
 from graph_ir.graph import Graph
 from graph_ir.io.atomic import atomic_path
 from graph_ir.io.decisions import decision_items
+from graph_ir.io.domains import require_domains
+from graph_ir.io.hlo_ops import HLO_DOMAIN
 from graph_ir.io.xla_bridge import hlo_module_proto_class, hlo_proto_to_text
 from graph_ir.types import OpaqueType, TensorType, TokenType, TupleType, Type
 
@@ -31,12 +33,20 @@ def save_hlo(graph: Graph, path: str | os.PathLike[str]) -> None:
 
 
 def export_hlo_text(graph: Graph) -> str:
-    return hlo_proto_to_text(export_hlo_proto(graph))
+    elided = {n.name for n in _all_nodes(graph) if n.meta.get("unknown_value")}
+    return hlo_proto_to_text(export_hlo_proto(graph), elided=elided)
+
+
+def _all_nodes(graph: Graph) -> Iterator[Node]:
+    yield from graph.all_nodes()
+    for function in graph.functions.values():
+        yield from function.graph.all_nodes()
 
 
 def export_hlo_proto(graph: Graph) -> Any:
     if graph.parent is not None:
         raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
+    require_domains(graph, {HLO_DOMAIN}, "HLO")
     module_cls = hlo_module_proto_class()
     module = module_cls()
     shell = graph.model.extra.get("hlo.module") if graph.model is not None else None

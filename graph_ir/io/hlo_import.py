@@ -37,7 +37,7 @@ from graph_ir.op_kinds import OpKind
 from graph_ir.tensors import NumpyTensor
 from graph_ir.types import OpaqueType, Shape, TensorType, TokenType, TupleType, Type
 
-__all__ = ["load_hlo", "load_hlo_modules", "import_hlo_text", "split_modules", "shape_to_type"]
+__all__ = ["load_hlo", "load_hlo_modules", "import_hlo_text", "import_hlo_module", "split_modules", "shape_to_type"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,11 +159,20 @@ def import_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0,
     _check_module_text(text, file, line_offset)
     proto = parse_hlo_text(text, file=file, line_offset=line_offset)
     _check_entry(text, proto, file, line_offset)
+    return import_hlo_module(proto, file=file, verify_shapes=verify_shapes, elided=set(_ELIDED_CONSTANT.findall(text)))
+
+
+def import_hlo_module(
+    proto: Any, *, file: str | None = None, verify_shapes: bool = True, elided: set[str] | None = None
+) -> Graph:
+    """Convert an `HloModuleProto` (from XLA's parser or a serialized computation).
+
+    `elided` names constants whose data the source text left out (`{...}`).
+    """
     if verify_shapes:
         verify_with_stablehlo(proto, file=file)
-    elided = set(_ELIDED_CONSTANT.findall(text))
     with gc_paused():
-        graph = _HloImporter(proto, elided).run()
+        graph = _HloImporter(proto, elided or set()).run()
     graph.model.source_path = file
     return graph
 

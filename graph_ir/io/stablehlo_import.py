@@ -34,7 +34,7 @@ from graph_ir.op_kinds import OpKind, register_op_kinds
 from graph_ir.tensors import NumpyTensor
 from graph_ir.types import OpaqueType, Shape, TensorType, TokenType, TupleType, Type
 
-__all__ = ["load_stablehlo", "import_stablehlo_text", "STABLEHLO_DOMAIN"]
+__all__ = ["load_stablehlo", "load_stablehlo_as_hlo", "import_stablehlo_text", "STABLEHLO_DOMAIN"]
 
 STABLEHLO_DOMAIN = "stablehlo"
 _TERMINATORS = {"func.return", "stablehlo.return", "chlo.return", "mhlo.return", "sdy.return"}
@@ -96,6 +96,29 @@ def load_stablehlo(path: str | os.PathLike[str]) -> Graph:
         return import_stablehlo_text(raw, file=path)
     except CompilerOptError as err:
         raise err.with_context(file=path)
+
+
+def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:
+    """A StableHLO file lowered to XLA HLO by XLA itself (`mlir_module_to_xla_computation`), then
+    imported as HLO: the graph can be written as HLO text or StableHLO again."""
+    from jaxlib import _jax
+
+    from graph_ir.io.hlo_import import import_hlo_module
+    from graph_ir.io.xla_bridge import hlo_module_proto_class
+
+    path = os.fspath(path)
+    load_stablehlo(path)  # the same checks and file:line:col errors as a plain import
+    with open(path, "rb") as handle:
+        source = handle.read()
+    try:
+        computation = _jax.mlir.mlir_module_to_xla_computation(source, use_tuple_args=False, return_tuple=False)
+    except Exception as err:
+        raise ModelFormatError(f"XLA could not lower the module to HLO: {str(err).splitlines()[0]}", file=path) from None
+    # From the serialized proto, not text: XLA's text printer elides large constants.
+    proto = hlo_module_proto_class().FromString(computation.as_serialized_hlo_module_proto())
+    graph = import_hlo_module(proto, file=path)
+    graph.model.source_format = "stablehlo"
+    return graph
 
 
 _MLIR_ERROR = re.compile(r'error: "[^"]*":(\d+):(\d+): (.*)')

@@ -24,6 +24,7 @@ from graph_ir.graph import Function, Graph
 from graph_ir.io.atomic import atomic_path
 from graph_ir.io.decisions import decision_items
 from graph_ir.io.tf_import import DECISION_ATTR_PREFIX, _registered_op
+from graph_ir.io._native_log import import_tensorflow
 from graph_ir.io.tf_ops import TF_DOMAIN, attr_to_tf, dtype_to_tf, output_layout, write_shape
 from graph_ir.types import TensorType
 
@@ -53,6 +54,10 @@ def save_graphdef(graph: Graph, path: str | os.PathLike[str]) -> None:
 def export_graphdef(graph: Graph) -> Any:
     if graph.parent is not None:
         raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
+    from graph_ir.io.domains import require_domains
+
+    require_domains(graph, {TF_DOMAIN}, "a TensorFlow GraphDef")
+    import_tensorflow()
     from tensorflow.core.framework import graph_pb2
 
     graph_def = graph_pb2.GraphDef()

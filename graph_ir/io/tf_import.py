@@ -55,6 +55,7 @@ from graph_ir.errors import (
 )
 from graph_ir.graph import Function, Graph, ModelInfo
 from graph_ir.io.decisions import read_decision
+from graph_ir.io._native_log import import_tensorflow
 from graph_ir.io.tf_ops import TF_DOMAIN, attr_from_tf, dtype_from_tf, op_kind, output_layout, shape_from_tf
 from graph_ir.types import Shape, TensorType
 
@@ -103,6 +104,7 @@ def read_graphdef(
     path: str | os.PathLike[str], *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES, meta_graph: int = 0
 ) -> tuple[Any, dict[str, Any]]:
     """Parse a file into a GraphDef; for a SavedModel also return its signatures (in `extra`)."""
+    import_tensorflow()
     path = Path(path)
     file = os.fspath(path)
     if path.is_dir():
@@ -197,6 +199,7 @@ def import_graphdef(
     graph_def: Any, *, file: str | None = None, infer_shapes: bool = True, outputs: Sequence[str] | None = None
 ) -> Graph:
     """Convert a parsed GraphDef (see the module doc for the mapping)."""
+    import_tensorflow()
     with gc_paused():
         importer = _Importer(graph_def, file)
         graph = importer.run(outputs)

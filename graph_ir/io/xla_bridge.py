@@ -23,6 +23,7 @@ import tempfile
 from functools import cache
 from typing import Any, Iterator
 
+from graph_ir.io._native_log import native_stderr_to_log
 from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
 
 __all__ = [
@@ -98,33 +99,11 @@ def _hlo_lib() -> Any:
 _POSITION = re.compile(r"(?:was parsing |^)(\d+):(\d+): error: (.*)", re.MULTILINE)
 
 
-@contextlib.contextmanager
-def _native_stderr_to_log() -> Iterator[None]:
-    """XLA's C++ logging writes warnings (e.g. "Invalid stack_frame_id") straight to fd 2; catch
-    them and pass them to our logger at debug level instead of cluttering the user's terminal."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no real stderr (embedded interpreters): nothing to redirect
-        yield
-        return
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            captured = sink.read().decode("utf-8", "replace").strip()
-            if captured:
-                logger.debug("XLA: %s", captured[:2000])
-
-
 def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) -> Any:
     """Parse one HLO module with XLA's parser; return its `HloModuleProto` message."""
     hlo = _hlo_lib()
     try:
-        with _native_stderr_to_log():
+        with native_stderr_to_log(logger):
             module = hlo.hlo_module_from_text(text)
     except Exception as err:  # jaxlib raises its own runtime error type
         message = str(err)
@@ -137,11 +116,36 @@ def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) 
     return hlo_module_proto_class().FromString(module.as_serialized_hlo_module_proto())
 
 
-def hlo_proto_to_text(proto: Any) -> str:
-    """Print an `HloModuleProto` as HLO text with XLA's own printer."""
+def hlo_proto_to_text(proto: Any, *, elided: frozenset[str] | set[str] = frozenset()) -> str:
+    """Print an `HloModuleProto` as HLO text with XLA's own printer, every constant in full
+    (XLA's default prints `{...}` for large ones, which would lose data) except the instructions
+    named in `elided`, whose data the source had left out and which stay `{...}`."""
     hlo = _hlo_lib()
     module = hlo.HloModule.from_serialized_hlo_module_proto(proto.SerializeToString())
-    return module.to_string()
+    options = hlo.HloPrintOptions()
+    options.print_large_constants = True
+    text = module.to_string(options)
+    return _elide_constants(text, elided) if elided else text
+
+
+def _elide_constants(text: str, names: set[str] | frozenset[str]) -> str:
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        match = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\bconstant\(", line)
+        if not match or match.group(1) not in names:
+            continue
+        start = match.end()
+        depth, end = 0, start
+        for end in range(start, len(line)):  # the literal: balanced braces up to the closing ')'
+            char = line[end]
+            if char in "{(":
+                depth += 1
+            elif char in "})":
+                if depth == 0:
+                    break
+                depth -= 1
+        lines[index] = line[:start] + "{...}" + line[end:]
+    return "".join(lines)
 
 
 # MLIR verifier messages that mean "the types do not fit the op", as opposed to an HLO construct

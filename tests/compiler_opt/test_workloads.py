@@ -95,7 +95,7 @@ def test_bench_import_smoke(
     argv = ["--cases", "random-dag", "--nodes", "300", "--repeat", "1", "--json", str(out_json), "--cache", str(tmp_path)]
     assert bench.main(argv + ([] if memory else ["--no-memory"])) == 0
     printed = capsys.readouterr().out
-    assert "goal: graph_ir import <= 3x onnx_ir time and <= 2x its memory" in printed
+    assert "goal (ONNX): graph_ir import <= 3x onnx_ir time and <= 2x its memory" in printed
     payload = json.loads(out_json.read_text())
     (result,) = payload["results"]
     assert result["case"] == "random-dag" and result["format"] == "onnx"

@@ -1,0 +1,48 @@
+"""Route what native libraries write straight to file descriptor 2 into Python logging.
+
+XLA and TensorFlow log from C++ (absl) before any Python logging is set up, e.g. "Invalid
+stack_frame_id" or TensorFlow's oneDNN/CUDA start-up notes; for a command-line compiler tool that
+is noise on the user's terminal. While a block runs, fd 2 points at a temporary file; afterwards
+the text goes to the given logger at debug level (visible with -vv).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from typing import Iterator
+
+__all__ = ["native_stderr_to_log", "import_tensorflow"]
+
+
+@contextlib.contextmanager
+def native_stderr_to_log(logger: logging.Logger) -> Iterator[None]:
+    try:
+        saved = os.dup(2)
+    except OSError:  # no real stderr (embedded interpreters): nothing to redirect
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured = sink.read().decode("utf-8", "replace").strip()
+            if captured:
+                logger.debug("native log: %s", captured[:4000])
+
+
+def import_tensorflow():  # type: ignore[no-untyped-def]
+    """Import TensorFlow (once) with its start-up chatter sent to the debug log."""
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        with native_stderr_to_log(logging.getLogger("tensorflow.startup")):
+            import tensorflow  # noqa: F401
+    return sys.modules["tensorflow"]
