@@ -19,7 +19,8 @@ from graph_ir.attrs import Attr, AttrKind
 from graph_ir.core import Node, Value
 from graph_ir.errors import ExportError
 from graph_ir.graph import Function, Graph
-from graph_ir.io.onnx_import import DECISION_KEYS
+from graph_ir.io.decisions import decision_items
+from graph_ir.io.domains import reject_domains
 from graph_ir.io.onnx_tensor import tensor_to_proto
 from graph_ir.types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
 
@@ -36,6 +37,7 @@ def export_onnx(graph: Graph, *, ir_version: int | None = None) -> ModelProto:
     """Build a ModelProto for `graph` (a root graph)."""
     if graph.parent is not None:
         raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
+    reject_domains(graph, "ONNX")
     info = graph.model
     opsets = dict(graph.opset_imports)
     if not opsets or ("" not in opsets and "ai.onnx" not in opsets and any(n.domain in ("", "ai.onnx") for n in graph.all_nodes())):
@@ -229,7 +231,7 @@ class _Exporter:
             proto.attribute.append(self.attr(attr, node.name))
         for key, text in node.metadata_props.items():
             proto.metadata_props.add(key=key, value=text)
-        decisions = _decision_props(node)
+        decisions = decision_items(node)
         for key, text in decisions:
             proto.metadata_props.add(key=key, value=text)
         if node.metadata_props or decisions:
@@ -301,25 +303,6 @@ def _present(**fields: str) -> dict[str, str]:
     """The non-empty string fields: an empty one would still be marked present (proto2) and
     make the export differ byte-wise from the original that never set it."""
     return {key: text for key, text in fields.items() if text}
-
-
-def _present(**fields: str) -> dict[str, str]:
-    """The non-empty string fields: an empty one would still be marked present (proto2) and
-    make the export differ byte-wise from the original that never set it."""
-    return {key: text for key, text in fields.items() if text}
-
-
-def _decision_props(node: Node) -> list[tuple[str, str]]:
-    props = []
-    if node.device is not None:
-        props.append((DECISION_KEYS["device"], str(node.device)))
-    if node.fusion_group is not None:
-        props.append((DECISION_KEYS["fusion_group"], str(node.fusion_group)))
-    if node.priority is not None:
-        props.append((DECISION_KEYS["priority"], repr(float(node.priority))))
-    if node.tile is not None:
-        props.append((DECISION_KEYS["tile"], ",".join(str(t) for t in node.tile)))
-    return props
 
 
 def _attr_type(kind: AttrKind, name: str, where: str) -> int:

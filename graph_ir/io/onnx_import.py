@@ -33,21 +33,15 @@ from graph_ir.errors import (
     UnsupportedOpsetError,
 )
 from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io.decisions import read_decision
 from graph_ir.io.onnx_tensor import tensor_from_proto
 from graph_ir.op_kinds import OpKind, onnx_op_kind
 from graph_ir.types import MapType, OptionalType, SequenceType, Shape, SparseTensorType, TensorType, Type
 
-__all__ = ["load_onnx", "import_onnx", "DECISION_KEYS", "STANDARD_DOMAINS", "MIN_OPSET"]
+__all__ = ["load_onnx", "import_onnx", "STANDARD_DOMAINS", "MIN_OPSET"]
 
 logger = logging.getLogger(__name__)
 
-# Node metadata_props keys that carry our decisions through ONNX files.
-DECISION_KEYS = {
-    "device": "compiler_opt.device",
-    "fusion_group": "compiler_opt.fusion_group",
-    "priority": "compiler_opt.priority",
-    "tile": "compiler_opt.tile",
-}
 # Domains whose ops onnx's schema registry knows, so unknown op names there are errors.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
 # onnx's own shipped test models use opset 6, so the range starts where the schemas start.
@@ -390,20 +384,8 @@ class _Importer:
     @staticmethod
     def read_metadata(proto: NodeProto, node: Node) -> None:
         for entry in proto.metadata_props:
-            key, text = entry.key, entry.value
-            try:
-                if key == DECISION_KEYS["device"]:
-                    node.device = text
-                elif key == DECISION_KEYS["fusion_group"]:
-                    node.fusion_group = int(text)
-                elif key == DECISION_KEYS["priority"]:
-                    node.priority = float(text)
-                elif key == DECISION_KEYS["tile"]:
-                    node.tile = tuple(int(t) for t in text.split(",") if t.strip())
-                else:
-                    node.metadata_props[key] = text
-            except ValueError:
-                raise CorruptModelError(f"metadata '{key}' has an invalid value {text!r}", node=node.name, field=key) from None
+            if not read_decision(node, entry.key, entry.value):
+                node.metadata_props[entry.key] = entry.value
         if proto.device_configurations:
             node.meta["onnx.device_configurations"] = [c.SerializeToString() for c in proto.device_configurations]
 
@@ -474,32 +456,6 @@ class _Importer:
             doc_string=proto.doc_string,
             metadata_props=_props(proto.metadata_props, f"function {label}"),
         )
-
-
-def _model_names(model: ModelProto) -> set[str]:
-    """Every node and value name in the model's graphs, subgraphs and functions."""
-    names: set[str] = set()
-    pending: list[Any] = [model.graph]
-    for function in model.functions:
-        names.update(function.input)
-        names.update(function.output)
-        pending.append(function)
-    while pending:
-        proto = pending.pop()
-        if isinstance(proto, GraphProto):
-            names.update(v.name for v in proto.input)
-            names.update(t.name for t in proto.initializer)
-            names.update(s.values.name for s in proto.sparse_initializer)
-        for node in proto.node:
-            names.add(node.name)
-            names.update(node.output)
-            for attr in node.attribute:
-                if attr.type == AttributeProto.GRAPH:
-                    pending.append(attr.g)
-                elif attr.type == AttributeProto.GRAPHS:
-                    pending.extend(attr.graphs)
-    names.discard("")
-    return names
 
 
 def _require_text(text: Any, what: str, *, node: str | None = None, field: str | None = None) -> str:
