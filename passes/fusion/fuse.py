@@ -1,0 +1,128 @@
+"""`fuse`: XLA-like greedy producer/consumer fusion.
+
+Order, as XLA's GPU pipeline: first every heavy op (matmul, convolution) takes its epilogue, the
+chain of elementwise sole users that follows it (`rules.is_epilogue`; XLA's GEMM rewriter folds
+bias and activation into the library call before fusion runs); then consumers are visited from
+the graph's end backwards and each tries to pull its producers in (loop fusion,
+`rules.can_fuse_into`); last, reductions take their epilogues the same way. Every merge passes
+`FusionGroups.legal`: same device, at most `max_nodes` nodes and one hero, no cycle between
+groups.
+
+Duplication: with `max_duplicates = k > 0`, a cheap producer (elementwise or an index map) with
+2..k+1 users, all of which could fuse it, is first cloned so each user gets its own copy (XLA
+duplicates such producers into every consumer fusion rather than writing their output to memory).
+The clones are real nodes (named `<producer>.dup<i>`), inserted right after the original.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cost_model.decisions import node_order
+from graph_ir.core import Node
+from passes.fusion.groups import FusionGroups
+from passes.fusion.rules import HEAVY_KINDS, REDUCTION_KINDS, can_fuse_into, extends_epilogue, is_epilogue
+from passes.infra.base import Pass, PassResult, option
+from passes.infra.registry import register_pass
+
+if TYPE_CHECKING:
+    from graph_ir.graph import Graph
+
+__all__ = ["Fuse", "duplicate_cheap_producers", "greedy_fuse"]
+
+logger = logging.getLogger(__name__)
+
+
+@register_pass
+@dataclass(frozen=True)
+class Fuse(Pass):
+    """Greedy loop and epilogue fusion; writes `node.fusion_group`."""
+
+    name = "fuse"
+    max_nodes: int = option(32, "largest fused group, in nodes")
+    max_duplicates: int = option(0, "extra copies of a cheap producer allowed so each user can fuse it (0: none)")
+    epilogues: bool = option(True, "fuse an elementwise sole user into its reduction/matmul/conv producer")
+
+    def call(self, graph: Graph) -> PassResult:
+        clones = duplicate_cheap_producers(graph, self.max_duplicates) if self.max_duplicates > 0 else 0
+        groups = FusionGroups(graph, max_nodes=self.max_nodes)
+        greedy_fuse(groups, epilogues=self.epilogues)
+        changed = groups.write()
+        logger.debug("fuse: %d merges into %d groups, %d clones", groups.merges, groups.num_groups, clones)
+        return PassResult(graph, changed or clones > 0)
+
+
+def greedy_fuse(groups: FusionGroups, *, epilogues: bool = True) -> None:
+    nodes = groups.nodes
+    if epilogues:
+        _take_epilogues(groups, HEAVY_KINDS)
+    for consumer in range(len(nodes) - 1, -1, -1):
+        for producer in groups.preds[consumer]:
+            if can_fuse_into(nodes[producer], nodes[consumer]):
+                groups.try_merge(producer, consumer)
+    if epilogues:
+        _take_epilogues(groups, REDUCTION_KINDS)
+
+
+def _take_epilogues(groups: FusionGroups, kinds: frozenset) -> None:
+    """Each producer of `kinds` absorbs the chain of elementwise sole users after it."""
+    nodes = groups.nodes
+    for producer in range(len(nodes)):
+        if nodes[producer].kind not in kinds:
+            continue
+        current = producer
+        while len(groups.succs[current]) == 1:
+            user = groups.succs[current][0]
+            first = current == producer
+            if first and not is_epilogue(nodes[current], nodes[user], 1):
+                break
+            if not first and not extends_epilogue(nodes[current], nodes[user], 1):
+                break
+            if not groups.try_merge(current, user):
+                break
+            current = user
+
+
+def duplicate_cheap_producers(graph: Graph, max_duplicates: int) -> int:
+    """Clone cheap single-output producers for their users (module docstring); the clone count."""
+    clones_after: dict[Node, list[Node]] = {}
+    for node in node_order(graph):
+        if len(node.outputs) != 1:
+            continue
+        value = node.outputs[0]
+        users = value.users()
+        if not 2 <= len(users) <= max_duplicates + 1:
+            continue
+        if any(u.graph is not graph or u.device != node.device or not can_fuse_into(node, u) for u in users):
+            continue
+        made = []
+        for i, user in enumerate(users[1:], start=1):
+            clone = Node(
+                node.op_type,
+                node.inputs,
+                attrs=list(node.attrs.values()),
+                domain=node.domain,
+                overload=node.overload,
+                kind=node.kind,
+                name=graph.unique_name(f"{node.name or 'node'}.dup{i}"),
+            )
+            clone.outputs[0].name = graph.unique_name(f"{value.name or 'v'}.dup{i}")
+            clone.outputs[0].type = value.type
+            clone.device = node.device
+            for use in list(value.uses):
+                if use.node is user:
+                    user.set_input(use.index, clone.outputs[0])
+            made.append(clone)
+        clones_after[node] = made
+    if not clones_after:
+        return 0
+    order: list[Node] = []
+    for node in list(graph):
+        order.append(node)
+        order.extend(clones_after.get(node, ()))
+    for made in clones_after.values():
+        graph.extend(made)
+    graph.reorder(order)
+    return sum(len(m) for m in clones_after.values())
