@@ -8,6 +8,10 @@
 - the distinct (value, consumer node) pairs ("uses"), sorted by value then node: dependencies,
   transfers, fused-group boundaries and lifetimes all derive from them.
 
+Kernel times default to the roofline; `from_graph(..., kernel_costs=source)` takes them from another
+`KernelCostSource` (e.g. `cost_model.profiling.ProfiledCosts`, measured on this machine) wherever
+that source has a time, for single nodes (`node_time`) and for fused groups (`build_task_graph`).
+
 Only the top level of the graph is simulated. A node that owns subgraphs (If, Loop, Scan) counts
 the FLOPs and bytes of its bodies once (as `cost_model.flops.graph_flops` does) and depends on the
 outer values its bodies capture.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["SimulationProblem", "VALUE_OUTPUT", "VALUE_INPUT", "VALUE_CONSTANT"]
+__all__ = ["KernelCostSource", "SimulationProblem", "VALUE_OUTPUT", "VALUE_INPUT", "VALUE_CONSTANT"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +47,21 @@ VALUE_INPUT = 1  # a graph input (or a value of an enclosing graph)
 VALUE_CONSTANT = 2  # an initializer: resident on every device that uses it
 
 _FAMILY_INDEX = {family: index for index, family in enumerate(DTYPE_FAMILIES)}
+
+
+class KernelCostSource(Protocol):
+    """Kernel times other than the roofline; NaN (node_times) or the given default (kernel_times)
+    where the source has nothing to say, e.g. for device types it does not describe."""
+
+    def node_times(self, problem: SimulationProblem) -> np.ndarray:
+        """float64 (N, T): each node alone as a kernel on each device type, NaN where unknown."""
+        ...
+
+    def kernel_times(
+        self, problem: SimulationProblem, kernel_of_node: np.ndarray, kernel_size: np.ndarray, kernel_type: np.ndarray, default: np.ndarray
+    ) -> np.ndarray:
+        """float64 (K,): time of each kernel (fused groups included), `default` where unknown."""
+        ...
 
 
 @dataclass(eq=False)
@@ -70,6 +89,7 @@ class SimulationProblem:
     use_value: np.ndarray  # int64 (U,)
     use_node: np.ndarray  # int64 (U,)
     build_seconds: float = 0.0
+    kernel_costs: Any = None  # KernelCostSource or None (roofline everywhere)
     _cache: dict = field(default_factory=dict, repr=False)
 
     # -- sizes ----------------------------------------------------------------------------------
@@ -105,7 +125,7 @@ class SimulationProblem:
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_graph(cls, graph: Graph, topology: Topology) -> SimulationProblem:
+    def from_graph(cls, graph: Graph, topology: Topology, *, kernel_costs: KernelCostSource | None = None) -> SimulationProblem:
         began = time.perf_counter()
         nodes = node_order(graph)
         count = len(nodes)
@@ -151,7 +171,16 @@ class SimulationProblem:
                 values.append(value)
                 producer.append(-1)
             outputs.append(value_index[value])
-        return cls._from_lists(nodes, topology, values, producer, use_value, use_node, flops, nbytes, family, outputs, began)
+        problem = cls._from_lists(nodes, topology, values, producer, use_value, use_node, flops, nbytes, family, outputs, began)
+        if kernel_costs is not None:
+            problem.use_kernel_costs(kernel_costs)
+        return problem
+
+    def use_kernel_costs(self, costs: KernelCostSource) -> None:
+        """Take kernel times from `costs` where it has them; the roofline stays elsewhere."""
+        times = np.asarray(costs.node_times(self), dtype=np.float64)
+        self.node_time = np.where(np.isfinite(times), times, self.node_time)
+        self.kernel_costs = costs
 
     @classmethod
     def _from_lists(

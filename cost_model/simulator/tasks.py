@@ -130,6 +130,10 @@ def build_task_graph(problem: SimulationProblem, decisions: Decisions) -> TaskGr
         kbytes = np.where(kernel_size == 1, problem.node_bytes[kernel_first], boundary)
         ktype = problem.device_type_of[kernel_device]
         kernel_duration = np.maximum(compute, kbytes / problem.type_bandwidth[ktype]) + problem.type_launch[ktype]
+        if problem.kernel_costs is not None:
+            single = kernel_size == 1  # the same number as the unfused path (roofline or the source's)
+            kernel_duration[single] = problem.node_time[kernel_first[single], ktype[single]]
+            kernel_duration = problem.kernel_costs.kernel_times(problem, kernel_of_node, kernel_size, ktype, kernel_duration)
         kernel_priority = np.full(num_kernels, -np.inf)
         np.maximum.at(kernel_priority, kernel_of_node, decisions.priority)
 

@@ -1,0 +1,147 @@
+"""Compile a group of HLO nodes into one XLA CPU executable and run it.
+
+Why HLO protos and not JAX functions: every node imported from HLO keeps its instruction proto,
+so a cut of the graph (`subgraph.cut_group`) exports through the project's own HLO exporter into
+an `HloModuleProto` that computes exactly those instructions, whatever they are (custom calls,
+reducers, layouts, precision configs). Re-expressing ops as JAX calls would need a translation
+table per opcode and would silently differ where the table is incomplete. XLA then compiles the
+module as it would a fused kernel: one executable, intermediates never leave it.
+
+The JAX/XLA entry points used (`xla_bridge.get_backend`, `compile_and_load`, `execute`) are the
+ones the HLO round-trip tests already rely on; they are private to JAX, so they are wrapped here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from cost_model.profiling.subgraph import GroupCut, ProfilingError, cut_group
+from graph_ir.types import TensorType
+
+if TYPE_CHECKING:
+    from graph_ir.core import Node, Value
+    from graph_ir.graph import Graph
+
+__all__ = ["XlaBackend", "XlaKernel", "compile_hlo_group", "host_devices", "random_inputs"]
+
+logger = logging.getLogger(__name__)
+
+
+def host_devices() -> list[Any]:
+    """The XLA CPU devices (several when XLA_FLAGS has --xla_force_host_platform_device_count)."""
+    from jax._src import xla_bridge
+
+    return list(xla_bridge.get_backend("cpu").devices())
+
+
+@dataclass(eq=False)
+class XlaKernel:
+    """One compiled group bound to one CPU device."""
+
+    cut: GroupCut
+    executable: Any
+    device: Any
+    compile_seconds: float
+
+    def run(self, args: Sequence[Any]) -> list[Any]:
+        """Dispatch once (asynchronously); results are device arrays, tuples already unpacked."""
+        return self.executable.execute(list(args))
+
+    def run_blocking(self, args: Sequence[Any]) -> list[Any]:
+        outs = self.executable.execute(list(args))
+        for out in outs:
+            out.block_until_ready()
+        return outs
+
+
+class XlaBackend:
+    """`ProfilingBackend` over XLA on one CPU device: a group is one compiled executable."""
+
+    name = "xla-cpu"
+
+    def __init__(self, device: Any | None = None) -> None:
+        self.device = device
+
+    def prepare(self, graph: Graph, members: Sequence[Node], *, seed: int = 0) -> Callable[[], Any]:
+        kernel = compile_hlo_group(graph, members, self.device)
+        args = random_inputs(kernel.cut.inputs, kernel.device, seed=seed)
+        return lambda: kernel.run_blocking(args)
+
+
+def compile_hlo_group(graph: Graph, members: Sequence[Node], device: Any | None = None) -> XlaKernel:
+    """Cut `members` out of an HLO-imported `graph` and compile them as one executable on `device`."""
+    import time
+
+    from jax._src import xla_bridge
+    from jax._src.lib import xla_client
+    from jaxlib import _jax
+
+    from graph_ir.io.hlo_export import export_hlo_proto
+
+    cut = cut_group(graph, members, tuple_op="tuple")
+    _strip_module_shell(cut.graph)
+    began = time.perf_counter()
+    try:
+        proto = _with_program_shape(export_hlo_proto(cut.graph))
+        bytecode = _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
+        backend = xla_bridge.get_backend("cpu")
+        target = device if device is not None else backend.devices()[0]
+        options = xla_client.CompileOptions()
+        # Replica 0 defaults to device 0; bind it to the target so inputs there are accepted.
+        options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
+        executable = backend.compile_and_load(bytecode, [target], options)
+    except Exception as err:  # XLA raises its own runtime errors; name the group
+        names = ", ".join(n.name for n in cut.members[:4])
+        raise ProfilingError(f"cannot compile group [{names}{', ...' if len(cut.members) > 4 else ''}]: {err}") from err
+    return XlaKernel(cut, executable, target, time.perf_counter() - began)
+
+
+def _strip_module_shell(graph: Graph) -> None:
+    # The original module's program shape and I/O aliasing describe the whole graph, not the cut.
+    if graph.model is None:
+        return
+    shell = graph.model.extra.get("hlo.module")
+    if shell is not None:
+        shell = type(shell)(name=shell.name or "group")
+        graph.model.extra["hlo.module"] = shell
+
+
+def _with_program_shape(module: Any) -> Any:
+    """Set the entry's program shape (and the module's) from its parameters and ROOT: the copied
+    shells still describe the whole graph."""
+    entry = next(c for c in module.computations if c.id == module.entry_computation_id)
+    params = sorted((i for i in entry.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+    root = next(i for i in entry.instructions if i.id == entry.root_id)
+    for shape in (entry.program_shape, module.host_program_shape):
+        shape.Clear()
+        for inst in params:
+            shape.parameters.add().CopyFrom(inst.shape)
+            shape.parameter_names.append(inst.name)
+        shape.result.CopyFrom(root.shape)
+    return module
+
+
+def random_inputs(values: Sequence[Value], device: Any | None = None, *, seed: int = 0) -> list[Any]:
+    """Seeded random device arrays matching `values` (floats in [-1, 1), small ints, random bools)."""
+    import jax
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for value in values:
+        vtype = value.type
+        if not isinstance(vtype, TensorType) or vtype.dtype is None or vtype.shape is None:
+            raise ProfilingError(f"input %{value.name} needs a known tensor type to be timed")
+        dtype = np.dtype(vtype.dtype.numpy)
+        shape = tuple(int(d) for d in vtype.shape)
+        if dtype == np.bool_:
+            array = rng.random(shape) < 0.5
+        elif np.issubdtype(dtype, np.integer):
+            array = rng.integers(0, 4, size=shape).astype(dtype)
+        else:
+            array = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        out.append(jax.device_put(array, device))
+    return out
