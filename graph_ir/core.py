@@ -266,12 +266,17 @@ class Node:
                 yield from attr.graphs()
 
     def implicit_inputs(self) -> list[Value]:
-        """Outer-scope values that this node's subgraphs capture (its hidden dependencies)."""
+        """Outer-scope values that this node's subgraphs capture (its hidden dependencies):
+        those their nodes read, and those a subgraph returns directly as an output."""
         captured: dict[Value, None] = {}
         for graph in self.subgraphs():
-            for node in graph.all_nodes():
-                for value in node._inputs:
-                    if value is not None and not _defined_within(value, self):
+            for level in (graph, *graph.subgraphs()):
+                for node in level._nodes:
+                    for value in node._inputs:
+                        if value is not None and not _defined_within(value, self):
+                            captured[value] = None
+                for value in level._outputs:
+                    if not _defined_within(value, self):
                         captured[value] = None
         return list(captured)
 

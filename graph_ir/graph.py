@@ -239,6 +239,10 @@ class Graph:
             node.name = self.unique_name(node.op_type.lower() or "node")
         elif node.name in self._node_names:
             raise GraphIRError(f"node name {node.name!r} is already used in graph {self.name!r}", node=node.name)
+        for value in node.outputs:  # check every name before claiming any: no half-added node
+            existing = self._value_names.get(value.name) if value.name else None
+            if existing is not None and existing is not value:
+                raise GraphIRError(f"value name %{value.name} is already defined in graph {self.name!r}", node=node.name)
         for index, value in enumerate(node.outputs):
             if not value.name:
                 value.name = self.unique_name(f"{node.name}_{index}" if len(node.outputs) > 1 else node.name)
@@ -257,7 +261,12 @@ class Graph:
 
     def add_node(self, op_type: str, inputs: Iterable[Value | None] = (), **kwargs: Any) -> Node:
         """Create a node and append it; keyword arguments are those of `Node`."""
-        return self.append(Node(op_type, inputs, **kwargs))
+        node = Node(op_type, inputs, **kwargs)
+        try:
+            return self.append(node)
+        except GraphIRError:
+            node.detach_inputs()  # the node was never added: its inputs must not record its uses
+            raise
 
     def insert_before(self, anchor: Node, nodes: Iterable[Node]) -> None:
         self._insert(anchor, list(nodes), after=False)
