@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from graph_ir.io._native_log import preload_ortools
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# OR-Tools' CP-SAT segfaults when TensorFlow was imported before it (their native protobuf/absl
+# copies clash); one test process imports both, so OR-Tools goes first.
+preload_ortools()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -14,7 +14,7 @@ import os
 import tempfile
 from typing import Iterator
 
-__all__ = ["native_stderr_to_log", "import_tensorflow"]
+__all__ = ["native_stderr_to_log", "import_tensorflow", "preload_ortools"]
 
 
 @contextlib.contextmanager
@@ -37,11 +37,27 @@ def native_stderr_to_log(logger: logging.Logger) -> Iterator[None]:
                 logger.debug("native log: %s", captured[:4000])
 
 
+def preload_ortools() -> None:
+    """Import OR-Tools' CP-SAT now if it is installed and TensorFlow is not loaded yet.
+
+    CP-SAT crashes (SIGSEGV) in a process that imported TensorFlow before OR-Tools (seen with
+    tensorflow 2.21 + ortools 9.15); loaded the other way round both work.
+    """
+    import importlib.util
+    import sys
+
+    if "ortools.sat.python.cp_model" in sys.modules or "tensorflow" in sys.modules:
+        return
+    if importlib.util.find_spec("ortools") is not None:
+        import ortools.sat.python.cp_model  # noqa: F401
+
+
 def import_tensorflow():  # type: ignore[no-untyped-def]
     """Import TensorFlow (once) with its start-up chatter sent to the debug log."""
     import sys
 
     if "tensorflow" not in sys.modules:
+        preload_ortools()
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with native_stderr_to_log(logging.getLogger("tensorflow.startup")):
             import tensorflow  # noqa: F401
