@@ -73,7 +73,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     report = simulate_model(
         args.model, args.devices, decisions=args.decisions, objective=args.objective, trace=args.trace,
-        plot=args.plot, sizes=parse_sizes(args.size), module=args.module,
+        plot=args.plot, sizes=parse_sizes(args.size), paper=args.paper_sizes, module=args.module,
     )
     if args.json:
         print(json.dumps(report, indent=2))
@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_p.add_argument("--trace", metavar="OUT.json", help="write the timeline as a Chrome trace (chrome://tracing, Perfetto)")
     simulate_p.add_argument("--plot", metavar="OUT.png", help="write a Gantt chart of the timeline")
     simulate_p.add_argument("--size", action="append", metavar="KEY=VALUE", help="workload size override (repeatable), e.g. --size batch=64")
+    simulate_p.add_argument("--paper-sizes", action="store_true", help="workload at its paper-like sizes (see `workloads --json`), before --size")
     simulate_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     simulate_p.set_defaults(handler=_cmd_simulate, file_arg="model")
     return parser

@@ -54,7 +54,9 @@ def parse_sizes(items: list[str] | None) -> dict[str, str]:
     return sizes
 
 
-def load_simulation_graph(model: str, *, sizes: Mapping[str, Any] | None = None, module: int | None = None) -> tuple[Graph, str]:
+def load_simulation_graph(
+    model: str, *, sizes: Mapping[str, Any] | None = None, paper: bool = False, module: int | None = None
+) -> tuple[Graph, str]:
     """The graph for MODEL (a file, else a workload name) and a label for reports."""
     if not os.path.exists(model):
         from compiler_opt.workloads.registry import WorkloadError, is_cached, list_workloads, parse_workload_spec
@@ -67,17 +69,17 @@ def load_simulation_graph(model: str, *, sizes: Mapping[str, Any] | None = None,
             raise FileNotFoundError(2, "no such file", model)
         workload, mode = parsed
         label = f"{workload.name}:{mode}"
-        if not is_cached(workload.name, mode, **(sizes or {})) and sys.stderr.isatty():
+        if not is_cached(workload.name, mode, paper=paper, **(sizes or {})) and sys.stderr.isatty():
             from rich.console import Console
 
             # Only uncached builds take long (seconds to a minute); cached ones import in < 1 s.
             with Console(file=sys.stderr).status(f"building {label} (first use; cached afterwards)"):
-                return workload.build(mode, **(sizes or {})), label
-        return workload.build(mode, **(sizes or {})), label
-    if sizes:
+                return workload.build(mode, paper=paper, **(sizes or {})), label
+        return workload.build(mode, paper=paper, **(sizes or {})), label
+    if sizes or paper:
         from graph_ir.errors import CompilerOptError
 
-        raise CompilerOptError("--size applies to workloads, not to model files", file=model, field="--size")
+        raise CompilerOptError("--size and --paper-sizes apply to workloads, not to model files", file=model)
     from compiler_opt.cli.inspect_lib import load_model
 
     graph, _ = load_model(model, module)
@@ -144,6 +146,7 @@ def simulate_model(
     trace: str | None = None,
     plot: str | None = None,
     sizes: Mapping[str, Any] | None = None,
+    paper: bool = False,
     module: int | None = None,
 ) -> dict[str, Any]:
     """Simulate MODEL on the `devices` topology; returns the report (what --json prints)."""
@@ -162,7 +165,7 @@ def simulate_model(
         raise err.with_context(file=f"--devices {devices}") from None
     if decisions is not None and not os.path.isfile(decisions):
         raise FileNotFoundError(2, "no such decisions file", decisions)
-    graph, label = load_simulation_graph(model, sizes=sizes, module=module)
+    graph, label = load_simulation_graph(model, sizes=sizes, paper=paper, module=module)
     began = time.perf_counter()
     problem = SimulationProblem.from_graph(graph, topology)
     fastest = fastest_device(topology)

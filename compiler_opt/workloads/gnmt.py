@@ -96,11 +96,11 @@ def _loss(params: Params, batch: Params) -> tuple[jax.Array, Any]:
     return softmax_cross_entropy(jnp.stack(logits, 1), batch["tgt_out"]), ()
 
 
-def _greedy(params: Params, batch: Params) -> jax.Array:
+def _greedy(params: Params, batch: Params, steps: int) -> jax.Array:
     enc, keys, states = _initial(params, batch["src"])
     tokens = batch["start"]
     out = []
-    for _ in range(batch["steps"].shape[0]):
+    for _ in range(steps):
         logits, states = decode_step(params, params["tgt_embed"][tokens], states, enc, keys)
         tokens = jnp.argmax(logits, -1).astype(jnp.int32)
         out.append(tokens)
@@ -116,9 +116,8 @@ def hlo_text(mode: str, *, layers: int, hidden: int, vocab: int, src_len: int, t
         mode,
         param_specs(layers, hidden, vocab),
         loss_fn=_loss,
-        predict_fn=_greedy,
+        predict_fn=lambda p, b: _greedy(p, b, tgt_len),
         train_batch={"src": src, "tgt_in": tgt, "tgt_out": tgt},
-        # `steps` only carries the decode length as a static shape.
-        inference_batch={"src": src, "start": spec(batch, dtype=jnp.int32), "steps": spec(tgt_len, dtype=jnp.int8)},
+        inference_batch={"src": src, "start": spec(batch, dtype=jnp.int32)},
         optimizer="adam",
     )

@@ -13,8 +13,10 @@ importing anything. Frameworks are imported only when a workload is built.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -47,7 +49,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MODES = ("train", "inference")
-# Bump when a model module changes the graph it produces (invalidates cached sources).
+# Bump when the cache layout changes. Model code changes need no bump: the key hashes the
+# source files of the model's module (and the shared JAX helpers).
 _CACHE_VERSION = 1
 # Source format -> (file suffix, framework whose version keys the cache).
 _FORMATS = {"hlo": (".hlo", "jax"), "graphdef": (".pb", "tensorflow"), "onnx": (".onnx", "torch")}
@@ -99,8 +102,8 @@ class Workload:
         if mode not in self.modes:
             raise WorkloadError(f"{self.name} has no mode {mode!r} (modes: {', '.join(self.modes)})", field="mode")
 
-    def build(self, mode: str = "train", **sizes: Any) -> Graph:
-        return build_workload(self.name, mode, **sizes)
+    def build(self, mode: str = "train", *, paper: bool = False, **sizes: Any) -> Graph:
+        return build_workload(self.name, mode, paper=paper, **sizes)
 
 
 _REGISTRY: dict[str, Workload] = {}
@@ -143,6 +146,19 @@ def _framework_version(package: str) -> str:
         return "none"
 
 
+@functools.lru_cache(maxsize=None)
+def _code_digest(source: str) -> str:
+    """Hash of the files that produce `source` ("module:function"), found without importing them."""
+    module = source.partition(":")[0]
+    digest = hashlib.sha1()
+    names = [module] + (["compiler_opt.workloads._jax"] if source.endswith(":hlo_text") else [])
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            digest.update(Path(spec.origin).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def source_path(workload: Workload, mode: str, sizes: Mapping[str, Any], fmt: str | None = None) -> Path:
     """Where the source of (workload, mode, sizes) in format `fmt` is cached."""
     from compiler_opt.workloads import cache_dir
@@ -150,22 +166,25 @@ def source_path(workload: Workload, mode: str, sizes: Mapping[str, Any], fmt: st
     fmt = fmt or workload.source_format
     suffix, framework = _FORMATS[fmt]
     key = json.dumps(
-        {"v": _CACHE_VERSION, "sizes": dict(sorted(sizes.items())), "fw": _framework_version(framework), "fmt": fmt},
+        {
+            "v": _CACHE_VERSION, "sizes": dict(sorted(sizes.items())), "fw": _framework_version(framework), "fmt": fmt,
+            "code": _code_digest(workload.sources[fmt]),
+        },
         sort_keys=True,
     )
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return cache_dir() / "workloads" / f"{workload.name}-{mode}-{digest}{suffix}"
 
 
-def is_cached(name: str, mode: str = "train", **sizes: Any) -> bool:
+def is_cached(name: str, mode: str = "train", *, paper: bool = False, **sizes: Any) -> bool:
     workload = get_workload(name)
-    return source_path(workload, mode, workload.sizes(sizes)).is_file()
+    return source_path(workload, mode, workload.sizes(sizes, paper=paper)).is_file()
 
 
-def cached_node_count(name: str, mode: str = "train", **sizes: Any) -> int | None:
+def cached_node_count(name: str, mode: str = "train", *, paper: bool = False, **sizes: Any) -> int | None:
     """The node count recorded when the graph was last built from the cache, else None."""
     workload = get_workload(name)
-    info = source_path(workload, mode, workload.sizes(sizes)).with_suffix(".json")
+    info = source_path(workload, mode, workload.sizes(sizes, paper=paper)).with_suffix(".json")
     try:
         return int(json.loads(info.read_text())["nodes"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -198,11 +217,12 @@ def _ensure_source(workload: Workload, mode: str, sizes: Mapping[str, Any], fmt:
     return path
 
 
-def build_workload(name: str, mode: str = "train", *, use_cache: bool = True, **sizes: Any) -> Graph:
-    """Build (or load from the cache) the workload's graph for `mode` at the given sizes."""
+def build_workload(name: str, mode: str = "train", *, paper: bool = False, use_cache: bool = True, **sizes: Any) -> Graph:
+    """Build (or load from the cache) the workload's graph for `mode`: default sizes, or the
+    paper-like ones with `paper=True`, updated by `sizes`."""
     workload = get_workload(name)
     workload.check_mode(mode)
-    resolved = workload.sizes(sizes)
+    resolved = workload.sizes(sizes, paper=paper)
     path = _ensure_source(workload, mode, resolved, workload.source_format, use_cache=use_cache)
     start = time.perf_counter()
     graph = _import_source(workload.source_format, path)
@@ -237,7 +257,7 @@ def _record_node_count(path: Path, workload: Workload, mode: str, sizes: Mapping
         logger.debug("could not record node count: %s", err)
 
 
-def export_workload(name: str, mode: str, path: str | os.PathLike[str], **sizes: Any) -> Path:
+def export_workload(name: str, mode: str, path: str | os.PathLike[str], *, paper: bool = False, **sizes: Any) -> Path:
     """Write the workload's source in the format the extension names (.hlo/.txt: HLO text,
     .pb: TF GraphDef, .onnx: ONNX), where the workload has that format."""
     import shutil
@@ -251,7 +271,7 @@ def export_workload(name: str, mode: str, path: str | os.PathLike[str], **sizes:
     if fmt is None or fmt not in workload.sources:
         available = ", ".join(s for s, f in _EXPORT_SUFFIXES.items() if f in workload.sources)
         raise WorkloadError(f"{name} cannot be exported as {target.suffix or 'a file without extension'} (formats: {available})", file=os.fspath(target))
-    source = _ensure_source(workload, mode, workload.sizes(sizes), fmt, use_cache=True)
+    source = _ensure_source(workload, mode, workload.sizes(sizes, paper=paper), fmt, use_cache=True)
     with atomic_path(target) as tmp:
         shutil.copyfile(source, tmp)
     return target

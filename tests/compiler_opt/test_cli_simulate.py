@@ -153,3 +153,11 @@ def test_unknown_model_names(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "resnet-50 has no mode 'eval'" in err
     code, _, err = _run(capsys, "simulate", "missing.onnx", "--devices", "4xV100")
     assert code == 2 and "missing.onnx: no such file" in err
+
+
+def test_size_options_refused_for_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from compiler_opt.workloads import export_workload
+
+    path = export_workload("rnnlm-2", "inference", tmp_path / "rnnlm.hlo", steps=4)
+    code, _, err = _run(capsys, "simulate", str(path), "--devices", "4xV100", "--paper-sizes")
+    assert code == 2 and "--size and --paper-sizes apply to workloads, not to model files" in err

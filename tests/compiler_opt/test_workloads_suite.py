@@ -201,3 +201,13 @@ def test_densenet_workload_is_onnx_inference() -> None:
     assert sum(node.op_type == "Conv" for node in graph) == 120
     result, bound = _simulate(graph)
     assert bound <= result.step_time_s
+
+
+def test_paper_sizes_build_the_larger_model() -> None:
+    workload = get_workload("rnnlm-2")
+    assert workload.sizes(paper=True) == {"layers": 2, "hidden": 2048, "vocab": 10000, "steps": 40, "batch": 64}
+    assert workload.sizes({"steps": 10}, paper=True)["steps"] == 10
+    small, paper = build_workload("rnnlm-2", "inference"), build_workload("rnnlm-2", "inference", paper=True)
+    assert len(paper) > 4 * len(small)  # 40 unrolled steps instead of 8
+    shapes = {tuple(v.type.shape) for node in paper if node.op_type == "dot" for v in node.outputs}
+    assert (64, 4 * 2048) in shapes  # the LSTM gates of a 2048-unit layer
