@@ -95,8 +95,10 @@ def solve_placement(
     memory_constraint: bool = True,
     unit_s: float | None = None,
     seed: int = 0,
+    hint: np.ndarray | None = None,
 ) -> CpSatSolution:
-    """Build and solve the CP-SAT model (module docstring) for `ctx.objective`."""
+    """Build and solve the CP-SAT model (module docstring) for `ctx.objective`; `hint` is a
+    starting placement for the load objectives (latency starts from the fastest device)."""
     from ortools.sat.python import cp_model
 
     inst = ExactInstance.build(ctx, unit_s)
@@ -166,6 +168,10 @@ def solve_placement(
         for t in terms:
             model.Add(bound >= sum(c * v for c, v in t))
         model.Minimize(bound)
+        if hint is not None:
+            for i in range(n):
+                for k in range(k_count):
+                    model.AddHint(x[i][k], int(hint[i]) == cand[k])
 
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(time_limit_s)
@@ -174,7 +180,9 @@ def solve_placement(
     status = solver.Solve(model)
     if status == cp_model.INFEASIBLE and memory_constraint:
         logger.warning("cp-sat: no placement fits the conservative memory model; solving without it")
-        return solve_placement(ctx, time_limit_s=time_limit_s, workers=workers, memory_constraint=False, unit_s=unit_s, seed=seed)
+        return solve_placement(
+            ctx, time_limit_s=time_limit_s, workers=workers, memory_constraint=False, unit_s=unit_s, seed=seed, hint=hint
+        )
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise PlacementError(f"cp-sat found no placement within {time_limit_s}s (status {solver.StatusName(status)})")
     device = np.array([cand[next(k for k in range(k_count) if solver.Value(x[i][k]))] for i in range(n)], dtype=np.int64)
@@ -273,8 +281,19 @@ class CpSatPlacement(PlacementPass):
                 "(raise max-nodes, or use sa / m-sct)",
                 field="max_nodes",
             )
+        hint = None
+        if ctx.objective != "latency":
+            from passes.placement.dp import segment_dp
+
+            # The contiguous-split DP is a good max-load placement to start from.
+            hint = segment_dp(ctx, np.arange(ctx.num_nodes))[0]
         solution = solve_placement(
-            ctx, time_limit_s=self.time_limit_s, workers=self.workers, memory_constraint=self.memory_constraint, seed=self.seed
+            ctx,
+            time_limit_s=self.time_limit_s,
+            workers=self.workers,
+            memory_constraint=self.memory_constraint,
+            seed=self.seed,
+            hint=hint,
         )
         if ctx.objective == "latency":
             ctx.priority = float(solution.start.max(initial=0)) - solution.start.astype(np.float64)

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cost_model.simulator.problem import VALUE_CONSTANT
 from graph_ir.op_kinds import OpKind
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
 from passes.placement.context import PlacementContext
-from cost_model.simulator.problem import VALUE_CONSTANT
 
 __all__ = ["HumanExpertPlacement", "LOSS_OPS"]
 
