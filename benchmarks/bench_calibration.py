@@ -144,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{c['spearman']:>10.3f} / {c['pearson']:<9.3f}")
         print(f"{r.workload:<10} {r.num_nodes:>5} {len(r.configs):>4} {m.min() * 1e3:>8.3f}..{m.max() * 1e3:<8.3f}  " + "  ".join(cells))
     overall = {s: correlations(np.concatenate(pooled[s]), np.concatenate(measured_all)) for s in COST_SOURCES}
+    from scipy import stats  # the library's numpy correlations must agree with scipy.stats
+
+    for s in COST_SOURCES:
+        x, y = np.concatenate(pooled[s]), np.concatenate(measured_all)
+        assert abs(stats.spearmanr(x, y)[0] - overall[s]["spearman"]) < 1e-9
+        assert abs(stats.pearsonr(x, y)[0] - overall[s]["pearson"]) < 1e-9
     mean = {s: {k: float(np.mean([r.correlation[s][k] for r in results])) for k in ("spearman", "pearson")} for s in COST_SOURCES}
     total = sum(len(r.configs) for r in results)
     print(f"{'pooled':<10} {'':>5} {total:>4} {'(normalised)':>19}  " + "  ".join(f"{overall[s]['spearman']:>10.3f} / {overall[s]['pearson']:<9.3f}" for s in COST_SOURCES))

@@ -38,6 +38,7 @@ class OrtBackend:
         from graph_ir.io.onnx_export import export_onnx
 
         cut = cut_group(graph, members)
+        feeds = _random_feeds(cut.graph.inputs, seed)  # first: it names an untyped input clearly
         model = export_onnx(cut.graph)
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.intra_op_threads
@@ -47,7 +48,6 @@ class OrtBackend:
         except Exception as err:  # onnxruntime raises its own exception types
             names = ", ".join(n.name for n in cut.members[:4])
             raise ProfilingError(f"onnxruntime cannot load group [{names}]: {err}") from err
-        feeds = _random_feeds(cut.graph.inputs, seed)
         return lambda: session.run(None, feeds)
 
 
@@ -57,7 +57,9 @@ def _random_feeds(values: Sequence[Value], seed: int) -> dict[str, np.ndarray]:
     for value in values:
         vtype = value.type
         if not isinstance(vtype, TensorType) or vtype.dtype is None or vtype.shape is None or not vtype.shape.is_static:
-            raise ProfilingError(f"input %{value.name} needs a static tensor type to be timed")
+            raise ProfilingError(
+                f"input %{value.name} needs a static tensor type to be timed (run the shape-infer pass first)"
+            )
         dtype = np.dtype(vtype.dtype.numpy)
         shape = tuple(int(d) for d in vtype.shape)
         if dtype == np.bool_:

@@ -65,7 +65,8 @@ class Profiler:
         seed: int = 0,
     ) -> None:
         self.backend = backend
-        self.cache: ProfileCache | None = ProfileCache() if cache is None or cache is True else (cache or None)
+        # Not `cache or None`: an empty ProfileCache is falsy (it has __len__).
+        self.cache: ProfileCache | None = cache if isinstance(cache, ProfileCache) else (ProfileCache() if cache in (None, True) else None)
         self.repeats = repeats
         self.warmup = warmup
         self.seed = seed

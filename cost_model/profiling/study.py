@@ -27,6 +27,7 @@ from cost_model.profiling.costs import ProfiledCosts
 from cost_model.profiling.host import host_topology
 from cost_model.profiling.profiler import Profiler
 from cost_model.profiling.timing import time_interleaved
+from cost_model.profiling.xla_backend import XlaBackend
 from cost_model.simulator.problem import SimulationProblem
 from cost_model.simulator.simulate import simulate
 
@@ -88,7 +89,8 @@ def calibrate_workload(
     for index in range(num_configs):
         devices = num_devices if num_devices > 1 and rng.random() < multi_device_share else 1
         configs.append(random_configuration(problems["roofline-host"], rng, num_devices=devices))
-    executor = GroupExecutor(graph, nodes, seed=seed)
+    backend = profiler.backend if isinstance(profiler.backend, XlaBackend) else None
+    executor = GroupExecutor(graph, nodes, seed=seed, backend=backend)
     plans = [executor.plan(c) for c in configs]
     compiled = time.perf_counter()
 

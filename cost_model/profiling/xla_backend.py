@@ -65,9 +65,22 @@ class XlaBackend:
 
     def __init__(self, device: Any | None = None) -> None:
         self.device = device
+        # Compiled kernels by (graph, members, device): the calibration's executor and the
+        # profiler ask for the same groups, and compiling dominates their cost.
+        self._kernels: dict[tuple[int, tuple[int, ...], int], XlaKernel] = {}
+
+    def kernel(self, graph: Graph, members: Sequence[Node], device: Any | None = None) -> XlaKernel:
+        target = device if device is not None else self.device
+        if target is None:
+            target = host_devices()[0]
+        key = (id(graph), tuple(sorted(id(n) for n in members)), target.id)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._kernels[key] = compile_hlo_group(graph, members, target)
+        return kernel
 
     def prepare(self, graph: Graph, members: Sequence[Node], *, seed: int = 0) -> Callable[[], Any]:
-        kernel = compile_hlo_group(graph, members, self.device)
+        kernel = self.kernel(graph, members)
         args = random_inputs(kernel.cut.inputs, kernel.device, seed=seed)
         return lambda: kernel.run_blocking(args)
 
