@@ -4,7 +4,9 @@
     result = run_pipeline(graph, "shape-infer,constant-folding{size-limit=4096},cse,dce", fixpoint=True)
 
 Importing this package registers the basic passes (dce, cse, constant-folding, shape-infer,
-topo-sort); third-party passes come in through the `compiler_opt.passes` entry-point group.
+topo-sort), the placement methods (`passes.placement.METHODS`), fusion (`fuse`,
+`fuse-by-priority`) and scheduling (`schedule`); third-party passes come in through the
+`compiler_opt.passes` entry-point group.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 import passes.basic  # noqa: F401 - registers the basic passes
+import passes.fusion  # noqa: F401 - registers fuse, fuse-by-priority
+import passes.placement  # noqa: F401 - registers the placement methods
+import passes.scheduling  # noqa: F401 - registers schedule
 from passes.infra import (
     Pass,
     PassError,
