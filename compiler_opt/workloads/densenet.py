@@ -15,7 +15,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["DenseNet", "densenet121", "export_densenet121_onnx", "cached_densenet121_onnx", "DENSENET121_PARAMETERS"]
+__all__ = [
+    "DenseNet",
+    "densenet121",
+    "export_densenet121_onnx",
+    "cached_densenet121_onnx",
+    "onnx_bytes",
+    "DENSENET121_PARAMETERS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +116,9 @@ def export_densenet121_onnx(path: str | os.PathLike[str], *, batch: int = 1, ima
     path = Path(path)
     model = densenet121()
     example = torch.randn(batch, 3, image_size, image_size, generator=torch.Generator().manual_seed(1))
-    program = torch.onnx.export(model, (example,), dynamo=True, input_names=["image"], output_names=["logits"])
+    program = torch.onnx.export(
+        model, (example,), dynamo=True, input_names=["image"], output_names=["logits"], verbose=False
+    )
     tmp = path.with_name(f".{path.name}.tmp")
     program.save(str(tmp))
     # Shapes for every intermediate value, so importers and FLOP counts see a fully typed graph.
@@ -130,3 +139,13 @@ def cached_densenet121_onnx(cache: str | os.PathLike[str] | None = None) -> Path
     if not path.is_file():
         export_densenet121_onnx(path)
     return path
+
+
+def onnx_bytes(mode: str, *, batch: int, image_size: int) -> bytes:
+    """The workload registry's source: the exported model's bytes (inference only)."""
+    import tempfile
+
+    if mode != "inference":
+        raise ValueError(f"DenseNet-121 is exported for inference only, not {mode!r}")
+    with tempfile.TemporaryDirectory() as folder:
+        return export_densenet121_onnx(Path(folder) / "densenet.onnx", batch=batch, image_size=image_size).read_bytes()

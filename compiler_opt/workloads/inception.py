@@ -2,10 +2,11 @@
 
 The one TensorFlow workload: its graph goes through the TF GraphDef importer, as TF users'
 graphs do. Inference is the *frozen* GraphDef (variables folded into constants, training=False).
-A training step (forward in training mode, gradients, SGD `assign_sub` on every weight, batch
-norm's moving-average assigns) cannot be frozen, because it writes its variables: it is the
-traced function's GraphDef with the variables as resource placeholders, as a TF training
-graph is. HLO text comes from TensorFlow's XLA bridge (`experimental_get_compiler_ir`).
+A training step writes its variables, so it cannot be frozen; it is written functionally with
+Keras' `stateless_call`: weights and batch-norm statistics are typed placeholder inputs, the
+step returns the loss, the SGD-updated weights and the new statistics. (Resource variables
+would leave every weight read untyped in the GraphDef, and the convolutions without FLOPs.)
+HLO text comes from TensorFlow's XLA bridge (`experimental_get_compiler_ir`).
 Weights are random (seeded); nothing is downloaded. Keras needs image_size >= 75.
 """
 
@@ -38,20 +39,21 @@ def _step(mode: str, batch: int, image_size: int, classes: int) -> tuple[Callabl
     if mode == "inference":
         return (lambda x: model(x, training=False)), (images,)
 
-    def train(x: Any, y: Any) -> Any:
+    def train(weights: list[Any], statistics: list[Any], x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
-            probs = model(x, training=True)
+            tape.watch(weights)
+            probs, new_statistics = model.stateless_call(weights, statistics, x, training=True)
             loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, probs))
-        weights = model.trainable_variables
-        for weight, grad in zip(weights, tape.gradient(loss, weights)):
-            weight.assign_sub(0.01 * grad)
-        return loss
+        grads = tape.gradient(loss, weights)
+        return loss, [w - 0.01 * g for w, g in zip(weights, grads)], new_statistics
 
-    return train, (images, tf.TensorSpec((batch,), tf.int32, name="labels"))
+    weights = [tf.TensorSpec(v.shape, v.dtype) for v in model.trainable_variables]
+    statistics = [tf.TensorSpec(v.shape, v.dtype) for v in model.non_trainable_variables]
+    return train, (weights, statistics, images, tf.TensorSpec((batch,), tf.int32, name="labels"))
 
 
 def graphdef_bytes(mode: str, *, batch: int, image_size: int, classes: int) -> bytes:
-    """The serialized GraphDef: frozen for inference, with resource variables for training."""
+    """The serialized GraphDef: frozen for inference, weights as inputs for training."""
     import tensorflow as tf
 
     fn, signature = _step(mode, batch, image_size, classes)
@@ -70,4 +72,10 @@ def hlo_text(mode: str, *, batch: int, image_size: int, classes: int) -> str:
     import tensorflow as tf
 
     fn, signature = _step(mode, batch, image_size, classes)
-    return tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*signature)(stage="hlo")
+    # The XLA bridge takes flat TensorSpec arguments only: repack the lists inside.
+    flat = tf.nest.flatten(signature)
+
+    def flat_fn(*args: Any) -> Any:
+        return fn(*tf.nest.pack_sequence_as(signature, list(args)))
+
+    return tf.function(flat_fn, jit_compile=True).experimental_get_compiler_ir(*flat)(stage="hlo")

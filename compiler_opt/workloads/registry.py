@@ -277,16 +277,6 @@ def export_workload(name: str, mode: str, path: str | os.PathLike[str], *, paper
     return target
 
 
-def _densenet_onnx(mode: str, *, batch: int, image_size: int) -> bytes:
-    """DenseNet-121 through torch.onnx (dynamo); inference only."""
-    import tempfile
-
-    from compiler_opt.workloads.densenet import export_densenet121_onnx
-
-    with tempfile.TemporaryDirectory() as folder:
-        return export_densenet121_onnx(Path(folder) / "densenet.onnx", batch=batch, image_size=image_size).read_bytes()
-
-
 def _jax_workload(name: str, family: str, module: str, description: str, **kwargs: Any) -> Workload:
     return register_workload(Workload(name, family, description, {"hlo": f"compiler_opt.workloads.{module}:hlo_text"}, **kwargs))
 
@@ -320,7 +310,7 @@ def _register_builtin() -> None:
     register_workload(Workload(
         "inception-v3", "cnn",
         "Inception-V3 from tf.keras.applications (random weights) through the TF GraphDef importer; "
-        "inference frozen, training with resource variables",
+        "inference frozen, training as a functional step (weights in, updated weights out)",
         {"graphdef": "compiler_opt.workloads.inception:graphdef_bytes", "hlo": "compiler_opt.workloads.inception:hlo_text"},
         {"batch": 2, "image_size": 75, "classes": 1000},
         paper_sizes={"batch": 32, "image_size": 299}, slow=True,
@@ -352,7 +342,7 @@ def _register_builtin() -> None:
     )
     register_workload(Workload(
         "densenet-121", "cnn", "DenseNet-121 in PyTorch, exported with torch.onnx (dynamo); inference only",
-        {"onnx": "compiler_opt.workloads.registry:_densenet_onnx"}, {"batch": 1, "image_size": 224},
+        {"onnx": "compiler_opt.workloads.densenet:onnx_bytes"}, {"batch": 1, "image_size": 224},
         modes=("inference",), slow=True,
     ))
 
