@@ -5,6 +5,23 @@ model survive) and gets its name, opcode, shape, operands and called computation
 nodes made by passes are built from their attributes (names of instruction proto fields).
 Decisions go into frontend attributes (`compiler_opt.device`, ...), and the node order becomes
 the module's schedule when the source was scheduled.
+
+`materialize_fusions=True` writes the fused groups that our passes chose (`node.fusion_group`,
+two or more nodes of one computation; rules in `graph_ir.io.apply_decisions`) as XLA fusions:
+per group a fused computation (one parameter per outside operand, the group's instructions, ROOT
+= the group's one result, or a tuple of several that get-tuple-elements unpack outside) called
+by a `fusion` instruction that takes the group's place. Its kind follows the XLA backend named
+by `fusion_kinds`, because the backends' emitters disagree and reject each other's kinds:
+"cpu" (default; what this machine compiles and the tests run): kLoop for every group, since
+XLA:CPU emits reductions, dots and convolutions inside loop fusions and rejects kInput (its
+kOutput is only the dot + addend library kernel, which we do not build); "gpu": kInput when a
+reduction is fused (XLA:GPU's reduction emitter), kOutput when a dot or convolution is (the
+output-fusion meaning of the kind), kLoop otherwise (parsed and verified here, not compiled). `schedule` (default: the same as `materialize_fusions`) writes the module as
+scheduled when priorities are set: each computation that is not a fusion body runs its
+instructions as a list schedule by `node.priority` (higher first, ties by the current order,
+dependencies respected; a fusion ranks by its members' highest priority). Both work on a copy;
+the graph is not changed, and both are off by default so that the proto mirrors the IR (the
+profiler and the StableHLO exporter rely on that).
 """
 
 from __future__ import annotations
@@ -12,29 +29,40 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from graph_ir.attrs import AttrKind
+from graph_ir.attrs import Attr, AttrKind
 from graph_ir.core import Node, Value
 from graph_ir.errors import ExportError
 from graph_ir.graph import Graph
+from graph_ir.io.apply_decisions import FusionGroup, has_fusion_groups, level_order, materialize_fusion_groups, outline_group
 from graph_ir.io.atomic import atomic_path
 from graph_ir.io.decisions import decision_items
 from graph_ir.io.domains import require_domains
 from graph_ir.io.hlo_ops import HLO_DOMAIN
 from graph_ir.io.xla_bridge import hlo_module_proto_class, hlo_proto_to_text
+from graph_ir.op_kinds import SIDE_EFFECT_KINDS, OpKind
 from graph_ir.types import OpaqueType, TensorType, TokenType, TupleType, Type
 
 __all__ = ["export_hlo_proto", "export_hlo_text", "save_hlo"]
 
 
-def save_hlo(graph: Graph, path: str | os.PathLike[str]) -> None:
-    text = export_hlo_text(graph)
+# Instructions that XLA never puts inside a fusion: control flow, calls, fusions themselves.
+_NOT_FUSIBLE = frozenset({"while", "conditional", "call", "fusion", "custom-call", "async-start", "async-update", "async-done"})
+
+
+def save_hlo(graph: Graph, path: str | os.PathLike[str], *, materialize_fusions: bool | None = None) -> None:
+    """Write HLO text; fused groups become fusions unless `materialize_fusions` is False
+    (None: whenever the graph has a fused group)."""
+    text = export_hlo_text(graph, materialize_fusions=materialize_fusions is not False and has_fusion_groups(graph))
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
-def export_hlo_text(graph: Graph) -> str:
+def export_hlo_text(
+    graph: Graph, *, materialize_fusions: bool = False, schedule: bool | None = None, fusion_kinds: str = "cpu"
+) -> str:
     elided = {n.name for n in _all_nodes(graph) if n.meta.get("unknown_value")}
-    return hlo_proto_to_text(export_hlo_proto(graph), elided=elided)
+    proto = export_hlo_proto(graph, materialize_fusions=materialize_fusions, schedule=schedule, fusion_kinds=fusion_kinds)
+    return hlo_proto_to_text(proto, elided=elided)
 
 
 def _all_nodes(graph: Graph) -> Iterator[Node]:
@@ -43,10 +71,20 @@ def _all_nodes(graph: Graph) -> Iterator[Node]:
         yield from function.graph.all_nodes()
 
 
-def export_hlo_proto(graph: Graph) -> Any:
+def export_hlo_proto(
+    graph: Graph, *, materialize_fusions: bool = False, schedule: bool | None = None, fusion_kinds: str = "cpu"
+) -> Any:
+    """An `HloModuleProto` for `graph`; fused groups and priorities applied on request (module docstring)."""
     if graph.parent is not None:
         raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
+    if fusion_kinds not in _FUSION_KINDS:
+        raise ExportError(f"fusion_kinds must be one of {', '.join(_FUSION_KINDS)}, got {fusion_kinds!r}")
     require_domains(graph, {HLO_DOMAIN}, "HLO")
+    schedule = materialize_fusions if schedule is None else schedule
+    fuse = materialize_fusions and has_fusion_groups(graph)
+    by_priority = schedule and any(n.priority is not None for n in graph.all_nodes())
+    if fuse or by_priority:
+        graph = _apply_decisions(graph, fuse=fuse, by_priority=by_priority, fusion_kinds=fusion_kinds)
     module_cls = hlo_module_proto_class()
     module = module_cls()
     shell = graph.model.extra.get("hlo.module") if graph.model is not None else None
@@ -121,7 +159,7 @@ class _Exporter:
         if id(root) not in ids:
             raise ExportError(f"computation {name!r} returns %{root.name}, which it does not define")
         proto.root_id = ids[id(root)]
-        if self.scheduled:
+        if self.scheduled and not _is_fusion_body(graph):  # XLA schedules non-fusion computations only
             self.module.schedule.sequences[proto.id].instruction_ids.extend(order)
         return proto.id
 
@@ -203,6 +241,107 @@ class _Exporter:
                 raise ExportError(f"dim {dim!r} of %{where} is not static; HLO needs static or bounded dims")
         rank = len(value_type.shape)
         shape.layout.minor_to_major.extend(value_type.layout or range(rank - 1, -1, -1))
+
+
+def _is_fusion_body(graph: Graph) -> bool:
+    return graph.parent is not None and graph.parent.op_type == "fusion"
+
+
+def _apply_decisions(graph: Graph, *, fuse: bool, by_priority: bool, fusion_kinds: str) -> Graph:
+    """A copy of `graph` with fused groups as fusions and, with `by_priority`, scheduled."""
+    graph = graph.clone()
+    groups = materialize_fusion_groups(graph) if fuse else []
+    names = _NameSource(graph)
+    by_level: dict[Graph, list[FusionGroup]] = {}
+    for group in groups:
+        by_level.setdefault(group.graph, []).append(group)
+    levels = [graph, *(g for g in graph.subgraphs() if not _is_fusion_body(g))] if by_priority else list(by_level)
+    for level in levels:
+        level_groups = by_level.get(level, [])
+        order = level_order(level, level_groups, by_priority=by_priority)
+        made: dict[FusionGroup, list[Node]] = {}
+        for group in level_groups:
+            made[group] = _fusion(group, names, fusion_kinds)
+        level.reorder([node for unit in order for node in (made[unit] if isinstance(unit, FusionGroup) else (unit,))])
+    if by_priority:
+        graph.meta["hlo.is_scheduled"] = True
+    return graph
+
+
+class _NameSource:
+    """Fresh instruction and computation names: XLA wants them unique in the whole module."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.taken: set[str] = set()
+        for top in (graph, *(f.graph for f in graph.functions.values())):
+            for level in (top, *top.subgraphs()):
+                self.taken.add(level.name)
+                self.taken.update(v.name for v in level.inputs)
+                self.taken.update(n.name for n in level)
+                self.taken.update(v.name for n in level for v in n.outputs)
+
+    def __call__(self, base: str) -> str:
+        name, count = base, 0
+        while name in self.taken:
+            count += 1
+            name = f"{base}.{count}"
+        self.taken.add(name)
+        return name
+
+
+_FUSION_KINDS = ("cpu", "gpu")
+
+
+def _fusion_kind(group: FusionGroup, target: str) -> str:
+    if target == "cpu":
+        return "kLoop"
+    if any(n.kind is OpKind.REDUCE or n.op_type in ("reduce", "reduce-window") for n in group.nodes):
+        return "kInput"
+    if any(n.op_type in ("dot", "convolution") for n in group.nodes):
+        return "kOutput"
+    return "kLoop"
+
+
+def _fusion(group: FusionGroup, names: _NameSource, fusion_kinds: str) -> list[Node]:
+    """Replace `group` by a fusion instruction (and get-tuple-elements); the new nodes, in order."""
+    level, gid = group.graph, group.group_id
+    if _is_fusion_body(level):
+        raise ExportError(f"fusion group {gid} lies inside the fusion computation {level.name!r}; XLA fusions do not nest", node=group.nodes[0].name)
+    for node in group.nodes:
+        if node.op_type in _NOT_FUSIBLE or node.kind in SIDE_EFFECT_KINDS:
+            raise ExportError(f"fusion group {gid}: XLA does not fuse a {node.op_type!r} instruction", node=node.name, field="fusion_group")
+    kind = _fusion_kind(group, fusion_kinds)  # before outlining: it reads the members
+    for node in group.nodes:
+        node.fusion_group = None  # the fusion instruction is the group now (a re-export must not fuse again)
+    outlined = outline_group(group, names(f"fused_computation.{gid}"), param_name=lambda v, i: names(f"param_{i}.{gid}"))
+    body, results = outlined.body, outlined.inner_outputs
+    if len(results) > 1:
+        root = Value(names(f"tuple.{gid}"), TupleType(tuple(v.type for v in results)))
+        body.append(Node("tuple", results, outputs=[root], domain=HLO_DOMAIN, name=root.name, kind=OpKind.TUPLE))
+        body.set_outputs([root])
+    root_type = body.outputs[0].type
+    attrs = [
+        Attr("fusion_kind", AttrKind.STRING, kind),
+        Attr("called_computations", AttrKind.STRINGS, (body.name,)),
+        Attr("calls", AttrKind.GRAPHS, (body,)),
+    ]
+    single = len(results) == 1
+    fused_value = outlined.outputs[0] if single else Value("", root_type)
+    fused_value.name, fused_value.type = names(f"fusion.{gid}"), root_type
+    fusion = Node("fusion", outlined.inputs, outputs=[fused_value], attrs=attrs, domain=HLO_DOMAIN, name=fused_value.name, kind=OpKind.FUSION)
+    made = [fusion]
+    if not single:
+        for index, stand_in in enumerate(outlined.outputs):
+            stand_in.name = names(f"get-tuple-element.{gid}.{index}")
+            made.append(
+                Node("get-tuple-element", [fused_value], outputs=[stand_in], attrs=[Attr("tuple_index", AttrKind.INT, index)],
+                     domain=HLO_DOMAIN, name=stand_in.name, kind=OpKind.GET_TUPLE_ELEMENT)
+            )
+    for node in made:
+        node.device, node.priority = group.device, group.priority
+        level.append(node)
+    fusion.fusion_group = gid
+    return made
 
 
 def _owned_subgraphs(node: Node) -> Iterator[Graph]:

@@ -1,5 +1,22 @@
 """IR -> ONNX: the inverse of onnx_import, plus our decisions in node metadata_props.
 
+Fused groups (`node.fusion_group`, two or more nodes at one graph level) can be written as ONNX
+local functions (`fused_groups_as_functions=True`): each group becomes a FunctionProto
+`compiler_opt.fused::fused_<group>` and one call node in its place, which carries the group's
+device (and priority) in metadata_props; the rules are in `graph_ir.io.apply_decisions`.
+- Everything the group reads from outside is a function input: graph inputs, other nodes'
+  outputs, values of enclosing graphs, values that members' If/Loop bodies capture (ONNX
+  function bodies cannot see outer names), and initializers. Initializers stay initializers of
+  the graph rather than becoming Constant nodes inside the body: weights are stored once, keep
+  their external-data and 2 GB handling, and the call looks like the ops it replaces.
+- Outputs are the members' values used outside the group or returned by the graph; the call's
+  outputs keep their names, so the rest of the graph reads the same.
+- Importing such a file gives call nodes (kind CALL) and `graph.functions`;
+  `graph_ir.io.apply_decisions.inline_fused_functions(graph)` turns them back into the groups.
+Default: `export_onnx` mirrors the IR one node for one node (shape-infer and profiling pair
+nodes with their protos), so it writes functions only when asked; `save_onnx` writes what a
+user keeps, so it writes them whenever a fused group exists (`None`: auto).
+
 `save_onnx` writes atomically and switches to external data when the model would pass the 2 GB
 protobuf limit (a single-file model that large cannot be read back).
 """
@@ -19,9 +36,11 @@ from graph_ir.attrs import Attr, AttrKind
 from graph_ir.core import Node, Value
 from graph_ir.errors import ExportError
 from graph_ir.graph import Function, Graph
+from graph_ir.io.apply_decisions import FUSED_DOMAIN, has_fusion_groups, level_order, materialize_fusion_groups, outline_group
 from graph_ir.io.decisions import decision_items
 from graph_ir.io.domains import reject_domains
 from graph_ir.io.onnx_tensor import tensor_to_proto
+from graph_ir.op_kinds import OpKind
 from graph_ir.types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
 
 __all__ = ["export_onnx", "save_onnx", "write_type", "PROTOBUF_LIMIT", "DEFAULT_OPSET"]
@@ -33,15 +52,21 @@ DEFAULT_OPSET = 21
 _DECISIONS_IR_VERSION = 10  # node metadata_props appeared in IR version 10
 
 
-def export_onnx(graph: Graph, *, ir_version: int | None = None) -> ModelProto:
-    """Build a ModelProto for `graph` (a root graph)."""
+def export_onnx(graph: Graph, *, ir_version: int | None = None, fused_groups_as_functions: bool = False) -> ModelProto:
+    """Build a ModelProto for `graph` (a root graph); with `fused_groups_as_functions`, each
+    fused group becomes a local function and a call (module docstring). `graph` is not changed."""
     if graph.parent is not None:
         raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
     reject_domains(graph, "ONNX")
+    fused: list[Function] = []
+    if fused_groups_as_functions and has_fusion_groups(graph):
+        graph, fused = _groups_to_functions(graph)
     info = graph.model
     opsets = dict(graph.opset_imports)
     if not opsets or ("" not in opsets and "ai.onnx" not in opsets and any(n.domain in ("", "ai.onnx") for n in graph.all_nodes())):
         opsets.setdefault("", DEFAULT_OPSET)
+    for function in fused:
+        function.opset_imports = dict(opsets)  # the model's: a function body must agree with it
     exporter = _Exporter()
     model = ModelProto()
     exporter.graph(graph, model.graph)  # filled in place: no second copy of the tensors
@@ -71,16 +96,23 @@ def export_onnx(graph: Graph, *, ir_version: int | None = None) -> ModelProto:
     return model
 
 
-def save_onnx(graph: Graph, path: str | os.PathLike[str], *, external_data_threshold: int = PROTOBUF_LIMIT) -> None:
+def save_onnx(
+    graph: Graph,
+    path: str | os.PathLike[str],
+    *,
+    external_data_threshold: int = PROTOBUF_LIMIT,
+    fused_groups_as_functions: bool | None = None,
+) -> None:
     """Write `graph` to `path` atomically; above `external_data_threshold` bytes the tensors of
-    1 KiB or more go to `<name>.data` beside it.
+    1 KiB or more go to `<name>.data` beside it. Fused groups become local functions unless
+    `fused_groups_as_functions` is False (None: whenever the graph has a fused group).
 
     Both files are written in a staging folder first, then renamed into place: the data, then
     the model. If the model's rename fails, the previous data file is put back, so an existing
     model and its data are either both old or both new.
     """
     target = Path(path)
-    model = export_onnx(graph)
+    model = export_onnx(graph, fused_groups_as_functions=fused_groups_as_functions is not False)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -117,6 +149,42 @@ def save_onnx(graph: Graph, path: str | os.PathLike[str], *, external_data_thres
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _groups_to_functions(graph: Graph) -> tuple[Graph, list[Function]]:
+    """A copy of `graph` whose fused groups are calls to new local functions."""
+    graph = graph.clone()
+    groups = materialize_fusion_groups(graph)
+    graph.opset_imports.setdefault(FUSED_DOMAIN, 1)  # a call's domain must be imported
+    made: list[Function] = []
+    by_level: dict[Graph, list] = {}
+    for group in groups:
+        by_level.setdefault(group.graph, []).append(group)
+    for level, level_groups in by_level.items():
+        order = level_order(level, level_groups)
+        calls = {}
+        for group in level_groups:
+            name = group.label
+            while (FUSED_DOMAIN, name, "") in graph.functions:
+                name += "_"
+            for node in group.nodes:
+                if any(a.kind is AttrKind.REF for a in node.attrs.values()):
+                    raise ExportError("a node with attribute references cannot be outlined into a function", node=node.name)
+            outlined = outline_group(group, name)
+            call = Node(name, outlined.inputs, outputs=outlined.outputs, domain=FUSED_DOMAIN, kind=OpKind.CALL)
+            call.name = level.unique_name(name)
+            for stand_in, inner in zip(outlined.outputs, outlined.inner_outputs):
+                stand_in.name = inner.name  # the names the rest of the graph used; the body is its own scope
+                stand_in.meta = {k: v for k, v in inner.meta.items() if k == "onnx.metadata_props"}
+            call.device, call.priority, call.fusion_group = group.device, group.priority, group.group_id
+            level.append(call)
+            calls[group] = call
+            doc = f"fusion group {group.group_id}: {len(group.nodes)} nodes" + (f" on {group.device}" if group.device else "")
+            function = Function(FUSED_DOMAIN, name, outlined.body, doc_string=doc)
+            graph.functions[function.id] = function
+            made.append(function)
+        level.reorder([calls[u] if u in calls else u for u in order])
+    return graph, made
 
 
 def _constant_bytes(graph: Graph) -> int:
