@@ -175,13 +175,24 @@ def _configure_logging(verbosity: int) -> None:
     root = logging.getLogger()
     handler = next((h for h in root.handlers if getattr(h, "compiler_opt_cli", False)), None)
     if handler is None:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _CurrentStderrHandler()
         handler.compiler_opt_cli = True  # type: ignore[attr-defined]
         handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(name)s: %(message)s"))
         root.addHandler(handler)
-    else:
-        handler.setStream(sys.stderr)
     root.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+
+
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record is emitted: a stream captured at setup
+    may be closed by then (test runners and notebooks swap stderr between calls)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # type: ignore[no-untyped-def]
+        pass
 
 
 def _one_line(text: str) -> str:

@@ -299,8 +299,8 @@ class _Importer:
             for value in node.inputs:
                 producer = value.producer if value is not None else None
                 if producer is not None and producer.graph is graph and position[producer] >= position[node]:
-                    logger.warning("graph %r is not topologically sorted; sorting it", graph.name)
                     graph.sort()  # raises CycleError naming the cycle when there is one
+                    logger.warning("graph %r was not topologically sorted; sorted it", graph.name)
                     return
 
     def resolve(self, graph: Graph, outer: Graph | None, name: str, node: Node, index: int) -> Value | None:
