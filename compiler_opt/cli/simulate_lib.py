@@ -172,7 +172,10 @@ def simulate_model(
     named = apply_decisions_file(decisions, graph, problem.nodes, topology) if decisions else 0
     chosen = Decisions.from_graph(graph, topology, default_device=fastest, nodes=problem.nodes)
     result = simulate(problem, chosen)
-    lower = step_time_lower_bound(problem)
+    # The per-op bound (launches, every op's bytes) is much tighter but holds only without fusion;
+    # with fusion groups a kernel can cost less than its nodes, so the fusion-safe bound applies.
+    fused = bool((chosen.fusion_group >= 0).any())
+    lower = step_time_lower_bound(problem, fusion=fused)
     throughput = throughput_objective(problem, chosen)
     feasible = memory_feasible(problem)
     elapsed = time.perf_counter() - began
