@@ -37,6 +37,8 @@ __all__ = [
     "max_load",
     "device_loads",
     "is_profiled_workload_file",
+    "check_assignment",
+    "topological_rows",
 ]
 
 CPU = 0  # device index of the CPU; accelerators are 1..k
@@ -155,19 +157,24 @@ class ExpertSplit:
 def device_loads(workload: ProfiledWorkload, assign: np.ndarray) -> np.ndarray:
     """Load per device (index 0 the CPU) under the paper's cost model."""
     assign = np.asarray(assign, dtype=np.int64)
-    loads = np.zeros(workload.devices, dtype=np.float64)
+    devices = workload.devices
     on_cpu = assign == CPU
-    np.add.at(loads, assign, np.where(on_cpu, workload.cpu_latency, workload.accel_latency))
-    src_dev = assign[workload.edge_src]
+    loads = np.bincount(assign, weights=np.where(on_cpu, workload.cpu_latency, workload.accel_latency), minlength=devices)
+    src = workload.edge_src
+    src_dev = assign[src]
     dst_dev = assign[workload.edge_dst]
     cross = src_dev != dst_dev
     if cross.any():
+        # Flags instead of np.unique: searches call this thousands of times.
         # Sending: once per source with any cross-device consumer, on the source's device.
-        senders = np.unique(workload.edge_src[cross])
-        np.add.at(loads, assign[senders], workload.send_cost[senders])
+        sender = np.zeros(workload.num_nodes, dtype=bool)
+        sender[src[cross]] = True
+        loads += np.bincount(assign[sender], weights=workload.send_cost[sender], minlength=devices)
         # Receiving: once per (source, other consuming device) pair.
-        pairs = np.unique(np.stack([workload.edge_src[cross], dst_dev[cross]], axis=1), axis=0)
-        np.add.at(loads, pairs[:, 1], workload.send_cost[pairs[:, 0]])
+        pair = np.zeros(workload.num_nodes * devices, dtype=bool)
+        pair[src[cross] * devices + dst_dev[cross]] = True
+        keys = np.flatnonzero(pair)
+        loads += np.bincount(keys % devices, weights=workload.send_cost[keys // devices], minlength=devices)
     loads[CPU] = np.where(on_cpu, workload.cpu_latency, 0.0).sum()  # the CPU pays no communication
     return loads
 
@@ -196,6 +203,11 @@ def check_assignment(workload: ProfiledWorkload, assign: np.ndarray) -> list[str
     if over:
         problems.append(f"accelerators {over} exceed {workload.memory_per_accelerator:.0f} bytes")
     return problems
+
+
+def topological_rows(workload: ProfiledWorkload) -> list[int]:
+    """Rows in a topological order (smallest row first among the ready ones)."""
+    return _topological_rows(workload)
 
 
 def _topological_rows(workload: ProfiledWorkload) -> list[int]:
@@ -257,8 +269,11 @@ def _field(record: dict[str, Any], key: str, kind: type, where: str, path: str, 
         raise ProfiledWorkloadError(f"'{key}' is {value!r}, not a {kind.__name__}", file=path, node=where, field=key) from None
 
 
-def load_profiled_workload(path: str | os.PathLike[str], *, accelerators: int | None = None) -> ProfiledWorkload:
-    """Read a profiled workload; `accelerators` overrides the file's `maxFPGAs`."""
+def load_profiled_workload(
+    path: str | os.PathLike[str], *, accelerators: int | None = None, memory: float | None = None
+) -> ProfiledWorkload:
+    """Read a profiled workload; `accelerators` overrides the file's `maxFPGAs`, `memory` its
+    `maxSizePerFPGA` (bytes per accelerator)."""
     path = os.fspath(path)
     data = _read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not isinstance(data.get("edges"), list):
@@ -314,7 +329,9 @@ def load_profiled_workload(path: str | os.PathLike[str], *, accelerators: int | 
         edge_dst=np.asarray(dst, dtype=np.int64),
         send_cost=cost,
         accelerators=k,
-        memory_per_accelerator=float(_field(data, "maxSizePerFPGA", float, "workload", path, default=float("inf"))),
+        memory_per_accelerator=float(
+            memory if memory is not None else _field(data, "maxSizePerFPGA", float, "workload", path, default=float("inf"))
+        ),
         path=path,
         row_of=row_of,
     )

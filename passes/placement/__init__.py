@@ -6,9 +6,12 @@
 
 Every method is a registered pass (`METHODS` maps its name to the class) with the shared options
 `devices`, `objective` (latency | throughput | memory), `seed` and `include_cpu`; searching methods
-add `budget` (simulator evaluations). Shared machinery (the problem as arrays, the objective, the
-evaluation counter, the conservative memory model) lives in `context.py`; each method's module
-docstring states its algorithm and its simplifications.
+add `budget` (objective evaluations). Methods program against `PlacementContextBase`
+(context_base.py: the problem as arrays, the budgeted objective, constraints and repair), with two
+implementations: `PlacementContext` (context.py: a graph on a topology, the simulator, the
+conservative memory model) and `ProfiledPlacementContext` (profiled_context.py: Tarnawski et
+al.'s profiled workloads and the paper's cost models; `place_profiled` in profiled.py runs a
+method on one). Each method's module docstring states its algorithm and its simplifications.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ from passes.placement.context import (
     PlacementError,
     resolve_topology,
 )
+from passes.placement.context_base import PlacementContextBase
 from passes.placement.cp_sat import CpSatPlacement
 from passes.placement.critical_path import CriticalPathPlacement
 from passes.placement.dp import ContiguousDpPlacement
 from passes.placement.expert import HumanExpertPlacement
+from passes.placement.local_search import LocalSearchPlacement
 from passes.placement.partition import MetisPlacement, ScotchPlacement
+from passes.placement.profiled import ProfiledOutcome, place_profiled
+from passes.placement.profiled_context import ProfiledPlacementContext
 from passes.placement.simple import HashPlacement, RandomPlacement, RoundRobinPlacement, SingleDevicePlacement
 
 if TYPE_CHECKING:
@@ -44,11 +51,15 @@ __all__ = [
     "BudgetExhausted",
     "MemoryTracker",
     "PlacementContext",
+    "PlacementContextBase",
     "PlacementError",
     "PlacementOutcome",
     "PlacementPass",
+    "ProfiledOutcome",
+    "ProfiledPlacementContext",
     "place",
     "place_outcome",
+    "place_profiled",
     "resolve_topology",
 ]
 
@@ -69,6 +80,7 @@ METHODS: dict[str, type[PlacementPass]] = {
         RandomPlacement,
         CpSatPlacement,
         ContiguousDpPlacement,
+        LocalSearchPlacement,
     )
 }
 

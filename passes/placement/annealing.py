@@ -1,9 +1,9 @@
 """Simulated annealing over placements, with the simulator as the objective.
 
 Start: every node on the fastest candidate (one evaluation), so the result is never worse than
-that placement. Move: pick a node uniformly; with probability 1/2 send it to the device of one of
-its neighbours (keeps producer and consumer together, the moves that pay off), else to a uniformly
-random other candidate. Metropolis acceptance at temperature T, cooled geometrically from
+that placement. Move: pick a co-location group uniformly (a node, or a colour class of a profiled
+workload); with probability 1/2 send it to the device of one of its neighbours (keeps producer
+and consumer together, the moves that pay off), else to a uniformly random other candidate. Metropolis acceptance at temperature T, cooled geometrically from
 `initial_temperature` x the starting objective to 1/1000 of that over the budget. Every proposal
 is one simulator evaluation; the best placement seen is returned.
 """
@@ -19,7 +19,8 @@ import numpy as np
 from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
-from passes.placement.context import BudgetExhausted, PlacementContext
+from passes.placement.context_base import BudgetExhausted
+from passes.placement.context_base import PlacementContextBase as PlacementContext
 
 __all__ = ["SimulatedAnnealingPlacement", "anneal"]
 
@@ -40,7 +41,7 @@ class SimulatedAnnealingPlacement(PlacementPass):
         return self.budget
 
     def assign(self, ctx: PlacementContext) -> np.ndarray:
-        start = np.full(ctx.num_nodes, ctx.fastest_device, dtype=np.int64)
+        start = ctx.repair(np.full(ctx.num_nodes, ctx.fastest_device, dtype=np.int64))
         return anneal(ctx, start, seed=self.seed, initial_temperature=self.initial_temperature)
 
 
@@ -48,7 +49,8 @@ def anneal(ctx: PlacementContext, start: np.ndarray, *, seed: int = 0, initial_t
     """Anneal from `start` until the context's budget is spent; the best placement seen."""
     rng = np.random.default_rng(seed)
     cand = ctx.candidates
-    neighbours = [ctx.preds[n] + ctx.succs[n] for n in range(ctx.num_nodes)]
+    groups = ctx.groups
+    neighbours = [[m for n in members.tolist() for m in ctx.preds[n] + ctx.succs[n]] for members in groups]
     current = start.copy()
     try:
         current_value = ctx.evaluate(current)
@@ -63,9 +65,10 @@ def anneal(ctx: PlacementContext, start: np.ndarray, *, seed: int = 0, initial_t
         return best
     try:
         while True:
-            node = int(rng.integers(ctx.num_nodes))
-            old = int(current[node])
-            near = neighbours[node]
+            group = int(rng.integers(len(groups)))
+            node = groups[group]
+            old = int(current[node[0]])
+            near = neighbours[group]
             if near and rng.random() < 0.5:
                 new = int(current[near[int(rng.integers(len(near)))]])
             else:

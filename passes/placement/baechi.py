@@ -31,7 +31,8 @@ import numpy as np
 from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
-from passes.placement.context import MemoryTracker, PlacementContext
+from passes.placement.context import MemoryTracker
+from passes.placement.context_base import PlacementContextBase as PlacementContext
 from passes.placement.list_schedule import PartialSchedule
 
 __all__ = ["MEtfPlacement", "MSctPlacement", "MTopoPlacement", "favorite_children"]
@@ -46,7 +47,7 @@ def _place_checked(ctx: PlacementContext, memory: MemoryTracker, node: int, pref
             return d
     overflow = [float((memory.used + memory.extra(node, d) - ctx.capacity).max()) for d in preferred]
     d = preferred[int(np.argmin(overflow))]
-    logger.warning("node %s fits on no device; placing it on %s (over capacity)", ctx.problem.nodes[node].name, ctx.topology.devices[d].name)
+    logger.warning("node %s fits on no device; placing it on %s (over capacity)", ctx.node_names[node], ctx.device_names[d])
     return d
 
 

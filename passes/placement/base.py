@@ -1,10 +1,13 @@
 """The placement pass base class: options every method shares, and the apply step.
 
 A method subclasses `PlacementPass`, sets `name` and implements `assign(ctx) -> device array`
-(indices into the topology's devices, aligned with `ctx.problem.nodes`). `decide(graph)` runs it
-without touching the graph and returns a `PlacementOutcome`; `call(graph)` (the pass) writes the
-device names onto `node.device`. Fusion groups and priorities already on the graph are kept and
-used when the method evaluates placements in the simulator.
+(device indices, aligned with the context's nodes). `run(ctx)` runs it on any
+`PlacementContextBase` (a graph's `PlacementContext` or a `ProfiledPlacementContext`), repairs
+what the method left invalid (`ctx.repair`: colour classes, forbidden devices, memory) and
+returns a `PlacementOutcome`. `decide(graph)` builds the graph's context and runs it without
+touching the graph; `call(graph)` (the pass) writes the device names onto `node.device`. Fusion
+groups and priorities already on the graph are kept and used when the method evaluates
+placements in the simulator.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from cost_model.decisions import Decisions
 from passes.infra.base import Pass, PassResult, option
 from passes.placement.context import OBJECTIVES, PlacementContext, PlacementError, resolve_topology
+from passes.placement.context_base import PlacementContextBase
 
 if TYPE_CHECKING:
     from cost_model.devices.topology import Topology
@@ -34,7 +38,7 @@ class PlacementOutcome:
     """A method's result: decisions aligned with `node_order(graph)`, and what it cost to find."""
 
     decisions: Decisions
-    context: PlacementContext
+    context: PlacementContextBase
     evaluations: int
     seconds: float
 
@@ -79,20 +83,29 @@ class PlacementPass(Pass):
     def decide(self, graph: Graph, topology: Topology | None = None) -> PlacementOutcome:
         """Run the method on `graph` without changing it."""
         began = time.perf_counter()
-        ctx = self.context(graph, topology)
+        return self.run(self.context(graph, topology), began=began)
+
+    def run(self, ctx: PlacementContextBase, *, began: float | None = None) -> PlacementOutcome:
+        """Run the method on a prepared context (seconds count from `began`, default now)."""
+        began = time.perf_counter() if began is None else began
         if ctx.num_nodes == 0:
             device = np.zeros(0, dtype=np.int64)
         else:
             device = np.asarray(self.assign(ctx), dtype=np.int64)
         if device.shape != (ctx.num_nodes,):
             raise PlacementError(f"pass '{self.name}' placed {device.shape} nodes, expected {ctx.num_nodes}")
-        if device.size and not np.isin(device, ctx.candidates).all():
-            bad = int(np.flatnonzero(~np.isin(device, ctx.candidates))[0])
-            raise PlacementError(
-                f"pass '{self.name}' placed a node on device index {int(device[bad])}, not a candidate",
-                node=ctx.problem.nodes[bad].name,
-                field="device",
-            )
+        if device.size:
+            if device.min() < 0 or device.max() >= ctx.num_devices:
+                raise PlacementError(f"pass '{self.name}' placed a node on a device index outside 0..{ctx.num_devices - 1}")
+            device = np.asarray(ctx.repair(device), dtype=np.int64)
+            bad_mask = ~ctx.allowed[np.arange(device.size), device]
+            if bad_mask.any():
+                bad = int(np.flatnonzero(bad_mask)[0])
+                raise PlacementError(
+                    f"pass '{self.name}' placed a node on device index {int(device[bad])}, not a candidate",
+                    node=ctx.node_names[bad],
+                    field="device",
+                )
         seconds = time.perf_counter() - began
         logger.info("%s: placed %d nodes in %.3fs (%d evaluations)", self.name, device.size, seconds, ctx.evaluations)
         decisions = ctx.decisions(device)

@@ -30,6 +30,13 @@ from cost_model.devices.loader import load_topology
 from cost_model.simulator import SimulationProblem, device_loads, simulate
 from cost_model.simulator.problem import VALUE_CONSTANT
 from graph_ir.errors import CompilerOptError
+from passes.placement.context_base import (
+    OBJECTIVES,
+    OOM_PENALTY_S,
+    BudgetExhausted,
+    PlacementContextBase,
+    PlacementError,
+)
 
 if TYPE_CHECKING:
     from cost_model.devices.topology import Topology
@@ -48,18 +55,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-OBJECTIVES = ("latency", "throughput", "memory")
-OOM_PENALTY_S = 1e3
-
-
-class PlacementError(CompilerOptError):
-    """A placement option is invalid, or a method cannot produce a placement."""
-
-
-class BudgetExhausted(PlacementError):
-    """A search asked for more simulator evaluations than its budget allows."""
-
-
 @functools.lru_cache(maxsize=32)
 def _cached_topology(spec: str) -> Topology:
     return load_topology(spec)
@@ -72,7 +67,7 @@ def resolve_topology(devices: str | Topology) -> Topology:
     return devices
 
 
-class PlacementContext:
+class PlacementContext(PlacementContextBase):
     """One graph on one topology, prepared for placement methods (see the module docstring)."""
 
     def __init__(
@@ -84,19 +79,9 @@ class PlacementContext:
         base: Decisions | None = None,
         include_cpu: bool = False,
     ) -> None:
-        if objective not in OBJECTIVES:
-            raise PlacementError(f"objective must be one of {OBJECTIVES}, got {objective!r}", field="objective")
-        if budget is not None and budget < 1:
-            raise PlacementError(f"budget must be at least 1 evaluation, got {budget}", field="budget")
+        self._init_common(objective, budget)
         self.problem = problem
         self.topology = problem.topology
-        self.objective = objective
-        self.budget = budget
-        self.evaluations = 0
-        # Methods that also decide an order (cp-sat) leave priorities here; extras hold
-        # method-specific results (a solver's status) for callers that want them.
-        self.priority: np.ndarray | None = None
-        self.extras: dict[str, object] = {}
         n = problem.num_nodes
         self.base = base if base is not None else Decisions.default(n)
         # Hosts are orders of magnitude slower than accelerators; placement papers place on the
@@ -108,6 +93,10 @@ class PlacementContext:
         )
         self.times = problem.node_time[:, problem.device_type_of]  # (N, D)
         self.capacity = np.array([d.memory_bytes for d in devices], dtype=np.float64)
+        self.allowed = np.zeros((n, len(devices)), dtype=bool)
+        self.allowed[:, self.candidates] = True
+        self.node_names = [node.name or f"#{i}" for i, node in enumerate(problem.nodes)]
+        self.device_names = list(self.topology.device_names)
         self._edges()
         self._routes()
 
@@ -126,6 +115,12 @@ class PlacementContext:
     def num_devices(self) -> int:
         return self.problem.num_devices
 
+    @functools.cached_property
+    def device_speed(self) -> np.ndarray:
+        """fp32 peak FLOP/s of each candidate (the capacity a hash spreads nodes by)."""
+        devices = self.topology.devices
+        return np.array([devices[d].peak("fp32") for d in self.candidates.tolist()], dtype=np.float64)
+
     def _edges(self) -> None:
         p = self.problem
         n = p.num_nodes
@@ -138,13 +133,7 @@ class PlacementContext:
         self.edge_bytes = np.bincount(
             inverse.reshape(-1), weights=p.value_bytes[p.use_value[mask]], minlength=keys.size
         ).astype(np.float64)
-        self.preds: list[list[int]] = [[] for _ in range(n)]
-        self.succs: list[list[int]] = [[] for _ in range(n)]
-        self.pred_edges: list[list[int]] = [[] for _ in range(n)]
-        for e, (a, b) in enumerate(zip(self.edge_src.tolist(), self.edge_dst.tolist())):
-            self.succs[a].append(b)
-            self.preds[b].append(a)
-            self.pred_edges[b].append(e)
+        self._adjacency()
         produced = p.value_producer >= 0
         self.out_bytes = np.bincount(
             p.value_producer[produced], weights=p.value_bytes[produced], minlength=n
@@ -169,56 +158,10 @@ class PlacementContext:
                 self.route_inv_bw[a, b] = sum(1.0 / l.bandwidth for l in links)
                 self.route_landings[a][b] = tuple(topo.device_index(l.dst) for l in links)
 
-    def comm_time(self, nbytes: float, src: int, dst: int) -> float:
-        """Transfer time of `nbytes` from `src` to `dst` on idle links (0 on the same device)."""
-        if src == dst:
-            return 0.0
-        return float(self.route_latency[src, dst] + nbytes * self.route_inv_bw[src, dst])
-
-    def worst_comm_time(self, nbytes: np.ndarray | float) -> np.ndarray | float:
-        """The slowest transfer between two distinct candidate devices (a placement-free estimate)."""
-        c = self.candidates
-        if c.size < 2:
-            return nbytes * 0.0
-        lat = self.route_latency[np.ix_(c, c)]
-        inv = self.route_inv_bw[np.ix_(c, c)]
-        off = ~np.eye(c.size, dtype=bool)
-        return lat[off].max() + np.asarray(nbytes) * inv[off].max()
-
-    @functools.cached_property
-    def fastest_device(self) -> int:
-        """The candidate device running the whole graph's compute fastest."""
-        totals = self.times[:, self.candidates].sum(axis=0)
-        return int(self.candidates[int(np.argmin(totals))])
-
-    @functools.cached_property
-    def bottom_level(self) -> np.ndarray:
-        """Longest path from each node to a sink: fastest-candidate node times plus the slowest
-        candidate transfer per edge (the HEFT/CPOP 'upward rank' with placement-free costs)."""
-        w = self.times[:, self.candidates].min(axis=1).tolist()
-        comm = np.asarray(self.worst_comm_time(self.edge_bytes)).tolist() if self.edge_bytes.size else []
-        level = list(w)
-        out: list[list[tuple[int, float]]] = [[] for _ in range(self.num_nodes)]
-        for e, (a, b) in enumerate(zip(self.edge_src.tolist(), self.edge_dst.tolist())):
-            out[a].append((b, comm[e]))
-        for node in range(self.num_nodes - 1, -1, -1):
-            if out[node]:
-                level[node] = w[node] + max(level[s] + c for s, c in out[node])
-        return np.asarray(level)
-
     # -- evaluation ------------------------------------------------------------------------------
     def decisions(self, device: np.ndarray) -> Decisions:
         """The context's fusion groups and priorities with `device` as the placement."""
         return Decisions(np.asarray(device), self.base.fusion_group, self.base.priority)
-
-    def _count(self) -> None:
-        if self.budget is not None and self.evaluations >= self.budget:
-            raise BudgetExhausted(f"the evaluation budget of {self.budget} is spent", field="budget")
-        self.evaluations += 1
-
-    @property
-    def remaining(self) -> int | None:
-        return None if self.budget is None else self.budget - self.evaluations
 
     def simulate(self, device: np.ndarray) -> SimulationResult:
         """One counted simulation of the placement."""
@@ -231,6 +174,7 @@ class PlacementContext:
             value = result.step_time_s
         elif self.objective == "throughput":
             loads = device_loads(self.problem, self.decisions(device))
+            self.last_loads = loads
             value = float(loads.max()) if loads.size else 0.0
         else:
             value = float((result.peak_memory_bytes / self.capacity).max())
@@ -239,9 +183,9 @@ class PlacementContext:
             value += OOM_PENALTY_S * (1.0 + overflow)
         return value
 
-    def evaluate(self, device: np.ndarray) -> float:
-        """Objective of a placement through one counted simulation."""
-        return self.score(self.simulate(device), device)
+    def evaluate_key(self, device: np.ndarray) -> tuple[float, ...]:
+        """(objective,) of a placement through one counted simulation."""
+        return (self.score(self.simulate(device), device),)
 
     def memory_tracker(self) -> MemoryTracker:
         return MemoryTracker(self)

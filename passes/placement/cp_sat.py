@@ -31,6 +31,7 @@ from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
 from passes.placement.context import PlacementContext, PlacementError
+from passes.placement.context_base import PlacementContextBase
 
 __all__ = ["CpSatPlacement", "CpSatSolution", "ExactInstance", "solve_placement"]
 
@@ -274,7 +275,22 @@ class CpSatPlacement(PlacementPass):
     workers: int = option(1, "CP-SAT search workers (1 is deterministic)")
     memory_constraint: bool = option(True, "keep every device within capacity (conservative memory model)")
 
-    def assign(self, ctx: PlacementContext) -> np.ndarray:
+    def assign(self, ctx: PlacementContextBase) -> np.ndarray:
+        from passes.placement.profiled_context import ProfiledPlacementContext
+
+        if isinstance(ctx, ProfiledPlacementContext):
+            # Profiled workloads: the paper's cost models (cp_sat_profiled), classes as the
+            # variables, the ideal DP's placement as the hint; no size limit, the time limit rules.
+            from passes.placement.cp_sat_profiled import solve_profiled_placement
+            from passes.placement.dp import profiled_dp
+
+            device, optimal = solve_profiled_placement(
+                ctx, hint=profiled_dp(ctx, seed=self.seed).device, time_limit_s=self.time_limit_s,
+                workers=self.workers, seed=self.seed,
+            )
+            ctx.extras["cp_sat_optimal"] = optimal
+            return device
+        assert isinstance(ctx, PlacementContext)
         if ctx.num_nodes > self.max_nodes:
             raise PlacementError(
                 f"cp-sat places graphs of at most {self.max_nodes} nodes exactly; this one has {ctx.num_nodes} "

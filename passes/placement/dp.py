@@ -21,6 +21,12 @@ objective (one simulator evaluation each); the best is kept. Not implemented: th
 enumeration of *all* ideals (exponential in the graph's width) and its IP for the latency
 objective. On graphs longer than `max_cut_points` positions, cuts are allowed only at that many
 evenly spaced positions of the order (so the DP stays O(points^2 x devices)).
+
+On a profiled workload (`ProfiledPlacementContext`) the pass runs the paper's DP over *all*
+ideals instead (`passes.placement.ideals`): min-max for throughput and memory, min-sum of
+segment compute plus receiving for latency, with colour classes, unsupported nodes and the memory
+limit as constraints, the CPU as one more (communication-free) device, and a fallback to
+prefixes of many topological orders when the ideals exceed `max_ideals`.
 """
 
 from __future__ import annotations
@@ -35,8 +41,11 @@ from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
 from passes.placement.context import PlacementContext
+from passes.placement.context_base import PlacementContextBase
+from passes.placement.ideals import IdealDpResult, MaxLoadInstance, ideal_dp
+from passes.placement.profiled_context import ProfiledPlacementContext
 
-__all__ = ["ContiguousDpPlacement", "segment_dp", "topological_orders"]
+__all__ = ["ContiguousDpPlacement", "profiled_dp", "segment_dp", "topological_orders"]
 
 logger = logging.getLogger(__name__)
 
@@ -161,8 +170,14 @@ class ContiguousDpPlacement(PlacementPass):
 
     name = "dp"
     max_cut_points: int = option(400, "most cut positions per order (bounds the DP's quadratic cost)")
+    max_ideals: int = option(4000, "profiled workloads: most ideals enumerated before falling back to order prefixes")
 
-    def assign(self, ctx: PlacementContext) -> np.ndarray:
+    def assign(self, ctx: PlacementContextBase) -> np.ndarray:
+        if isinstance(ctx, ProfiledPlacementContext):
+            result = profiled_dp(ctx, max_ideals=self.max_ideals, seed=self.seed)
+            ctx.extras["dp"] = result
+            return result.device
+        assert isinstance(ctx, PlacementContext)
         best, best_value = None, np.inf
         for order in topological_orders(ctx):
             device, load = segment_dp(ctx, order, max_cut_points=self.max_cut_points)
@@ -172,3 +187,26 @@ class ContiguousDpPlacement(PlacementPass):
                 best, best_value = device, value
         assert best is not None
         return best
+
+
+def profiled_dp(ctx: ProfiledPlacementContext, *, max_ideals: int = 4000, seed: int = 0) -> IdealDpResult:
+    """The ideal DP on a profiled workload for the context's objective (module docstring); the
+    result's device array is in context order."""
+    inst = MaxLoadInstance(
+        accel=np.where(ctx.supported, ctx.times[:, 1], np.inf),
+        cpu=ctx.times[:, 0],
+        cost=ctx.cost,
+        size=ctx.size,
+        color=ctx.group_of,
+        backward=ctx.workload.backward[ctx.rows],
+        edge_src=ctx.edge_src,
+        edge_dst=ctx.edge_dst,
+        accelerators=ctx.num_devices - 1,
+        capacity=float(ctx.capacity[1]),
+    )
+    kind = "sum" if ctx.objective == "latency" else "max"
+    result = ideal_dp(inst, objective=kind, max_ideals=max_ideals, seed=seed)
+    logger.info(
+        "dp: %s over %d ideals (%s): %.6g", kind, result.ideals, "all" if result.complete else "order prefixes", result.value
+    )
+    return result

@@ -12,6 +12,9 @@ Heuristic (what a practitioner does with `with tf.device(...)` blocks):
    costs a transfer of the widest tensor in the model.
 4. Metadata and sources (Shape, Constant, Iota kinds) follow their first consumer, so no transfer
    is spent on a shape vector.
+Rules 2-4 need op kinds, so they apply to graphs only; on a profiled workload (no ops) the
+layer-wise split is the whole heuristic, and a split written by a person can be scored as method
+`expert` (`passes.placement.profiled.place_profiled(..., expert=...)`).
 No memory check: an expert places by layers and finds out about memory when it fails.
 """
 
@@ -26,6 +29,7 @@ from graph_ir.op_kinds import OpKind
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
 from passes.placement.context import PlacementContext
+from passes.placement.context_base import PlacementContextBase
 
 __all__ = ["HumanExpertPlacement", "LOSS_OPS"]
 
@@ -40,22 +44,25 @@ class HumanExpertPlacement(PlacementPass):
 
     name = "human-expert"
 
-    def assign(self, ctx: PlacementContext) -> np.ndarray:
+    def assign(self, ctx: PlacementContextBase) -> np.ndarray:
         n = ctx.num_nodes
         depth = np.zeros(n, dtype=np.int64)
         for node in range(n):
             if ctx.preds[node]:
                 depth[node] = 1 + max(int(depth[p]) for p in ctx.preds[node])
         cand = ctx.candidates
-        speed = 1.0 / np.maximum(ctx.times[:, cand].sum(axis=0), 1e-30)
+        times = ctx.times[:, cand]
+        speed = 1.0 / np.maximum(times.sum(axis=0), 1e-30)
         bounds = np.cumsum(speed / speed.sum())  # chunk i ends at this fraction of the work
-        work = ctx.times[:, cand].min(axis=1)
+        work = times.min(axis=1)
         per_depth = np.bincount(depth, weights=work)
         total = float(per_depth.sum()) or 1.0
         # A depth goes to the chunk holding the midpoint of its work, so chunks stay contiguous.
         midpoint = (np.cumsum(per_depth) - per_depth / 2) / total
         chunk_of_depth = np.minimum(np.searchsorted(bounds, midpoint, side="right"), cand.size - 1)
         device = cand[chunk_of_depth[depth]]
+        if not isinstance(ctx, PlacementContext):
+            return device
 
         nodes = ctx.problem.nodes
         p = ctx.problem

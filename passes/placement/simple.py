@@ -11,7 +11,8 @@ import numpy as np
 from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
-from passes.placement.context import BudgetExhausted, PlacementContext
+from passes.placement.context_base import BudgetExhausted
+from passes.placement.context_base import PlacementContextBase as PlacementContext
 
 __all__ = ["HashPlacement", "RandomPlacement", "RoundRobinPlacement", "SingleDevicePlacement"]
 
@@ -59,19 +60,17 @@ class RoundRobinPlacement(PlacementPass):
 @dataclass(frozen=True)
 class HashPlacement(PlacementPass):
     """Hash partitioning: a stable hash of the node name (salted by the seed) picks a device with
-    probability proportional to its capacity, here its fp32 peak FLOP/s (so a box of equal GPUs
-    is a uniform hash). Independent of graph structure: the classic no-locality baseline."""
+    probability proportional to its capacity (`ctx.device_speed`: fp32 peak FLOP/s on a topology,
+    so a box of equal GPUs is a uniform hash). Independent of graph structure: the classic
+    no-locality baseline."""
 
     name = "hash"
 
     def assign(self, ctx: PlacementContext) -> np.ndarray:
-        devices = ctx.topology.devices
-        capacity = np.array([devices[d].peak("fp32") for d in ctx.candidates.tolist()], dtype=np.float64)
+        capacity = np.asarray(ctx.device_speed, dtype=np.float64)
         edges = np.cumsum(capacity / capacity.sum())
         salt = str(self.seed).encode()
-        unit = np.array(
-            [zlib.crc32(salt + b"/" + (node.name or f"#{i}").encode()) / 2**32 for i, node in enumerate(ctx.problem.nodes)]
-        )
+        unit = np.array([zlib.crc32(salt + b"/" + name.encode()) / 2**32 for name in ctx.node_names])
         slot = np.minimum(np.searchsorted(edges, unit, side="right"), ctx.candidates.size - 1)
         return ctx.candidates[slot]
 
@@ -79,8 +78,8 @@ class HashPlacement(PlacementPass):
 @register_pass
 @dataclass(frozen=True)
 class RandomPlacement(PlacementPass):
-    """Random search: `budget` uniformly random placements over the candidates, each simulated;
-    the best by the objective is kept."""
+    """Random search: `budget` uniformly random placements over the candidates (one draw per
+    co-location group, so colour classes stay together), each evaluated; the best is kept."""
 
     name = "random"
     budget: int = option(200, "simulator evaluations")
@@ -94,7 +93,7 @@ class RandomPlacement(PlacementPass):
         best, best_value = None, np.inf
         try:
             while True:
-                device = ctx.candidates[rng.integers(0, ctx.candidates.size, ctx.num_nodes)]
+                device = ctx.candidates[rng.integers(0, ctx.candidates.size, len(ctx.groups))][ctx.group_of]
                 value = ctx.evaluate(device)
                 if value < best_value:
                     best, best_value = device, value

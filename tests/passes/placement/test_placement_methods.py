@@ -13,10 +13,10 @@ from passes.placement import METHODS, PlacementError, place, place_outcome, reso
 from placement_testlib import diamond, topology, two_branches
 
 # Options that keep every method fast on the test graphs.
-FAST = {"sa": {"budget": 60}, "random": {"budget": 30}, "cp-sat": {"time_limit_s": 10.0}}
+FAST = {"sa": {"budget": 60}, "random": {"budget": 30}, "cp-sat": {"time_limit_s": 10.0}, "dp-ls": {"budget": 40}}
 EXPECTED_METHODS = {
     "single-device", "human-expert", "round-robin", "hash", "critical-path", "metis", "scotch",
-    "m-topo", "m-etf", "m-sct", "sa", "random", "cp-sat", "dp",
+    "m-topo", "m-etf", "m-sct", "sa", "random", "cp-sat", "dp", "dp-ls",
 }  # fmt: skip
 
 
