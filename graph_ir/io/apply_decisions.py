@@ -19,6 +19,8 @@ computations) share the legality rules and the rewriting kept here:
 - `level_order` is one level's order with each group as one unit: topological, as close to the
   current order as possible, or a list schedule by `node.priority` (higher first, ties by the
   current order; a group's priority is its members' highest, as the simulator's kernel rank).
+- `single_result_parts` cuts a group with several results into single-result parts, for
+  backends whose kernels have one output (XLA:CPU compiles no multi-output fusion).
 - `outline_group` moves a group's nodes into a new body graph whose inputs stand for the
   boundary values (so the body references nothing outside itself, as ONNX functions and HLO
   computations require) and leaves stand-in values that the exporter's call node produces.
@@ -48,6 +50,7 @@ __all__ = [
     "level_order",
     "materialize_fusion_groups",
     "outline_group",
+    "single_result_parts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,9 +89,10 @@ Unit = Union[Node, FusionGroup]
 
 
 def has_fusion_groups(graph: Graph) -> bool:
-    """True when some graph level holds two nodes of one group (cheap: no validation)."""
+    """True when two nodes share a group id (cheap, no validation): something to materialize
+    or to reject."""
+    seen: set[int] = set()
     for level in (graph, *graph.subgraphs()):
-        seen: set[int] = set()
         for node in level:
             if node.fusion_group is not None:
                 if node.fusion_group in seen:
@@ -191,6 +195,33 @@ def level_order(level: Graph, groups: Sequence[FusionGroup], *, by_priority: boo
     return result
 
 
+def single_result_parts(group: FusionGroup) -> list[FusionGroup]:
+    """`group` as parts of two or more nodes with one result each (no node duplicated).
+
+    Going backwards, a member starts a new part when its value leaves the group or is read by
+    members of two parts; otherwise it joins its readers' part. Every member reaches its part's
+    root inside the part, so a cycle between parts would be a cycle in the graph: there is none.
+    """
+    if len(group.outputs) <= 1:
+        return [group]
+    level, members, results = group.graph, set(group.nodes), set(group.outputs)
+    part_of: dict[Node, int] = {}
+    roots = 0
+    for node in reversed(group.nodes):
+        readers = {part_of[r] for v in node.outputs for use in v.uses if (r := _level_ancestor(use.node, level)) in members}
+        if len(readers) == 1 and not any(v in results for v in node.outputs):
+            part_of[node] = readers.pop()
+        else:
+            part_of[node], roots = roots, roots + 1
+    parts = []
+    for part in range(roots):
+        nodes = [n for n in group.nodes if part_of[n] == part]
+        if len(nodes) >= 2:
+            inputs, outputs = _boundary(level, nodes)
+            parts.append(FusionGroup(group.group_id, group.device, level, nodes, inputs, outputs, split=group.split))
+    return parts[::-1]  # roots were numbered from the end
+
+
 @dataclass(eq=False)
 class Outlined:
     """A group moved into `body`; the exporter makes the node that calls it."""
@@ -249,10 +280,13 @@ def inline_fused_functions(graph: Graph) -> int:
     number of calls inlined."""
     fused = {(f.domain, f.name): f for f in graph.functions.values() if f.domain == FUSED_DOMAIN}
     inlined = 0
-    for level in (graph, *graph.subgraphs()) if fused else ():
-        for call in [n for n in level if (n.domain, n.op_type) in fused]:
+    while fused:  # inlined bodies may hold calls themselves (a group inside a fused If's branch)
+        calls = [(level, n) for level in (graph, *graph.subgraphs()) for n in level if (n.domain, n.op_type) in fused]
+        if not calls:
+            break
+        for level, call in calls:
             _inline_call(level, call, fused[(call.domain, call.op_type)].graph)
-            inlined += 1
+        inlined += len(calls)
     for key in [k for k in graph.functions if (k[0], k[1]) in fused]:
         if not any((n.domain, n.op_type) == key[:2] for n in graph.all_nodes()):
             del graph.functions[key]
@@ -285,6 +319,8 @@ def _inline_call(level: Graph, call: Node, function_body: Graph) -> None:
                     subgraph.replace_output(value, args[value])
     returned = _returned_by_outside(level, {call}) if _has_subgraphs(level) else {}
     for old, new in zip(call.outputs, results):
+        if new.type is None:  # a FunctionProto types no outputs; the call's value_info did
+            new.type = old.type
         old.replace_all_uses_with(new)
         for subgraph in returned.get(old, ()):
             subgraph.replace_output(old, new)
@@ -320,14 +356,19 @@ def _nested_nodes(node: Node) -> Iterator[Node]:
         yield from graph.all_nodes()
 
 
-def _within(node: Node, members: set[Node], level: Graph) -> bool:
-    """Is `node` a member, or nested inside a member's subgraphs?"""
+def _level_ancestor(node: Node, level: Graph) -> Node | None:
+    """`node` itself if it is in `level`, else the node of `level` whose subgraphs hold it."""
     while node.graph is not level:
         graph = node.graph
         if graph is None or graph.parent is None:
-            return False
+            return None
         node = graph.parent
-    return node in members
+    return node
+
+
+def _within(node: Node, members: set[Node], level: Graph) -> bool:
+    """Is `node` a member, or nested inside a member's subgraphs?"""
+    return _level_ancestor(node, level) in members
 
 
 def _returned_by_outside(level: Graph, members: set[Node]) -> dict[Value, list[Graph]]:
@@ -371,6 +412,8 @@ def _raise_cycle(units: list[Unit], preds: list[set[int]], stuck: list[int], lev
         path.append(u)
         u = min(p for p in preds[u] if p in stuck_set)
     cycle = path[on_path[u] :][::-1]
+    first_group = next((i for i, c in enumerate(cycle) if isinstance(units[c], FusionGroup)), 0)
+    cycle = cycle[first_group:] + cycle[:first_group]  # start the story at a group
 
     def describe(i: int) -> str:
         unit = units[i]

@@ -14,7 +14,9 @@ by a `fusion` instruction that takes the group's place. Its kind follows the XLA
 by `fusion_kinds`, because the backends' emitters disagree and reject each other's kinds:
 "cpu" (default; what this machine compiles and the tests run): kLoop for every group, since
 XLA:CPU emits reductions, dots and convolutions inside loop fusions and rejects kInput (its
-kOutput is only the dot + addend library kernel, which we do not build); "gpu": kInput when a
+kOutput is only the dot + addend library kernel, which we do not build); XLA:CPU also compiles
+no multi-output fusion (it aborts), so a group with several results is written as
+single-result fusions (`apply_decisions.single_result_parts`); "gpu": kInput when a
 reduction is fused (XLA:GPU's reduction emitter), kOutput when a dot or convolution is (the
 output-fusion meaning of the kind), kLoop otherwise (parsed and verified here, not compiled). `schedule` (default: the same as `materialize_fusions`) writes the module as
 scheduled when priorities are set: each computation that is not a fusion body runs its
@@ -33,7 +35,14 @@ from graph_ir.attrs import Attr, AttrKind
 from graph_ir.core import Node, Value
 from graph_ir.errors import ExportError
 from graph_ir.graph import Graph
-from graph_ir.io.apply_decisions import FusionGroup, has_fusion_groups, level_order, materialize_fusion_groups, outline_group
+from graph_ir.io.apply_decisions import (
+    FusionGroup,
+    has_fusion_groups,
+    level_order,
+    materialize_fusion_groups,
+    outline_group,
+    single_result_parts,
+)
 from graph_ir.io.atomic import atomic_path
 from graph_ir.io.decisions import decision_items
 from graph_ir.io.domains import require_domains
@@ -42,7 +51,7 @@ from graph_ir.io.xla_bridge import hlo_module_proto_class, hlo_proto_to_text
 from graph_ir.op_kinds import SIDE_EFFECT_KINDS, OpKind
 from graph_ir.types import OpaqueType, TensorType, TokenType, TupleType, Type
 
-__all__ = ["export_hlo_proto", "export_hlo_text", "save_hlo"]
+__all__ = ["FUSED_GROUP_KEY", "export_hlo_proto", "export_hlo_text", "save_hlo"]
 
 
 # Instructions that XLA never puts inside a fusion: control flow, calls, fusions themselves.
@@ -251,6 +260,8 @@ def _apply_decisions(graph: Graph, *, fuse: bool, by_priority: bool, fusion_kind
     """A copy of `graph` with fused groups as fusions and, with `by_priority`, scheduled."""
     graph = graph.clone()
     groups = materialize_fusion_groups(graph) if fuse else []
+    if fusion_kinds == "cpu":
+        groups = [part for group in groups for part in single_result_parts(group)]
     names = _NameSource(graph)
     by_level: dict[Graph, list[FusionGroup]] = {}
     for group in groups:
@@ -290,6 +301,7 @@ class _NameSource:
 
 
 _FUSION_KINDS = ("cpu", "gpu")
+FUSED_GROUP_KEY = "compiler_opt.fused_group"  # frontend attribute of a fusion made from a group
 
 
 def _fusion_kind(group: FusionGroup, target: str) -> str:
@@ -340,7 +352,9 @@ def _fusion(group: FusionGroup, names: _NameSource, fusion_kinds: str) -> list[N
     for node in made:
         node.device, node.priority = group.device, group.priority
         level.append(node)
-    fusion.fusion_group = gid
+    # The group id as a plain frontend attribute: as `fusion_group` it would make a re-export
+    # fuse the fusions (a split group leaves several with one id).
+    fusion.metadata_props[FUSED_GROUP_KEY] = str(gid)
     return made
 
 
