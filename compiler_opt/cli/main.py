@@ -82,6 +82,30 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.bench_lib import BenchSpec, bench_tables, run_bench
+
+    def split(items: list[str] | None) -> list[str]:
+        return [part for item in items or [] for part in item.split(",") if part.strip()]
+
+    spec = BenchSpec(
+        workloads=split(args.workloads), methods=split(args.methods) or None, objective=args.objective,
+        budget=args.budget, time_limit_s=args.time_limit, expert=args.expert, accelerators=args.accelerators,
+        memory=args.memory, seed=args.seed,
+    )
+    if args.devices:
+        spec.devices = split(args.devices)
+    rows = run_bench(spec)
+    if args.json:
+        from graph_ir.io.atomic import atomic_path
+
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps(rows, indent=2))
+    render_tables(bench_tables(rows))
+    return 0
+
+
 def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
     """--debug and -v, accepted before or after the subcommand.
 
@@ -160,6 +184,26 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_p.add_argument("--paper-sizes", action="store_true", help="workload at its paper-like sizes (see `workloads --json`), before --size")
     simulate_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     simulate_p.set_defaults(handler=_cmd_simulate, file_arg="model")
+
+    bench_p = sub.add_parser(
+        "bench", parents=[common], help="run every placement method on workloads and print the comparison table",
+        description="Place each workload with each method and report the objective, its ratio to the lower bound and "
+        "to the human expert, peak memory/OOM and search time, with a geometric-mean row per method. Workloads: "
+        "suite names (resnet-50:train), model files, or profiled-workload JSON files (Tarnawski et al.), which run at "
+        "their own accelerator count under the paper's cost models.",
+    )
+    bench_p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (repeatable, comma-separated)")
+    bench_p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies for suite/model workloads (default 2xV100,4xV100,8xV100)")
+    bench_p.add_argument("--methods", action="append", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
+    bench_p.add_argument("--objective", choices=("latency", "throughput", "memory"), help="default: latency for suites and latency-inputs files, throughput for other profiled files")
+    bench_p.add_argument("--budget", type=int, default=1000, metavar="N", help="objective evaluations for every searching method (sa, random, dp-ls; default 1000)")
+    bench_p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="cp-sat time limit in seconds (default 20)")
+    bench_p.add_argument("--expert", metavar="FILE|DIR", help="human-expert split for profiled workloads (a DIR holds <name>_expert.json); runs as method 'expert'")
+    bench_p.add_argument("--accelerators", type=int, metavar="K", help="profiled workloads: accelerator count instead of the file's maxFPGAs")
+    bench_p.add_argument("--memory", type=float, metavar="BYTES", help="profiled workloads: memory per accelerator instead of the file's maxSizePerFPGA")
+    bench_p.add_argument("--seed", type=int, default=0, help="seed of the randomised methods")
+    bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
+    bench_p.set_defaults(handler=_cmd_bench, file_arg=None)
     return parser
 
 
@@ -233,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: a command is required (inspect, convert, passes, workloads, simulate)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (inspect, convert, passes, workloads, simulate, bench)", file=sys.stderr)
         return 2
     _configure_logging(args.verbose)
     fallback_file = getattr(args, args.file_arg) if args.file_arg else None

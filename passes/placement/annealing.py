@@ -50,6 +50,7 @@ def anneal(ctx: PlacementContext, start: np.ndarray, *, seed: int = 0, initial_t
     rng = np.random.default_rng(seed)
     cand = ctx.candidates
     groups = ctx.groups
+    choices = ctx.group_choices
     neighbours = [[m for n in members.tolist() for m in ctx.preds[n] + ctx.succs[n]] for members in groups]
     current = start.copy()
     try:
@@ -61,7 +62,7 @@ def anneal(ctx: PlacementContext, start: np.ndarray, *, seed: int = 0, initial_t
     t0 = max(initial_temperature * current_value, 1e-12)
     cooling = (1e-3) ** (1.0 / steps)
     temperature = t0
-    if cand.size < 2:
+    if cand.size < 2 or (choices is not None and all(c.size < 2 for c in choices)):
         return best
     try:
         while True:
@@ -69,12 +70,15 @@ def anneal(ctx: PlacementContext, start: np.ndarray, *, seed: int = 0, initial_t
             node = groups[group]
             old = int(current[node[0]])
             near = neighbours[group]
+            options = cand if choices is None else choices[group]
+            if options.size < 2 and options[0] == old:
+                continue  # nowhere else to go
             if near and rng.random() < 0.5:
                 new = int(current[near[int(rng.integers(len(near)))]])
             else:
-                new = int(cand[int(rng.integers(cand.size))])
-            if new == old:  # pick another candidate so every evaluation tests a change
-                others = cand[cand != old]
+                new = int(options[int(rng.integers(options.size))])
+            if new == old or new not in options:  # pick another candidate so every evaluation tests a change
+                others = options[options != old]
                 new = int(others[int(rng.integers(others.size))])
             current[node] = new
             value = ctx.evaluate(current)

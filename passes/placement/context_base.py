@@ -103,6 +103,19 @@ class PlacementContextBase:
         return np.split(order, bounds) if self.num_nodes else []
 
     @functools.cached_property
+    def group_choices(self) -> list[np.ndarray] | None:
+        """Per group, the candidates all its members allow (else every device they allow); None
+        when every group may use every candidate (the common case, kept on a fast path)."""
+        choices = []
+        for members in self.groups:
+            ok = self.allowed[members].all(axis=0)
+            inside = self.candidates[ok[self.candidates]]
+            choices.append(inside if inside.size else np.flatnonzero(ok))
+        if all(c.size == self.candidates.size for c in choices):
+            return None
+        return choices
+
+    @functools.cached_property
     def device_speed(self) -> np.ndarray:
         """Relative speed of each candidate (inverse of its time for the whole graph)."""
         totals = np.where(np.isfinite(self.times[:, self.candidates]), self.times[:, self.candidates], 0.0).sum(axis=0)

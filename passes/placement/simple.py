@@ -37,7 +37,8 @@ def single_device(ctx: PlacementContext) -> np.ndarray:
     # Fastest first, so ties between identical devices go to the lowest index.
     order = sorted(ctx.candidates.tolist(), key=lambda d: (float(ctx.times[:, d].sum()), d))
     for d in order:
-        device = np.full(ctx.num_nodes, d, dtype=np.int64)
+        # Repaired: on a profiled workload, unsupported nodes go to the CPU and overflow spills.
+        device = ctx.repair(np.full(ctx.num_nodes, d, dtype=np.int64))
         value = ctx.evaluate(device)
         if value < best_value:
             best, best_value = device, value
@@ -93,9 +94,13 @@ class RandomPlacement(PlacementPass):
         best, best_value = None, np.inf
         try:
             while True:
-                device = ctx.candidates[rng.integers(0, ctx.candidates.size, len(ctx.groups))][ctx.group_of]
+                choices = ctx.group_choices
+                if choices is None:
+                    device = ctx.candidates[rng.integers(0, ctx.candidates.size, len(ctx.groups))][ctx.group_of]
+                else:
+                    device = np.array([c[rng.integers(c.size)] for c in choices], dtype=np.int64)[ctx.group_of]
                 value = ctx.evaluate(device)
-                if value < best_value:
+                if best is None or value < best_value:
                     best, best_value = device, value
         except BudgetExhausted:
             pass

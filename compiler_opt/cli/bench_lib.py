@@ -1,0 +1,303 @@
+"""`compiler-opt bench`: every placement method on every workload, as in the placement papers' tables.
+
+Workloads (`--workloads`, mixed freely):
+- suite names from `compiler-opt workloads` with an optional mode (`resnet-50:train`), built at
+  default sizes, and model files of any importable format: placed on each `--devices` topology
+  (default 2xV100, 4xV100, 8xV100) and scored by the simulator (objective default: latency);
+- profiled-workload JSON files (Tarnawski et al.; `cost_model.profiled.is_profiled_workload_file`):
+  placed at the file's own accelerator count and memory (`accelerators`/`memory` override them)
+  and scored by the paper's cost models (objective default: throughput, latency for files under
+  a `latency-inputs` folder). `expert` is a split file, or a folder holding `<name>_expert.json`
+  (a training workload falls back to its inference split, as in the README); it runs as method
+  `expert` and is the reference of `vs_expert` (else the `human-expert` heuristic is).
+Per (workload, devices, method) one row: the objective value, the lower bound and the ratio to
+it, the ratio to the expert, peak memory and OOM, search seconds and evaluations. Searching
+methods (sa, random, dp-ls) get the same `budget` of objective evaluations; cp-sat gets
+`time_limit_s`. On the README's profiled files at their own k the rows also carry the README's
+reference optimum and expert numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler_opt.cli._render import Table
+
+__all__ = ["BenchSpec", "README_REFERENCES", "bench_tables", "run_bench"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DEVICES = ("2xV100", "4xV100", "8xV100")
+SEARCHING = ("sa", "random", "dp-ls")
+
+# shared/testdata/placement/README.md, k = 6, throughput-inputs/LayerGraphs:
+# (one device, work/6 bound, contiguous DP optimum, human expert, best known non-contiguous)
+README_REFERENCES: dict[str, tuple[float, float, float, float, float | None]] = {
+    "resnet50_inference": (201.45, 33.58, 33.77, 43.92, None),
+    "resnet50_training": (462.38, 77.06, 78.63, 112.11, None),
+    "gnmt_inference": (182.56, 30.43, 32.91, 46.21, None),
+    "gnmt_training": (520.45, 86.74, 107.00, 137.15, 90.95),
+    "bert24_inference": (92.41, 15.40, 17.79, 20.08, None),
+}
+
+
+@dataclass
+class BenchSpec:
+    workloads: list[str]
+    devices: list[str] = field(default_factory=lambda: list(DEFAULT_DEVICES))
+    methods: list[str] | None = None  # None: every method (+ expert when a split is given)
+    objective: str | None = None  # None: per workload kind (module docstring)
+    budget: int = 1000
+    time_limit_s: float = 20.0
+    expert: str | None = None
+    accelerators: int | None = None
+    memory: float | None = None
+    seed: int = 0
+
+
+def _bench_error(message: str, **context: Any) -> Exception:
+    from graph_ir.errors import CompilerOptError
+
+    return CompilerOptError(message, **context)
+
+
+def _is_reference_file(path: str, accelerators: int) -> str | None:
+    parts = Path(path).resolve().parts
+    stem = Path(path).stem
+    if accelerators == 6 and stem in README_REFERENCES and "throughput-inputs" in parts and "LayerGraphs" in parts:
+        return stem
+    return None
+
+
+def expert_file(workload_path: str, expert: str | None) -> str | None:
+    """The expert split for a profiled workload: `expert` itself, or `<expert>/<name>_expert.json`
+    (training: the inference split when there is no training one)."""
+    if expert is None:
+        return None
+    if not os.path.isdir(expert):
+        return expert
+    stem = Path(workload_path).stem
+    for name in (stem, stem.replace("_training", "_inference")):
+        candidate = os.path.join(expert, f"{name}_expert.json")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _methods(spec: BenchSpec, has_expert: bool) -> list[str]:
+    from passes.placement import METHODS
+
+    known = list(METHODS) + ["expert"]
+    methods = spec.methods if spec.methods else list(METHODS) + (["expert"] if has_expert else [])
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise _bench_error(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(known)}", field="--methods")
+    return methods
+
+
+def _options(method: str, spec: BenchSpec) -> dict[str, Any]:
+    options: dict[str, Any] = {"seed": spec.seed}
+    if method in SEARCHING:
+        options["budget"] = spec.budget
+    if method == "cp-sat":
+        options["time_limit_s"] = spec.time_limit_s
+    return options
+
+
+def _finish(rows: list[dict[str, Any]]) -> None:
+    """vs_expert and vs_lower_bound per row, against the group's expert row."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["workload"], row["devices"]), []).append(row)
+    for group in groups.values():
+        by_method = {r["method"]: r for r in group}
+        expert = by_method.get("expert") or by_method.get("human-expert")
+        reference = expert["objective_value"] if expert and expert.get("objective_value") is not None else None
+        for row in group:
+            value, bound = row.get("objective_value"), row.get("lower_bound")
+            row["vs_expert"] = value / reference if value is not None and reference else None
+            row["expert_reference"] = expert["method"] if expert else None
+            row["vs_lower_bound"] = value / bound if value is not None and bound else None
+
+
+def _profiled_rows(path: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any]]:
+    from cost_model.profiled import load_profiled_workload
+    from passes.placement.profiled import place_profiled
+
+    workload = load_profiled_workload(path, accelerators=spec.accelerators, memory=spec.memory)
+    objective = spec.objective or ("latency" if "latency-inputs" in Path(path).resolve().parts else "throughput")
+    expert = expert_file(path, spec.expert)
+    if spec.expert is not None and expert is None:
+        logger.warning("no expert split for %s in %s", path, spec.expert)
+    reference = _is_reference_file(path, workload.accelerators) if objective == "throughput" else None
+    label = f"{Path(path).parent.name}/{Path(path).stem}" if Path(path).parent.name else Path(path).stem
+    rows = []
+    for method in _methods(spec, expert is not None):
+        progress.set_postfix_str(f"{Path(path).stem} {method}")
+        row: dict[str, Any] = {
+            "workload": label, "kind": "profiled", "path": path, "method": method,
+            "devices": f"{workload.accelerators}acc+cpu", "num_devices": workload.devices, "objective": objective,
+        }
+        try:
+            outcome = place_profiled(workload, method, objective, expert=expert, **_options(method, spec))
+        except Exception as err:  # one failing method must not sink the table
+            if not _is_user_error(err):
+                raise
+            row.update(objective_value=None, lower_bound=None, search_seconds=None, error=str(err).splitlines()[0])
+        else:
+            row.update(
+                objective_value=outcome.value, lower_bound=outcome.lower_bound, search_seconds=outcome.seconds,
+                evaluations=outcome.evaluations, oom=outcome.oom, peak_memory_fraction=outcome.peak_memory_fraction,
+                valid=not outcome.violations, violations=outcome.violations,
+                cpu_nodes=int((outcome.assignment == 0).sum()),
+            )
+            if reference:
+                one, bound, optimum, expert_value, best_known = README_REFERENCES[reference]
+                row.update(reference_optimum=optimum, reference_expert=expert_value, reference_best_known=best_known,
+                           vs_reference_optimum=outcome.value / optimum)
+        rows.append(row)
+        progress.update(1)
+    return rows
+
+
+def _is_user_error(err: BaseException) -> bool:
+    from graph_ir.errors import CompilerOptError
+
+    return isinstance(err, (CompilerOptError, OSError, ValueError))
+
+
+def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any]]:
+    from compiler_opt.cli.simulate_lib import load_simulation_graph
+    from cost_model.lower_bound import step_time_lower_bound, work_bound
+    from cost_model.simulator import simulate, throughput_objective
+    from passes.placement import place_outcome, resolve_topology
+
+    graph, label = load_simulation_graph(name)
+    objective = spec.objective or "latency"
+    rows = []
+    methods = [m for m in _methods(spec, False) if m != "expert"]
+    for devices in spec.devices:
+        topology = resolve_topology(devices)
+        bound = None
+        for method in methods:
+            progress.set_postfix_str(f"{label} {devices} {method}")
+            row: dict[str, Any] = {
+                "workload": label, "kind": "graph", "method": method, "devices": devices,
+                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph),
+            }
+            try:
+                outcome = place_outcome(graph, method, topology, objective, **_options(method, spec))
+            except Exception as err:
+                if not _is_user_error(err):
+                    raise
+                row.update(objective_value=None, lower_bound=None, search_seconds=None, error=str(err).splitlines()[0])
+                rows.append(row)
+                progress.update(1)
+                continue
+            problem = outcome.context.problem
+            result = simulate(problem, outcome.decisions)
+            fraction = result.peak_memory_bytes / result.memory_capacity_bytes
+            if bound is None:
+                bound = {"latency": step_time_lower_bound(problem), "throughput": work_bound(problem)}.get(objective)
+            value = {
+                "latency": result.step_time_s,
+                "throughput": throughput_objective(problem, outcome.decisions),
+                "memory": float(fraction.max()),
+            }[objective]
+            row.update(
+                objective_value=float(value), lower_bound=bound, search_seconds=outcome.seconds,
+                evaluations=outcome.evaluations, oom=bool(result.any_oom),
+                peak_memory_bytes=int(result.peak_memory_bytes.max()), peak_memory_fraction=float(fraction.max()),
+            )
+            rows.append(row)
+            progress.update(1)
+    return rows
+
+
+def run_bench(spec: BenchSpec, *, progress: bool = True) -> list[dict[str, Any]]:
+    """Rows for every (workload, devices, method); see the module docstring."""
+    from tqdm import tqdm
+
+    from cost_model.profiled import is_profiled_workload_file
+
+    if not spec.workloads:
+        raise _bench_error("no workloads given", field="--workloads")
+    if spec.objective is not None and spec.objective not in ("latency", "throughput", "memory"):
+        raise _bench_error(f"objective must be latency, throughput or memory, got {spec.objective!r}", field="--objective")
+    if spec.budget < 1:
+        raise _bench_error(f"--budget must be at least 1, got {spec.budget}", field="--budget")
+    if spec.expert is not None and not os.path.exists(spec.expert):
+        raise FileNotFoundError(2, "no such file or directory", spec.expert)
+    kinds = []
+    for item in spec.workloads:
+        profiled = os.path.exists(item) and is_profiled_workload_file(item)
+        kinds.append(profiled)
+        if not profiled and os.path.isdir(item):
+            raise _bench_error(f"{item} is a directory, not a model or profiled workload file", file=item)
+    count_methods = len(_methods(spec, spec.expert is not None))
+    total = sum(count_methods if p else count_methods * len(spec.devices) for p in kinds)
+    rows: list[dict[str, Any]] = []
+    began = time.perf_counter()
+    with tqdm(total=total, desc="bench", unit="run", disable=None if progress else True, leave=False) as bar:
+        for item, profiled in zip(spec.workloads, kinds):
+            rows += _profiled_rows(item, spec, bar) if profiled else _graph_rows(item, spec, bar)
+    _finish(rows)
+    logger.info("bench: %d rows in %.1fs", len(rows), time.perf_counter() - began)
+    return rows
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1e4 else f"{value:.4e}"
+    return str(value)
+
+
+def _geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def bench_tables(rows: list[dict[str, Any]]) -> list[Table]:
+    """One table per (objective, kind): a row per run, then a geometric-mean row per method."""
+    tables = []
+    keys = list(dict.fromkeys((r["objective"], r["kind"]) for r in rows))
+    for objective, kind in keys:
+        subset = [r for r in rows if r["objective"] == objective and r["kind"] == kind]
+        reference = any("reference_optimum" in r for r in subset)
+        headers = ["workload", "devices", "method", objective, "lower bound", "x bound", "x expert", "peak mem", "OOM", "search s", "evals"]
+        if reference:
+            headers += ["README optimum", "README expert", "x optimum"]
+        table = Table(f"placement benchmark: {objective} ({kind} workloads; lower is better)", headers, numeric=frozenset(range(3, len(headers))))
+        for r in subset:
+            cells = [
+                r["workload"], r["devices"], r["method"],
+                _fmt(r.get("objective_value")) if "error" not in r else f"error: {r['error'][:60]}",
+                _fmt(r.get("lower_bound")), _fmt(r.get("vs_lower_bound"), 3), _fmt(r.get("vs_expert"), 3),
+                _fmt(r.get("peak_memory_fraction"), 3), _fmt(r.get("oom")), _fmt(r.get("search_seconds"), 3),
+                _fmt(r.get("evaluations")),
+            ]
+            if reference:
+                cells += [_fmt(r.get("reference_optimum")), _fmt(r.get("reference_expert")), _fmt(r.get("vs_reference_optimum"), 4)]
+            table.rows.append(cells)
+        for method in dict.fromkeys(r["method"] for r in subset):
+            mine = [r for r in subset if r["method"] == method]
+            cells = [
+                "geomean", "", method, "", "", _fmt(_geomean([r.get("vs_lower_bound") for r in mine]), 3),
+                _fmt(_geomean([r.get("vs_expert") for r in mine]), 3), "", str(sum(bool(r.get("oom")) for r in mine)),
+                _fmt(sum(r.get("search_seconds") or 0.0 for r in mine), 3), "",
+            ]
+            if reference:
+                cells += ["", "", _fmt(_geomean([r.get("vs_reference_optimum") for r in mine]), 4)]
+            table.rows.append(cells)
+        tables.append(table)
+    return tables

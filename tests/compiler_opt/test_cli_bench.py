@@ -1,0 +1,67 @@
+"""`compiler-opt bench`: JSON rows with the documented keys, tables, and exit 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler_opt.cli.main import main
+
+PLACEMENT = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "placement"
+needs_data = pytest.mark.skipif(not PLACEMENT.is_dir(), reason="shared/testdata/placement is not beside this checkout")
+KEYS = {"workload", "method", "devices", "objective", "objective_value", "lower_bound", "search_seconds", "vs_expert", "vs_lower_bound", "oom"}
+
+
+@needs_data
+def test_profiled_rows_carry_the_readme_references(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rows.json"
+    workload = PLACEMENT / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    code = main(["bench", "--workloads", str(workload), "--methods", "dp,sa,human-expert,expert", "--budget", "50",
+                 "--expert", str(PLACEMENT / "human-experts"), "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [r["method"] for r in rows] == ["dp", "sa", "human-expert", "expert"]
+    for row in rows:
+        assert KEYS <= set(row)
+        assert row["objective"] == "throughput" and row["devices"] == "6acc+cpu"
+        assert row["reference_optimum"] == 17.79 and row["reference_expert"] == 20.08
+    by_method = {r["method"]: r for r in rows}
+    assert by_method["expert"]["objective_value"] == pytest.approx(20.08, rel=0.01)
+    assert by_method["expert"]["vs_expert"] == pytest.approx(1.0)
+    assert by_method["dp"]["objective_value"] == pytest.approx(17.79, rel=1e-3)
+    assert by_method["sa"]["evaluations"] == 50
+    printed = capsys.readouterr().out
+    assert "geomean" in printed and "README optimum" in printed
+
+
+def test_graph_workloads_run_per_topology(tmp_path: Path, example_model: Path) -> None:
+    out = tmp_path / "rows.json"
+    code = main(["bench", "--workloads", str(example_model), "--devices", "2xV100,4xV100", "--methods", "dp,random",
+                 "--budget", "5", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [(r["devices"], r["method"]) for r in rows] == [("2xV100", "dp"), ("2xV100", "random"), ("4xV100", "dp"), ("4xV100", "random")]
+    for row in rows:
+        assert KEYS <= set(row) and row["objective"] == "latency"
+        assert row["objective_value"] >= row["lower_bound"] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--workloads", "no-such-workload"],
+        ["--workloads", "missing.onnx"],
+        ["--workloads", "examples/small_cnn.onnx", "--methods", "nonsense"],
+        ["--workloads", "examples/small_cnn.onnx", "--budget", "0"],
+        ["--workloads", "examples/small_cnn.onnx", "--expert", "missing_expert.json"],
+        ["--workloads", "examples"],
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str], repo_root: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo_root)
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("compiler-opt: error:")
