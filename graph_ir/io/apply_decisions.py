@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence, Union
+from typing import Callable, Iterable, Iterator, Sequence, Union
 
 from graph_ir.clone import clone_graph
 from graph_ir.core import Node, Value
@@ -125,16 +125,18 @@ def materialize_fusion_groups(graph: Graph, *, split_devices: bool = True) -> li
         if not members:
             continue
         position = {node: i for i, node in enumerate(topological_order(level))}
+        owners = _owners(level)
         groups = []
         for gid, by_device in members.items():
             if len(by_device) > 1 and not split_devices:
                 names = ", ".join(f"{d} ({nodes[0].name})" for d, nodes in by_device.items())
-                raise ExportError(f"fusion group {gid} spans devices {names}", node=next(iter(by_device.values()))[0].name, field="device")
+                first_node = next(iter(by_device.values()))[0].name
+                raise ExportError(f"fusion group {gid} spans devices {names}", node=first_node, field="device")
             for device, nodes in by_device.items():
                 if len(nodes) < 2:
                     continue  # a one-node kernel is the node itself
                 nodes.sort(key=position.__getitem__)
-                inputs, outputs = _boundary(level, nodes)
+                inputs, outputs = _boundary(level, nodes, owners)
                 groups.append(FusionGroup(gid, device, level, nodes, inputs, outputs, split=len(by_device) > 1))
         level_order(level, groups)  # raises on a cycle between groups
         found.extend(groups)
@@ -207,6 +209,7 @@ def single_result_parts(group: FusionGroup) -> list[FusionGroup]:
     level, members, results = group.graph, set(group.nodes), set(group.outputs)
     part_of: dict[Node, int] = {}
     roots = 0
+    owners = _owners(level)
     for node in reversed(group.nodes):
         readers = {part_of[r] for v in node.outputs for use in v.uses if (r := _level_ancestor(use.node, level)) in members}
         if len(readers) == 1 and not any(v in results for v in node.outputs):
@@ -217,7 +220,7 @@ def single_result_parts(group: FusionGroup) -> list[FusionGroup]:
     for part in range(roots):
         nodes = [n for n in group.nodes if part_of[n] == part]
         if len(nodes) >= 2:
-            inputs, outputs = _boundary(level, nodes)
+            inputs, outputs = _boundary(level, nodes, owners)
             parts.append(FusionGroup(group.group_id, group.device, level, nodes, inputs, outputs, split=group.split))
     return parts[::-1]  # roots were numbered from the end
 
@@ -232,21 +235,30 @@ class Outlined:
     inner_outputs: list[Value]  # the group's results, now inside `body`
 
 
-def outline_group(group: FusionGroup, body_name: str, *, param_name: Callable[[Value, int], str] | None = None) -> Outlined:
+def outline_group(
+    group: FusionGroup,
+    body_name: str,
+    *,
+    param_name: Callable[[Value, int], str] | None = None,
+    owners: Sequence[Node] | None = None,
+) -> Outlined:
     """Move `group`'s nodes out of their level into a new graph `body_name` (module docstring).
 
     Body inputs take the outer values' names unless `param_name(value, index)` says otherwise.
-    The boundary is recomputed, since outlining an earlier group may have rewired it.
+    The boundary is recomputed, since outlining an earlier group may have rewired it. `owners`:
+    the level's subgraph-owning nodes when the caller outlines many groups of one level (a scan
+    of the level per group otherwise; the list may hold nodes moved away since).
     """
     level, members = group.graph, group.nodes
     member_set = set(members)
-    inputs, outputs = _boundary(level, members)
+    owners = _owners(level) if owners is None else owners
+    inputs, outputs = _boundary(level, members, owners)
     body = Graph(body_name)
     params: dict[Value, Value] = {}
     for index, value in enumerate(inputs):
         param = Value(param_name(value, index) if param_name else value.name, value.type)
         params[value] = body.add_input(param)
-    returned = _returned_by_outside(level, member_set) if _has_subgraphs(level) else {}
+    returned = _returned_by_outside(level, member_set, owners)
     stand_ins = []
     for value in outputs:
         stand_in = Value("", value.type)
@@ -281,19 +293,23 @@ def inline_fused_functions(graph: Graph) -> int:
     fused = {(f.domain, f.name): f for f in graph.functions.values() if f.domain == FUSED_DOMAIN}
     inlined = 0
     while fused:  # inlined bodies may hold calls themselves (a group inside a fused If's branch)
-        calls = [(level, n) for level in (graph, *graph.subgraphs()) for n in level if (n.domain, n.op_type) in fused]
-        if not calls:
+        found = 0
+        for level in (graph, *graph.subgraphs()):
+            calls = [n for n in level if (n.domain, n.op_type) in fused]
+            owners = _owners(level) if calls else []
+            for call in calls:
+                _inline_call(level, call, fused[(call.domain, call.op_type)].graph, owners)
+            found += len(calls)
+        if not found:
             break
-        for level, call in calls:
-            _inline_call(level, call, fused[(call.domain, call.op_type)].graph)
-        inlined += len(calls)
+        inlined += found
     for key in [k for k in graph.functions if (k[0], k[1]) in fused]:
         if not any((n.domain, n.op_type) == key[:2] for n in graph.all_nodes()):
             del graph.functions[key]
     return inlined
 
 
-def _inline_call(level: Graph, call: Node, function_body: Graph) -> None:
+def _inline_call(level: Graph, call: Node, function_body: Graph, owners: list[Node]) -> None:
     body = clone_graph(function_body)
     args = dict(zip(body.inputs, call.inputs))
     results = [args.get(v, v) for v in body.outputs]
@@ -310,6 +326,7 @@ def _inline_call(level: Graph, call: Node, function_body: Graph) -> None:
             if level.lookup(value.name) is not None:
                 value.name = level.unique_name(value.name)
     level.insert_before(call, copies)
+    owners.extend(_owners_among(copies))
     for node, node_inputs in saved:
         node.replace_inputs(None if v is None else args.get(v, v) for v in node_inputs)
     for copy in copies:
@@ -317,7 +334,7 @@ def _inline_call(level: Graph, call: Node, function_body: Graph) -> None:
             for value in subgraph.outputs:
                 if value in args:
                     subgraph.replace_output(value, args[value])
-    returned = _returned_by_outside(level, {call}) if _has_subgraphs(level) else {}
+    returned = _returned_by_outside(level, {call}, owners)
     for old, new in zip(call.outputs, results):
         if new.type is None:  # a FunctionProto types no outputs; the call's value_info did
             new.type = old.type
@@ -332,8 +349,13 @@ def _where(level: Graph) -> str:
     return f"graph {level.name!r}" + (f" (of node {level.parent.name!r})" if level.parent is not None else "")
 
 
-def _has_subgraphs(level: Graph) -> bool:
-    return any(True for _ in level.subgraphs())
+def _owners(level: Graph) -> list[Node]:
+    """The level's nodes that own subgraphs (their subgraphs may return outer values directly)."""
+    return _owners_among(level)
+
+
+def _owners_among(nodes: Iterable[Node]) -> list[Node]:
+    return [node for node in nodes if node.attrs and any(True for _ in node.subgraphs())]
 
 
 def _reads(node: Node) -> Iterator[Value]:
@@ -371,25 +393,25 @@ def _within(node: Node, members: set[Node], level: Graph) -> bool:
     return _level_ancestor(node, level) in members
 
 
-def _returned_by_outside(level: Graph, members: set[Node]) -> dict[Value, list[Graph]]:
+def _returned_by_outside(level: Graph, members: set[Node], owners: Sequence[Node]) -> dict[Value, list[Graph]]:
     """Values that subgraphs of non-members return directly (a use that no node records)."""
     found: dict[Value, list[Graph]] = {}
-    for node in level:
-        if node not in members:
+    for node in owners:
+        if node.graph is level and node not in members:
             for graph in _nested_graphs(node):
                 for value in graph.outputs:
                     found.setdefault(value, []).append(graph)
     return found
 
 
-def _boundary(level: Graph, members: Sequence[Node]) -> tuple[list[Value], list[Value]]:
+def _boundary(level: Graph, members: Sequence[Node], owners: Sequence[Node]) -> tuple[list[Value], list[Value]]:
     member_set = set(members)
     inputs: dict[Value, None] = {}
     for node in members:
         for value in _reads(node):
             if value.producer not in member_set:
                 inputs[value] = None
-    returned = _returned_by_outside(level, member_set) if _has_subgraphs(level) else {}
+    returned = _returned_by_outside(level, member_set, owners)
     outputs = []
     for node in members:
         for value in node.outputs:

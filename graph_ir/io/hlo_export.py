@@ -18,7 +18,9 @@ kOutput is only the dot + addend library kernel, which we do not build); XLA:CPU
 no multi-output fusion (it aborts), so a group with several results is written as
 single-result fusions (`apply_decisions.single_result_parts`); "gpu": kInput when a
 reduction is fused (XLA:GPU's reduction emitter), kOutput when a dot or convolution is (the
-output-fusion meaning of the kind), kLoop otherwise (parsed and verified here, not compiled). `schedule` (default: the same as `materialize_fusions`) writes the module as
+output-fusion meaning of the kind), kLoop otherwise (parsed and verified here, not compiled).
+
+`schedule` (default: the same as `materialize_fusions`) writes the module as
 scheduled when priorities are set: each computation that is not a fusion body runs its
 instructions as a list schedule by `node.priority` (higher first, ties by the current order,
 dependencies respected; a fusion ranks by its members' highest priority). Both work on a copy;
@@ -58,10 +60,14 @@ __all__ = ["FUSED_GROUP_KEY", "export_hlo_proto", "export_hlo_text", "save_hlo"]
 _NOT_FUSIBLE = frozenset({"while", "conditional", "call", "fusion", "custom-call", "async-start", "async-update", "async-done"})
 
 
-def save_hlo(graph: Graph, path: str | os.PathLike[str], *, materialize_fusions: bool | None = None) -> None:
-    """Write HLO text; fused groups become fusions unless `materialize_fusions` is False
-    (None: whenever the graph has a fused group)."""
-    text = export_hlo_text(graph, materialize_fusions=materialize_fusions is not False and has_fusion_groups(graph))
+def save_hlo(
+    graph: Graph, path: str | os.PathLike[str], *, materialize_fusions: bool | None = None, schedule: bool | None = None
+) -> None:
+    """Write HLO text with the decisions applied: fused groups become fusions and priorities a
+    schedule, unless told False (None: whenever the graph has fused groups / priorities)."""
+    fuse = materialize_fusions is not False and has_fusion_groups(graph)
+    by_priority = schedule is not False and any(n.priority is not None for n in graph.all_nodes())
+    text = export_hlo_text(graph, materialize_fusions=fuse, schedule=by_priority)
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
@@ -161,7 +167,7 @@ class _Exporter:
             order.append(inst.id)
         for node, inst in zip(graph, list(proto.instructions)[len(graph.inputs) :]):
             del inst.control_predecessor_ids[:]
-            inst.control_predecessor_ids.extend(by_name[n] for n in node.meta.get("hlo.control_predecessors", []) if n in by_name)
+            inst.control_predecessor_ids.extend(by_name[n] for n in node.meta.get("control_predecessors", []) if n in by_name)
         if len(graph.outputs) != 1:
             raise ExportError(f"computation {name!r} must have exactly one output (HLO has one ROOT)")
         root = graph.outputs[0]
@@ -271,8 +277,9 @@ def _apply_decisions(graph: Graph, *, fuse: bool, by_priority: bool, fusion_kind
         level_groups = by_level.get(level, [])
         order = level_order(level, level_groups, by_priority=by_priority)
         made: dict[FusionGroup, list[Node]] = {}
+        owners = [n for n in level if "calls" in n.attrs]  # scanned once per level
         for group in level_groups:
-            made[group] = _fusion(group, names, fusion_kinds)
+            made[group] = _fusion(group, names, fusion_kinds, owners)
         level.reorder([node for unit in order for node in (made[unit] if isinstance(unit, FusionGroup) else (unit,))])
     if by_priority:
         graph.meta["hlo.is_scheduled"] = True
@@ -314,18 +321,24 @@ def _fusion_kind(group: FusionGroup, target: str) -> str:
     return "kLoop"
 
 
-def _fusion(group: FusionGroup, names: _NameSource, fusion_kinds: str) -> list[Node]:
+def _fusion(group: FusionGroup, names: _NameSource, fusion_kinds: str, owners: list[Node]) -> list[Node]:
     """Replace `group` by a fusion instruction (and get-tuple-elements); the new nodes, in order."""
     level, gid = group.graph, group.group_id
     if _is_fusion_body(level):
-        raise ExportError(f"fusion group {gid} lies inside the fusion computation {level.name!r}; XLA fusions do not nest", node=group.nodes[0].name)
+        raise ExportError(
+            f"fusion group {gid} lies inside the fusion computation {level.name!r}; XLA fusions do not nest",
+            node=group.nodes[0].name,
+        )
     for node in group.nodes:
         if node.op_type in _NOT_FUSIBLE or node.kind in SIDE_EFFECT_KINDS:
-            raise ExportError(f"fusion group {gid}: XLA does not fuse a {node.op_type!r} instruction", node=node.name, field="fusion_group")
+            message = f"fusion group {gid}: XLA does not fuse a {node.op_type!r} instruction"
+            raise ExportError(message, node=node.name, field="fusion_group")
     kind = _fusion_kind(group, fusion_kinds)  # before outlining: it reads the members
     for node in group.nodes:
         node.fusion_group = None  # the fusion instruction is the group now (a re-export must not fuse again)
-    outlined = outline_group(group, names(f"fused_computation.{gid}"), param_name=lambda v, i: names(f"param_{i}.{gid}"))
+    outlined = outline_group(
+        group, names(f"fused_computation.{gid}"), param_name=lambda v, i: names(f"param_{i}.{gid}"), owners=owners
+    )
     body, results = outlined.body, outlined.inner_outputs
     if len(results) > 1:
         root = Value(names(f"tuple.{gid}"), TupleType(tuple(v.type for v in results)))
@@ -340,7 +353,9 @@ def _fusion(group: FusionGroup, names: _NameSource, fusion_kinds: str) -> list[N
     single = len(results) == 1
     fused_value = outlined.outputs[0] if single else Value("", root_type)
     fused_value.name, fused_value.type = names(f"fusion.{gid}"), root_type
-    fusion = Node("fusion", outlined.inputs, outputs=[fused_value], attrs=attrs, domain=HLO_DOMAIN, name=fused_value.name, kind=OpKind.FUSION)
+    fusion = Node(
+        "fusion", outlined.inputs, outputs=[fused_value], attrs=attrs, domain=HLO_DOMAIN, name=fused_value.name, kind=OpKind.FUSION
+    )
     made = [fusion]
     if not single:
         for index, stand_in in enumerate(outlined.outputs):

@@ -162,6 +162,7 @@ def _groups_to_functions(graph: Graph) -> tuple[Graph, list[Function]]:
         by_level.setdefault(group.graph, []).append(group)
     for level, level_groups in by_level.items():
         order = level_order(level, level_groups)
+        owners = [n for n in level if any(True for _ in n.subgraphs())]  # scanned once per level
         calls = {}
         for group in level_groups:
             name = group.label
@@ -170,7 +171,7 @@ def _groups_to_functions(graph: Graph) -> tuple[Graph, list[Function]]:
             for node in group.nodes:
                 if any(a.kind is AttrKind.REF for a in node.attrs.values()):
                     raise ExportError("a node with attribute references cannot be outlined into a function", node=node.name)
-            outlined = outline_group(group, name)
+            outlined = outline_group(group, name, owners=owners)
             call = Node(name, outlined.inputs, outputs=outlined.outputs, domain=FUSED_DOMAIN, kind=OpKind.CALL)
             call.name = level.unique_name(name)
             for stand_in, inner in zip(outlined.outputs, outlined.inner_outputs):

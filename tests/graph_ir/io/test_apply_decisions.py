@@ -86,7 +86,9 @@ def test_small_cnn_fused_and_placed_exports_functions_that_run_equal(tmp_path):
 
     feeds = {"image": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
     diff = _assert_same_outputs(original, model, feeds)
-    logger.info("small_cnn: %d nodes -> %d (+%d functions), max |diff| %.3g", len(graph), len(model.graph.node), len(model.functions), diff)
+    logger.info(
+        "small_cnn: %d nodes -> %d (+%d functions), max |diff| %.3g", len(graph), len(model.graph.node), len(model.functions), diff
+    )
 
     # save_onnx writes functions by default when groups exist; import gives calls to them.
     path = tmp_path / "fused.onnx"
@@ -117,7 +119,10 @@ def _if_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("t2", TensorProto.FLOAT, [4])],
     )
     else_branch = helper.make_graph(
-        [helper.make_node("Sub", ["b", "W"], ["e1"], name="e_sub")], "else", [], [helper.make_tensor_value_info("e1", TensorProto.FLOAT, [4])]
+        [helper.make_node("Sub", ["b", "W"], ["e1"], name="e_sub")],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e1", TensorProto.FLOAT, [4])],
     )
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="relu"),

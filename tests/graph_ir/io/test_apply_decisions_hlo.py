@@ -203,3 +203,18 @@ def test_priorities_alone_make_a_scheduled_module():
     _assert_list_schedule(again)
     assert [n.name for n in again] != [n.name for n in nodes]
     _assert_close(_run(export_hlo_proto(again), *args), expected)
+
+
+def test_save_hlo_applies_decisions_unless_told_not_to(tmp_path):
+    from graph_ir.io.hlo_export import save_hlo
+
+    graph, _, _ = _imported("mlp")
+    graph.find_node("dot_general.3").fusion_group = 0
+    graph.find_node("tanh.1").fusion_group = 0
+    graph.find_node("tanh.1").priority = 1.0
+    save_hlo(graph, tmp_path / "applied.hlo")
+    text = (tmp_path / "applied.hlo").read_text()
+    assert " fusion(" in text and "is_scheduled=true" in text.splitlines()[0]
+    save_hlo(graph, tmp_path / "plain.hlo", materialize_fusions=False, schedule=False)
+    text = (tmp_path / "plain.hlo").read_text()
+    assert " fusion(" not in text and "is_scheduled" not in text.splitlines()[0]
