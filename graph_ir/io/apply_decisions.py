@@ -178,9 +178,7 @@ def level_order(level: Graph, groups: Sequence[FusionGroup], *, by_priority: boo
     def key(u: int) -> tuple[float, int]:
         if not by_priority:
             return (0.0, rank[u])
-        unit = units[u]
-        priority = unit.priority if isinstance(unit, FusionGroup) else unit.priority
-        return (-(priority or 0.0), rank[u])  # unset priorities are 0.0, as in the simulator
+        return (-(units[u].priority or 0.0), rank[u])  # unset priorities are 0.0, as in the simulator
 
     ready = [(key(u), u) for u, d in enumerate(indegree) if d == 0]
     heapq.heapify(ready)
