@@ -9,7 +9,7 @@ from graph_ir.attrs import Attr, AttrKind
 from graph_ir.core import Node, Value
 from graph_ir.graph import Function, Graph
 
-__all__ = ["clone_graph"]
+__all__ = ["clone_graph", "clone_function"]
 
 
 def _copy_value(value: Value) -> Value:
@@ -61,18 +61,28 @@ def _clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> G
     if graph.parent is None:
         new.model = copy.deepcopy(graph.model)
         for key, function in graph.functions.items():
-            new.functions[key] = Function(
-                domain=function.domain,
-                name=function.name,
-                graph=_clone_graph(function.graph),
-                overload=function.overload,
-                attributes=list(function.attributes),
-                attribute_defaults=dict(function.attribute_defaults),
-                opset_imports=dict(function.opset_imports),
-                doc_string=function.doc_string,
-                metadata_props=dict(function.metadata_props),
-            )
+            new.functions[key] = _clone_function(function)
     return new
+
+
+def clone_function(function: Function) -> Function:
+    """A deep copy of a function (its body cloned, its metadata copied)."""
+    with gc_paused():
+        return _clone_function(function)
+
+
+def _clone_function(function: Function) -> Function:
+    return Function(
+        domain=function.domain,
+        name=function.name,
+        graph=_clone_graph(function.graph),
+        overload=function.overload,
+        attributes=list(function.attributes),
+        attribute_defaults=dict(function.attribute_defaults),
+        opset_imports=dict(function.opset_imports),
+        doc_string=function.doc_string,
+        metadata_props=dict(function.metadata_props),
+    )
 
 
 def _clone_attr(attr: Attr, vmap: dict[Value, Value]) -> Attr:

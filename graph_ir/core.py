@@ -22,7 +22,12 @@ from graph_ir.types import Shape, TensorType, Type
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
 
-__all__ = ["Value", "Node", "Use"]
+__all__ = ["Value", "Node", "Use", "CONTROL_PREDECESSORS"]
+
+# node.meta key: names of nodes (same graph) that must run before this one although no value
+# flows between them (TF `^x` control inputs, HLO control-predecessors). Names, not Node objects,
+# so clones and exporters keep them without remapping; names of removed nodes are ignored.
+CONTROL_PREDECESSORS = "control_predecessors"
 
 
 class Use(NamedTuple):
@@ -287,6 +292,14 @@ class Node:
             for use in value._uses:
                 seen[use.node] = None
         return list(seen)
+
+    def control_predecessors(self) -> list[Node]:
+        """Nodes of this graph named in `meta[CONTROL_PREDECESSORS]` that still exist."""
+        names = self.meta.get(CONTROL_PREDECESSORS)
+        if not names or self.graph is None:
+            return []
+        found = (self.graph.find_node(name) for name in names)
+        return [node for node in found if node is not None and node is not self]
 
     def predecessors(self) -> list[Node]:
         seen: dict[Node, None] = {}

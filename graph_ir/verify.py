@@ -5,7 +5,8 @@ Checked, for the graph, every nested subgraph and every function body:
   each subgraph's parent is the node holding it; inputs and constants are owned by their graph;
 - use-def: a value's recorded uses are exactly the node inputs that name it;
 - scope: every input is defined in this graph or an enclosing one, no name shadows another;
-- order: producers (including values captured by a node's subgraphs) come before their users;
+- order: producers (including values captured by a node's subgraphs, and control predecessors)
+  come before their users;
   when no order exists the error is a CycleError naming the nodes on a cycle;
 - types: constants match their declared type; ops whose operands share one element type do.
 """
@@ -114,6 +115,9 @@ def _verify_one(graph: Graph, outer_names: set[str]) -> None:
             producer = value.producer
             if producer is not None and producer.graph is graph and position[producer] >= position[node]:
                 out_of_order.append(node)
+        for before in node.control_predecessors():
+            if position[before] >= position[node]:
+                out_of_order.append(node)
         _check_operand_types(node)
         for value in node.outputs:
             for use in value._uses:
@@ -204,6 +208,8 @@ def topological_order(graph: Graph) -> list[Node]:
             for value in node.implicit_inputs():
                 if value.producer is not None and value.producer.graph is graph:
                     deps.add(position[value.producer])
+        for before in node.control_predecessors():
+            deps.add(position[before])
         for dep in deps:
             successors[dep].append(index)
         indegree[index] = len(deps)
@@ -237,6 +243,8 @@ def _find_cycle(stuck: list[Node], graph: Graph) -> list[Node]:
         preds = [p for p in node.predecessors() if p in stuck_set]
         if not preds:
             preds = [v.producer for v in node.implicit_inputs() if v.producer in stuck_set]
+        if not preds:
+            preds = [p for p in node.control_predecessors() if p in stuck_set]
         node = preds[0]  # every stuck node waits on another stuck node
     cycle = path[on_path[node] :]
     cycle.reverse()

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from graph_ir.attrs import Attr, AttrKind
-from graph_ir.clone import clone_graph
+from graph_ir.clone import clone_function, clone_graph
 from graph_ir.core import Node, Value
 from graph_ir.errors import CompilerOptError
-from graph_ir.graph import Function, Graph
+from graph_ir.graph import Graph
 
 __all__ = ["GroupCut", "ProfilingError", "cut_group", "group_boundary"]
 
@@ -99,7 +99,7 @@ def cut_group(graph: Graph, members: Iterable[Node], *, tuple_op: str | None = N
             kind=node.kind,
             overload=node.overload,
         )
-        twin.meta = {k: v for k, v in node.meta.items() if k != "hlo.control_predecessors"}
+        twin.meta = {k: v for k, v in node.meta.items() if k != "control_predecessors"}
         cut.append(twin)
     results = [vmap[v] for v in ext_outputs]
     if tuple_op is not None and len(results) > 1:
@@ -112,17 +112,7 @@ def cut_group(graph: Graph, members: Iterable[Node], *, tuple_op: str | None = N
     root = graph.root
     cut.model = copy.deepcopy(root.model)
     for key, function in root.functions.items():
-        cut.functions[key] = Function(
-            domain=function.domain,
-            name=function.name,
-            graph=clone_graph(function.graph),
-            overload=function.overload,
-            attributes=list(function.attributes),
-            attribute_defaults=dict(function.attribute_defaults),
-            opset_imports=dict(function.opset_imports),
-            doc_string=function.doc_string,
-            metadata_props=dict(function.metadata_props),
-        )
+        cut.functions[key] = clone_function(function)
     return GroupCut(cut, tuple(ordered), tuple(ext_inputs), tuple(ext_outputs))
 
 

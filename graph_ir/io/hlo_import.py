@@ -315,7 +315,7 @@ class _HloImporter:
         ids = {inst.id: inst.name for inst, _ in nodes}
         for inst, node in nodes:
             if inst.control_predecessor_ids:
-                node.meta["hlo.control_predecessors"] = [ids.get(i, str(i)) for i in inst.control_predecessor_ids]
+                node.meta["control_predecessors"] = [ids.get(i, str(i)) for i in inst.control_predecessor_ids]
         if computation.root_id not in values:
             raise CorruptModelError(f"computation {computation.name} has no ROOT instruction")
         graph.add_output(values[computation.root_id])

@@ -5,7 +5,7 @@ debug info the IR does not model survive) and gets from the IR: its name, op, in
 current use-def chains, so passes' rewiring is written), device (`node.device`), the other
 decisions (`_compiler_opt.*` attrs) and every attr a pass changed, added or removed (attrs still
 holding the imported `Attr` object are copied from the kept AttrValue). Control inputs come from
-`node.meta["tf.control_inputs"]` (names of nodes that no longer exist are dropped), v1 loop back
+`node.meta[CONTROL_PREDECESSORS]` (names of nodes that no longer exist are dropped), v1 loop back
 edges from `node.meta["tf.back_edges"]`. Constants and graph inputs that passes added become
 Const and Placeholder nodes. Functions become the library; versions are kept.
 """
@@ -24,6 +24,7 @@ from graph_ir.graph import Function, Graph
 from graph_ir.io.atomic import atomic_path
 from graph_ir.io.decisions import decision_items
 from graph_ir.io.tf_import import DECISION_ATTR_PREFIX, _registered_op
+from graph_ir.core import CONTROL_PREDECESSORS
 from graph_ir.io._native_log import import_tensorflow
 from graph_ir.io.tf_ops import TF_DOMAIN, attr_to_tf, dtype_to_tf, output_layout, write_shape
 from graph_ir.types import TensorType
@@ -192,7 +193,7 @@ class _Body:
                 if index < len(kept) and _same_tensor(kept[index], text):
                     text = kept[index]
                 node_def.input.append(text)
-        for name in node.meta.get("tf.control_inputs", ()):
+        for name in node.meta.get(CONTROL_PREDECESSORS, ()):
             if name in taken:
                 node_def.input.append("^" + name)
             else:

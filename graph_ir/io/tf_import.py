@@ -7,9 +7,9 @@ Mapping:
   outputs come from the op's OpDef (or the library function's signature) and its attrs, named
   `node:k`; the NodeDef itself stays in `node.meta["tf.node_def"]` so export is lossless;
 - data inputs `x` / `x:k` -> the k-th output of node x; control inputs `^x` -> the names in
-  `node.meta["tf.control_inputs"]`. They are ordering dependencies: the importer orders nodes
-  with `tf_topological_order` (data + control edges), which passes should use instead of
-  `Graph.sort()` (data edges only) when control order matters;
+  `node.meta[CONTROL_PREDECESSORS]` (the IR's shared key). They are ordering dependencies that
+  `graph.sort()` and `verify()` honour like data edges (`tf_topological_order` is that order,
+  with a TF-specific message on cycles);
 - v1 loops: the input of a Merge that comes from a NextIteration is a back edge; it is kept as
   the tensor name in `node.meta["tf.back_edges"][input_index]` and the input is None, so the
   dataflow is acyclic and `verify()` holds; the exporter restores it. Any other cycle is a
@@ -31,7 +31,6 @@ Mapping:
 
 from __future__ import annotations
 
-import heapq
 import logging
 import os
 import re
@@ -55,7 +54,9 @@ from graph_ir.errors import (
 )
 from graph_ir.graph import Function, Graph, ModelInfo
 from graph_ir.io.decisions import read_decision
+from graph_ir.core import CONTROL_PREDECESSORS
 from graph_ir.io._native_log import import_tensorflow
+from graph_ir.verify import topological_order
 from graph_ir.io.tf_ops import TF_DOMAIN, attr_from_tf, dtype_from_tf, op_kind, output_layout, shape_from_tf
 from graph_ir.types import Shape, TensorType
 
@@ -324,7 +325,7 @@ class _Importer:
                 inputs.append(value)
             node.replace_inputs(inputs)
             if control:
-                node.meta["tf.control_inputs"] = control
+                node.meta[CONTROL_PREDECESSORS] = control
             if back_edges:
                 node.meta["tf.back_edges"] = back_edges
         graph.reorder(tf_topological_order(graph))
@@ -405,7 +406,7 @@ def _referenced_output_args(node_defs: list[Any]) -> dict[str, dict[str, int]]:
 
 
 def _add_sink_outputs(graph: Graph) -> None:
-    controlled = {name for node in graph for name in node.meta.get("tf.control_inputs", ())}
+    controlled = {name for node in graph for name in node.meta.get(CONTROL_PREDECESSORS, ())}
     back = {text.split(":")[0] for node in graph for text in node.meta.get("tf.back_edges", {}).values()}
     for node in graph:
         if node.name in controlled or node.name in back:
@@ -498,56 +499,13 @@ def _copy_types(graph: Graph, operations: Iterable[Any]) -> None:
 
 # -- ordering ----------------------------------------------------------------------------------
 def tf_topological_order(graph: Graph) -> list[Node]:
-    """Nodes ordered by data and control edges (back edges excluded), close to the current order.
-
-    Raises CycleError naming the nodes of one cycle when no order exists.
-    """
-    nodes = list(graph)
-    position = {node: index for index, node in enumerate(nodes)}
-    successors: list[list[int]] = [[] for _ in nodes]
-    predecessors: list[set[int]] = [set() for _ in nodes]
-    indegree = [0] * len(nodes)
-    for index, node in enumerate(nodes):
-        deps = {position[v.producer] for v in node.inputs if v is not None and v.producer is not None and v.producer.graph is graph}
-        for name in node.meta.get("tf.control_inputs", ()):
-            producer = graph.find_node(name)
-            if producer is not None:
-                deps.add(position[producer])
-        for dep in deps:
-            successors[dep].append(index)
-        predecessors[index] = deps
-        indegree[index] = len(deps)
-    ready = [i for i, d in enumerate(indegree) if d == 0]
-    heapq.heapify(ready)
-    order: list[Node] = []
-    while ready:
-        index = heapq.heappop(ready)
-        order.append(nodes[index])
-        for succ in successors[index]:
-            indegree[succ] -= 1
-            if indegree[succ] == 0:
-                heapq.heappush(ready, succ)
-    if len(order) != len(nodes):
-        stuck = {i for i, d in enumerate(indegree) if d > 0}
-        cycle = _one_cycle(stuck, predecessors)
-        names = " -> ".join(nodes[i].name for i in cycle)
+    """Nodes ordered by data and control edges (back edges excluded), close to the current order;
+    the IR's own order with TF's explanation on a cycle."""
+    try:
+        return topological_order(graph)
+    except CycleError as err:
         raise CycleError(
-            f"graph {graph.name!r} has a cycle that is not a v1 loop back edge (NextIteration -> Merge): {names}",
-            node=nodes[cycle[0]].name,
-        )
-    return order
-
-
-def _one_cycle(stuck: set[int], predecessors: list[set[int]]) -> list[int]:
-    """Walk stuck predecessors (every stuck node waits on one) until a node repeats."""
-    path: list[int] = []
-    on_path: dict[int, int] = {}
-    index = min(stuck)
-    while index not in on_path:
-        on_path[index] = len(path)
-        path.append(index)
-        index = min(p for p in predecessors[index] if p in stuck)
-    cycle = path[on_path[index]:]
-    cycle.reverse()
-    return cycle + [cycle[0]]
+            err.message.replace("has a cycle", "has a cycle that is not a v1 loop back edge (NextIteration -> Merge)"),
+            node=err.node,
+        ) from None
 

@@ -129,7 +129,7 @@ def test_testdata_types_devices_and_v1_loops():
         assert producer.op_type == "NextIteration" and producer.kind is OpKind.SEND
     order = {n: i for i, n in enumerate(loop)}
     for node in loop:  # control inputs come first too
-        for name in node.meta.get("tf.control_inputs", ()):
+        for name in node.meta.get("control_predecessors", ()):
             assert order[loop.find_node(name)] < order[node]
 
 
@@ -178,7 +178,7 @@ node {{ name: "u" op: "AddV2" input: "s:1" input: "s" attr {{ key: "T" value {{ 
     names = [n.name for n in graph]
     assert names.index("c") < names.index("b") and names.index("a") < names.index("b")
     b, s, u = graph.find_node("b"), graph.find_node("s"), graph.find_node("u")
-    assert b.meta["tf.control_inputs"] == ["c"] and b.device == "/device:CPU:0"
+    assert b.meta["control_predecessors"] == ["c"] and b.device == "/device:CPU:0"
     assert len(s.outputs) == 2 and u.inputs == (s.outputs[1], s.outputs[0])
     assert s.attr("num_split") == 2 and s.attrs["T"].kind is AttrKind.TYPE and s.attr("T").dtype is DType.FLOAT32
     assert u.outputs[0].type == TensorType(DType.FLOAT32, (1,))  # TensorFlow's shape inference
