@@ -252,6 +252,10 @@ def _describe_error(err: BaseException, fallback_file: str | None) -> str:
     errors = sys.modules.get("graph_ir.errors")  # unloaded: err cannot be a CompilerOptError
     if errors is not None and isinstance(err, errors.CompilerOptError):
         err.with_context(file=fallback_file)
+        one_line = getattr(err, "one_line", None)  # e.g. pipeline errors draw a caret diagram
+        if callable(one_line):
+            prefix = f"{err.file}: " if err.file else ""
+            return prefix + one_line()
     return str(err)
 
 

@@ -39,7 +39,13 @@ class PipelineSyntaxError(PassError):
     def __init__(self, message: str, *, text: str, position: int) -> None:
         self.text = text
         self.position = position
+        self.reason = message
         super().__init__(f"{message} at position {position}\n  {text}\n  {' ' * position}^")
+
+    def one_line(self) -> str:
+        """The error without the caret diagram (for one-line reports such as the CLI's)."""
+        near = self.text[self.position : self.position + 16] or "the end"
+        return f"{self.reason} at position {self.position} of pipeline {self.text!r} (at {near!r})"
 
 
 class _Parser:
