@@ -20,21 +20,18 @@ __all__ = ["simulate", "throughput_objective", "device_loads"]
 def simulate(problem: SimulationProblem, decisions: Decisions) -> SimulationResult:
     """Event-driven execution of the problem's graph under `decisions` (deterministic)."""
     tasks = build_task_graph(problem, decisions)
-    pending = tasks.pending.tolist()
-    start_list, end_list, all_ran = run_event_loop(
+    start, end, stuck = run_event_loop(
         tasks.num_resources,
-        tasks.duration.tolist(),
-        tasks.resource.tolist(),
-        tasks.rank.tolist(),
-        tasks.by_rank.tolist(),
-        tasks.succ_ptr.tolist(),
-        tasks.succ.tolist(),
-        pending,
+        tasks.duration,
+        tasks.resource,
+        tasks.rank,
+        tasks.by_rank,
+        tasks.succ_ptr,
+        tasks.succ,
+        tasks.pending,
     )
-    if not all_ran:
-        raise _deadlock(problem, tasks, sum(1 for p in pending if p > 0))
-    start = np.asarray(start_list, dtype=np.float64)
-    end = np.asarray(end_list, dtype=np.float64)
+    if stuck:
+        raise _deadlock(problem, tasks, stuck)
     step = float(end.max()) if end.size else 0.0
     num_devices = problem.num_devices
     busy = np.bincount(tasks.kernel_device, weights=tasks.kernel_duration, minlength=num_devices)
