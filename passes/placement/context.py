@@ -1,5 +1,6 @@
-"""What every placement method shares: the problem as arrays, the objective, and an evaluation
-counter that enforces a search budget.
+"""The graph implementation of `PlacementContextBase` (context_base.py, the interface every method
+programs against; `ProfiledPlacementContext` is the other one): the problem as arrays, the
+simulator as the objective, and an evaluation counter that enforces a search budget.
 
 `PlacementContext` wraps one `SimulationProblem` (node order = `node_order(graph)`, so index order
 is topological) and answers, without simulating:

@@ -284,12 +284,14 @@ class CpSatPlacement(PlacementPass):
             from passes.placement.cp_sat_profiled import solve_profiled_placement
             from passes.placement.dp import profiled_dp
 
+            hint = profiled_dp(ctx, seed=self.seed).device
             device, optimal = solve_profiled_placement(
-                ctx, hint=profiled_dp(ctx, seed=self.seed).device, time_limit_s=self.time_limit_s,
-                workers=self.workers, seed=self.seed,
+                ctx, hint=hint, time_limit_s=self.time_limit_s, workers=self.workers, seed=self.seed,
             )
             ctx.extras["cp_sat_optimal"] = optimal
-            return device
+            # Stopped early, the solver can return worse than its hint (or differ by rounding):
+            # keep the better of the two under the exact model (not a counted search step).
+            return device if ctx._objective(device) <= ctx._objective(hint) else hint
         assert isinstance(ctx, PlacementContext)
         if ctx.num_nodes > self.max_nodes:
             raise PlacementError(

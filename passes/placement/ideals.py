@@ -25,7 +25,8 @@ a step adds S = I \\ I' to a new device, so a placement is a chain ∅ = I0 ⊆ 
   INFO log saying so. The DP is exact over the family: the optimum over all contiguous splits
   when the family is complete, a feasible split otherwise.
 Pairs (I', I) whose compute alone exceeds an upper bound on the optimum are pruned before the
-(sparse) communication terms are computed.
+communication terms are computed; when more than `max_pairs` remain (operator graphs: thousands
+of ideals), the family shrinks to the prefixes of fewer orders, down to one, with an INFO log.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class MaxLoadInstance:
     @property
     def num_nodes(self) -> int:
         return int(self.accel.size)
+
+
+class _TooManyPairs(Exception):
+    pass
 
 
 @dataclass
@@ -228,17 +233,18 @@ def ideal_dp(
     *,
     objective: str = "max",
     use_cpu: bool = True,
-    max_ideals: int = 5000,
+    max_ideals: int = 4000,
     orders: int = 24,
+    max_pairs: int = 400_000,
     upper_bound: float | None = None,
     seed: int = 0,
 ) -> IdealDpResult:
     """The min-max (or min-sum) contiguous split over the ideal family (module docstring)."""
     unit, preds = unit_graph(inst)
+    unit_weight = np.bincount(unit, weights=np.where(np.isfinite(inst.accel), inst.accel, inst.cpu), minlength=len(preds))
     family = enumerate_ideals(preds, max_ideals)
     complete = family is not None
     if family is None:
-        unit_weight = np.bincount(unit, weights=np.where(np.isfinite(inst.accel), inst.accel, inst.cpu), minlength=len(preds))
         family = order_ideals(preds, unit_weight, orders=orders, seed=seed)
         logger.info(
             "ideal DP: more than %d ideals; searching the %d prefixes of %d topological orders instead "
@@ -246,20 +252,36 @@ def ideal_dp(
             max_ideals, family.shape[0], orders,
         )
     if objective == "max" and upper_bound is None and family.shape[0] > 600:
-        # A quick solve over order prefixes bounds the optimum, so the full family's pairs
-        # whose compute alone exceeds it are never costed.
-        unit_weight = np.bincount(unit, weights=np.where(np.isfinite(inst.accel), inst.accel, inst.cpu), minlength=len(preds))
-        quick = order_ideals(preds, unit_weight, orders=min(orders, 11), seed=seed)
+        # A quick solve over one order's prefixes bounds the optimum, so the full family's
+        # pairs whose compute alone exceeds it are never costed.
+        quick = order_ideals(preds, unit_weight, orders=1, seed=seed)
         try:
-            upper_bound = _solve(inst, quick[:, unit], objective, use_cpu, None, False).value
+            upper_bound = _solve(inst, quick[:, unit], objective, use_cpu, None, False, None).value
         except ValueError:
             upper_bound = None
-    nodes = family[:, unit]  # (M, N) node masks
-    return _solve(inst, nodes, objective, use_cpu, upper_bound, complete)
+    while True:
+        if not complete and orders > 1 and family.shape[0] > 3 * np.sqrt(max_pairs):
+            orders //= 2  # hopeless before trying: about M^2 / 2 pairs
+            family = order_ideals(preds, unit_weight, orders=orders, seed=seed)
+            continue
+        try:
+            return _solve(inst, family[:, unit], objective, use_cpu, upper_bound, complete, max_pairs)
+        except _TooManyPairs as err:
+            if orders <= 1 and not complete:
+                return _solve(inst, family[:, unit], objective, use_cpu, upper_bound, complete, None)
+            orders = orders if complete else max(orders // 2, 1)
+            family, complete = order_ideals(preds, unit_weight, orders=orders, seed=seed), False
+            logger.info("ideal DP: %s pairs of ideals exceed %d; searching the prefixes of %d topological orders", err, max_pairs, orders)
 
 
 def _solve(
-    inst: MaxLoadInstance, nodes: np.ndarray, objective: str, use_cpu: bool, upper_bound: float | None, complete: bool
+    inst: MaxLoadInstance,
+    nodes: np.ndarray,
+    objective: str,
+    use_cpu: bool,
+    upper_bound: float | None,
+    complete: bool,
+    max_pairs: int | None,
 ) -> IdealDpResult:
     m, n = nodes.shape
     f = nodes.astype(np.float64)
@@ -283,6 +305,8 @@ def _solve(
         a, b = np.nonzero(keep)
         los.append(a + first)
         his.append(b)
+        if max_pairs is not None and sum(x.size for x in los) > max_pairs:
+            raise _TooManyPairs(f"more than {sum(x.size for x in los)}")
     lo, hi = np.concatenate(los), np.concatenate(his)
     # Edges grouped by source: a source pays once however many of its edges cross.
     by_src = np.argsort(inst.edge_src, kind="stable")
