@@ -117,7 +117,10 @@ def _finish(rows: list[dict[str, Any]]) -> None:
         groups.setdefault((row["workload"], row["devices"]), []).append(row)
     for group in groups.values():
         by_method = {r["method"]: r for r in group}
-        expert = by_method.get("expert") or by_method.get("human-expert")
+        # The expert split when it scored (it may not fit the workload, e.g. another k), else the heuristic.
+        expert = by_method.get("expert")
+        if expert is None or expert.get("objective_value") is None:
+            expert = by_method.get("human-expert")
         reference = expert["objective_value"] if expert and expert.get("objective_value") is not None else None
         for row in group:
             value, bound = row.get("objective_value"), row.get("lower_bound")

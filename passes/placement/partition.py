@@ -145,9 +145,15 @@ def bisect(
                 vals.append(w)
     weight = vw[nodes]
     total = float(weight.sum())
+    embedding = None
     if count <= SPECTRAL_LIMIT and count > 2 and rows:
-        embedding = _fiedler(count, np.asarray(rows), np.asarray(cols), np.asarray(vals), seed)
-    else:
+        from scipy.sparse.linalg import ArpackNoConvergence
+
+        try:
+            embedding = _fiedler(count, np.asarray(rows), np.asarray(cols), np.asarray(vals), seed)
+        except ArpackNoConvergence:  # ill-conditioned Laplacians (near-disconnected graphs)
+            logger.info("scotch: Lanczos did not converge on %d nodes; bisecting the topological order", count)
+    if embedding is None:
         embedding = np.arange(count, dtype=np.float64)  # nodes are in topological order
     order = np.argsort(embedding, kind="stable")
     cumulative = np.cumsum(weight[order])
