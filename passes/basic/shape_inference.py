@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from graph_ir.errors import ExportError
+from graph_ir.errors import ExportError, InvalidShapeError
 from graph_ir.types import OptionalType, SequenceType, Shape, TensorType, Type
 from passes.infra.base import Pass, PassResult, option
 from passes.infra.registry import register_pass
@@ -62,7 +62,14 @@ class ShapeInference(Pass):
                     type_proto = types.get(value.name)
                     if type_proto is None:
                         continue
-                    merged = refine_type(value.type, read_type(type_proto, value.name))
+                    try:
+                        inferred_type = read_type(type_proto, value.name)
+                    except InvalidShapeError:
+                        # onnx's data propagation can infer impossible dims (e.g. -1 from a
+                        # Reshape target in an untaken branch): learn nothing rather than fail.
+                        logger.debug("shape-infer: ignoring an invalid inferred shape for %s", value.name)
+                        continue
+                    merged = refine_type(value.type, inferred_type)
                     if merged != value.type:
                         value.type = merged
                         modified = True

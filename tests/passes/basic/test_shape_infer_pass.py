@@ -145,3 +145,17 @@ def test_sibling_subgraphs_may_reuse_a_name() -> None:
     graph = build(False)
     assert run_infer(graph)
     assert_structurally_equal(graph, build(True))
+
+
+def test_impossible_inferred_dims_are_ignored_not_fatal():
+    """onnx's data propagation infers dim -1 inside an expanded AffineGrid's untaken branch."""
+    import onnx
+    from onnx.backend.test.case.node import collect_testcases
+
+    from graph_ir.io.onnx_import import import_onnx
+    from passes import run_pipeline
+
+    case = next(c for c in collect_testcases() if c.name == "test_affine_grid_3d_expanded")
+    graph = import_onnx(case.model)
+    result = run_pipeline(graph, "shape-infer", verify_each=True)
+    result.graph.verify()
