@@ -307,8 +307,41 @@ class TFTensor(Tensor):
         if self._array is None:
             from tensorflow.python.framework import tensor_util
 
-            self._array = tensor_util.MakeNdarray(self.proto)
+            if self.dtype is DType.STRING and self.proto.tensor_content:
+                # TF's MakeNdarray cannot read strings packed in tensor_content (valid in
+                # GraphDefs TF itself writes): decode TF's string-list encoding ourselves.
+                self._array = _decode_string_content(self.proto.tensor_content, self.size).reshape(tuple(self.shape))
+            else:
+                self._array = tensor_util.MakeNdarray(self.proto)
         return self._array
+
+
+def _decode_string_content(content: bytes, count: int) -> Any:
+    """TF's EncodeStringList: `count` varint32 lengths, then the strings back to back."""
+    import numpy as np
+
+    lengths, pos = [], 0
+    for _ in range(count):
+        value = shift = 0
+        while True:
+            if pos >= len(content):
+                raise ValueError("truncated string tensor_content")
+            byte = content[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        lengths.append(value)
+    items = []
+    for length in lengths:
+        items.append(bytes(content[pos : pos + length]))
+        pos += length
+    if pos != len(content):
+        raise ValueError("string tensor_content length does not match its dims")
+    array = np.empty(count, dtype=object)
+    array[:] = items
+    return array
 
 
 def attr_to_tf(out: Any, attr: Attr, attr_type: str | None) -> None:

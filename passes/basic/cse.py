@@ -73,7 +73,11 @@ def _node_key(node: Node) -> Hashable | None:
         return None
     if node.meta.get("unknown_value"):  # e.g. an HLO constant whose data the text elided
         return None
-    attrs = tuple(attr.structural_key() for _, attr in sorted(node.attrs.items()))
+    try:
+        attrs = tuple(attr.structural_key() for _, attr in sorted(node.attrs.items()))
+    except Exception as err:  # a constant whose data cannot be read: leave the node alone
+        logger.debug("cse: not merging %s (%s)", node.name, err)
+        return None
     key = (
         node.domain,
         node.op_type,

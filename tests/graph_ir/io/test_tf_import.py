@@ -305,3 +305,28 @@ def test_graph_tensorflow_rejects_is_a_type_error(tmp_path):
 def test_missing_file_is_os_error(tmp_path):
     with pytest.raises(OSError):
         load_tf(tmp_path / "absent.pb")
+
+
+def test_string_tensor_packed_in_tensor_content_decodes_and_survives_cse(tmp_path):
+    """TF writes string constants with tensor_content (varint lengths + bytes); TF's own
+    MakeNdarray cannot read that back, our tensor can, and CSE runs over such graphs."""
+    import passes
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    for name in ("names_a", "names_b"):
+        node = graph_def.node.add(name=name, op="Const")
+        node.attr["dtype"].type = 7  # DT_STRING
+        tensor = node.attr["value"].tensor
+        tensor.dtype = 7
+        tensor.tensor_shape.dim.add(size=3)
+        tensor.tensor_content = b"\x01\x02\x03" + b"a" + b"bc" + b"def"
+    path = tmp_path / "strings.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    graph = load_tf(path)
+    value = graph.find_node("names_a").attrs["value"].value
+    assert value.numpy().tolist() == [b"a", b"bc", b"def"]
+    other = graph.find_node("names_b").attrs["value"]
+    assert graph.find_node("names_a").attrs["value"].structural_key()[2] == other.structural_key()[2]
+    result = passes.run_pipeline(graph, "cse", verify_each=True)  # both are graph outputs: kept
+    assert len(result.graph) == 2
