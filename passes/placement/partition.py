@@ -174,7 +174,9 @@ def _fiedler(count: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, s
     adjacency = sp.coo_matrix((w, (rows, cols)), shape=(count, count)).tocsr()
     laplacian = (sp.diags(np.asarray(adjacency.sum(axis=1)).reshape(-1)) - adjacency).tocsc()
     v0 = np.random.default_rng(seed).standard_normal(count)
-    _, vectors = eigsh(laplacian, k=2, sigma=-1e-3, which="LM", v0=v0)
+    # Bounded work: on some large graphs (an 11k-node GNMT step) unbounded ARPACK ran for
+    # minutes; past the cap it raises ArpackNoConvergence and the caller bisects the order.
+    _, vectors = eigsh(laplacian, k=2, sigma=-1e-3, which="LM", v0=v0, maxiter=200, tol=1e-6)
     vector = vectors[:, 1]
     # An eigenvector's sign is arbitrary: fix it so results do not depend on the LAPACK build.
     pivot = int(np.argmax(np.abs(vector)))
