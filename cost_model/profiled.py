@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from graph_ir.errors import CompilerOptError, CorruptModelError, EmptyModelError
+from graph_ir.io.files import read_nonempty
 
 __all__ = [
     "ProfiledWorkload",
@@ -245,10 +246,7 @@ def is_profiled_workload_file(path: str | os.PathLike[str]) -> bool:
 
 def _read_json(path: str | os.PathLike[str]) -> Any:
     path = os.fspath(path)
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    if not raw.strip():
-        raise EmptyModelError("file is empty", file=path)
+    raw = read_nonempty(path)
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:

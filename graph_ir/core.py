@@ -22,12 +22,15 @@ from graph_ir.types import Shape, TensorType, Type
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
 
-__all__ = ["Value", "Node", "Use", "CONTROL_PREDECESSORS"]
+__all__ = ["Value", "Node", "Use", "CONTROL_PREDECESSORS", "UNKNOWN_VALUE"]
 
 # node.meta key: names of nodes (same graph) that must run before this one although no value
 # flows between them (TF `^x` control inputs, HLO control-predecessors). Names, not Node objects,
 # so clones and exporters keep them without remapping; names of removed nodes are ignored.
 CONTROL_PREDECESSORS = "control_predecessors"
+# node.meta key: True when the node's result depends on data the IR does not have (an HLO
+# constant whose text elided its literal); passes must not merge or fold such a node.
+UNKNOWN_VALUE = "unknown_value"
 
 
 class Use(NamedTuple):

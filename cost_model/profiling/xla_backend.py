@@ -7,8 +7,8 @@ reducers, layouts, precision configs). Re-expressing ops as JAX calls would need
 table per opcode and would silently differ where the table is incomplete. XLA then compiles the
 module as it would a fused kernel: one executable, intermediates never leave it.
 
-The JAX/XLA entry points used (`xla_bridge.get_backend`, `compile_and_load`, `execute`) are the
-ones the HLO round-trip tests already rely on; they are private to JAX, so they are wrapped here.
+Compiling goes through `graph_ir.io.xla_bridge.compile_hlo_module`, the one wrapper of JAX's
+private compile entry points.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ logger = logging.getLogger(__name__)
 
 def host_devices() -> list[Any]:
     """The XLA CPU devices (several when XLA_FLAGS has --xla_force_host_platform_device_count)."""
-    from jax._src import xla_bridge
+    from graph_ir.io.xla_bridge import cpu_devices
 
-    return list(xla_bridge.get_backend("cpu").devices())
+    return cpu_devices()
 
 
 @dataclass(eq=False)
@@ -89,24 +89,16 @@ def compile_hlo_group(graph: Graph, members: Sequence[Node], device: Any | None 
     """Cut `members` out of an HLO-imported `graph` and compile them as one executable on `device`."""
     import time
 
-    from jax._src import xla_bridge
-    from jax._src.lib import xla_client
-    from jaxlib import _jax
-
     from graph_ir.io.hlo_export import export_hlo_proto
+    from graph_ir.io.xla_bridge import compile_hlo_module
 
     cut = cut_group(graph, members, tuple_op="tuple")
     _strip_module_shell(cut.graph)
     began = time.perf_counter()
     try:
         proto = _with_program_shape(export_hlo_proto(cut.graph))
-        bytecode = _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
-        backend = xla_bridge.get_backend("cpu")
-        target = device if device is not None else backend.devices()[0]
-        options = xla_client.CompileOptions()
-        # Replica 0 defaults to device 0; bind it to the target so inputs there are accepted.
-        options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
-        executable = backend.compile_and_load(bytecode, [target], options)
+        target = device if device is not None else host_devices()[0]
+        executable = compile_hlo_module(proto, target)
     except Exception as err:  # XLA raises its own runtime errors; name the group
         names = ", ".join(n.name for n in cut.members[:4])
         raise ProfilingError(f"cannot compile group [{names}{', ...' if len(cut.members) > 4 else ''}]: {err}") from err

@@ -139,7 +139,6 @@ def build_task_graph(problem: SimulationProblem, decisions: Decisions) -> TaskGr
 
     # -- where each value starts, and which uses cross devices --------------------------------
     uv, un = problem.use_value, problem.use_node
-    prod = problem.use_producer
     consumer_kernel = kernel_of_node[un]
     consumer_device = device[un]
     vprod = problem.value_producer

@@ -34,7 +34,7 @@ import os
 from typing import Any, Iterator
 
 from graph_ir.attrs import Attr, AttrKind
-from graph_ir.core import Node, Value
+from graph_ir.core import UNKNOWN_VALUE, Node, Value
 from graph_ir.errors import ExportError
 from graph_ir.graph import Graph
 from graph_ir.io.apply_decisions import (
@@ -75,7 +75,7 @@ def save_hlo(
 def export_hlo_text(
     graph: Graph, *, materialize_fusions: bool = False, schedule: bool | None = None, fusion_kinds: str = "cpu"
 ) -> str:
-    elided = {n.name for n in _all_nodes(graph) if n.meta.get("unknown_value")}
+    elided = {n.name for n in _all_nodes(graph) if n.meta.get(UNKNOWN_VALUE)}
     proto = export_hlo_proto(graph, materialize_fusions=materialize_fusions, schedule=schedule, fusion_kinds=fusion_kinds)
     return hlo_proto_to_text(proto, elided=elided)
 

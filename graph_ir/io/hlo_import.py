@@ -26,11 +26,12 @@ import numpy as np
 
 from graph_ir._gc import gc_paused
 from graph_ir.attrs import Attr, AttrKind
-from graph_ir.core import Node, Value
+from graph_ir.core import UNKNOWN_VALUE, Node, Value
 from graph_ir.dtypes import DType
 from graph_ir.errors import CompilerOptError, CorruptModelError, EmptyModelError, ModelFormatError, UndefinedValueError
 from graph_ir.graph import Function, Graph, ModelInfo
 from graph_ir.io.decisions import read_decision
+from graph_ir.io.files import read_nonempty
 from graph_ir.io.hlo_ops import HLO_DOMAIN, HLO_OP_KINDS
 from graph_ir.io.xla_bridge import HloSyntaxError, parse_hlo_text, primitive_type_name, verify_with_stablehlo
 from graph_ir.op_kinds import OpKind
@@ -81,10 +82,7 @@ def split_modules(text: str) -> list[tuple[int, str]]:
 def load_hlo_modules(path: str | os.PathLike[str], *, verify_shapes: bool = True) -> list[Graph]:
     """Every module of an HLO text file, one Graph each."""
     path = os.fspath(path)
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    if not raw.strip():
-        raise EmptyModelError("file is empty", file=path)
+    raw = read_nonempty(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -344,7 +342,7 @@ class _HloImporter:
                 node.set_attr(_field_attr(fields[name], getattr(inst, name)))
         if inst.opcode == "constant" and inst.name in self.elided:
             node.set_attr(Attr("elided_literal", AttrKind.INT, 1))
-            node.meta["unknown_value"] = True  # passes must not merge or fold it
+            node.meta[UNKNOWN_VALUE] = True  # passes must not merge or fold it
         elif inst.opcode == "constant":
             tensor = _literal_tensor(inst.literal, node.outputs[0].type)
             if tensor is not None:

@@ -27,7 +27,6 @@ from graph_ir.errors import (
     DuplicateNameError,
     EmptyModelError,
     InvalidShapeError,
-    TopologicalOrderError,
     UndefinedValueError,
     UnsupportedOpError,
     UnsupportedOpsetError,

@@ -17,12 +17,11 @@ __all__ = ["export_stablehlo_text", "save_stablehlo"]
 
 
 def export_stablehlo_text(graph: Graph) -> str:
-    from jaxlib import _jax
     from jaxlib.mlir import ir
 
     from graph_ir.io.hlo_export import export_hlo_proto
     from graph_ir.io.hlo_ops import HLO_DOMAIN
-    from graph_ir.io.xla_bridge import mlir_context
+    from graph_ir.io.xla_bridge import hlo_to_stablehlo_bytecode, mlir_context
 
     from graph_ir.io.domains import require_domains
 
@@ -30,7 +29,7 @@ def export_stablehlo_text(graph: Graph) -> str:
     # when it was loaded with load_stablehlo_as_hlo, as `compiler-opt convert` does.
     require_domains(graph, {HLO_DOMAIN}, "StableHLO")
     try:
-        bytecode = _jax.mlir.hlo_to_stablehlo(export_hlo_proto(graph).SerializeToString())
+        bytecode = hlo_to_stablehlo_bytecode(export_hlo_proto(graph))
     except Exception as err:  # XLA's converter reports its own status errors
         raise ExportError(f"XLA could not convert the module to StableHLO: {str(err).splitlines()[0]}") from None
     with mlir_context():

@@ -26,8 +26,9 @@ from graph_ir._gc import gc_paused
 from graph_ir.attrs import Attr, AttrKind
 from graph_ir.core import Node, Value
 from graph_ir.dtypes import DType
-from graph_ir.errors import CompilerOptError, EmptyModelError, ModelFormatError, UnsupportedOpError
+from graph_ir.errors import CompilerOptError, ModelFormatError, UnsupportedOpError
 from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io.files import read_nonempty
 from graph_ir.io.hlo_ops import HLO_OP_KINDS
 from graph_ir.io.xla_bridge import HloSyntaxError, mlir_context
 from graph_ir.op_kinds import OpKind, register_op_kinds
@@ -88,10 +89,7 @@ register_op_kinds(STABLEHLO_DOMAIN, STABLEHLO_OP_KINDS)
 
 def load_stablehlo(path: str | os.PathLike[str]) -> Graph:
     path = os.fspath(path)
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    if not raw.strip():
-        raise EmptyModelError("file is empty", file=path)
+    raw = read_nonempty(path)
     try:
         return import_stablehlo_text(raw, file=path)
     except CompilerOptError as err:

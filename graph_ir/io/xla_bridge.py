@@ -14,14 +14,12 @@ A jaxlib or TensorFlow upgrade that moves any of this breaks only this module.
 from __future__ import annotations
 
 import ast
-import contextlib
 import importlib.util
 import logging
 import os
 import re
-import tempfile
 from functools import cache
-from typing import Any, Iterator
+from typing import Any
 
 from graph_ir.io._native_log import native_stderr_to_log
 from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
@@ -34,6 +32,10 @@ __all__ = [
     "verify_with_stablehlo",
     "primitive_type_name",
     "mlir_context",
+    "hlo_to_stablehlo_bytecode",
+    "cpu_devices",
+    "compile_hlo_module",
+    "run_hlo_module",
 ]
 
 
@@ -161,12 +163,11 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
     then relies on the parser's own checks alone.
     """
     try:
-        from jaxlib import _jax
         from jaxlib.mlir import ir
     except ImportError:  # pragma: no cover
         return False
     try:
-        bytecode = _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
+        bytecode = hlo_to_stablehlo_bytecode(proto)
     except Exception:
         return False
     context = mlir_context()
@@ -203,3 +204,42 @@ def mlir_context() -> Any:
     mhlo.register_mhlo_dialect(context)
     sdy.register_dialect(context)
     return context
+
+
+def hlo_to_stablehlo_bytecode(proto: Any) -> bytes:
+    """XLA's HLO -> StableHLO converter (MLIR bytecode) for an `HloModuleProto`."""
+    from jaxlib import _jax
+
+    return _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
+
+
+# Compiling and running: JAX keeps these entry points private (`jax._src`), so they live here only.
+def cpu_devices() -> list[Any]:
+    """XLA's CPU devices (several with XLA_FLAGS=--xla_force_host_platform_device_count=N)."""
+    from jax._src import xla_bridge
+
+    return list(xla_bridge.get_backend("cpu").devices())
+
+
+def compile_hlo_module(proto: Any, device: Any | None = None) -> Any:
+    """Compile an `HloModuleProto` into a loaded XLA CPU executable bound to `device` (default:
+    the first CPU device)."""
+    import numpy as np
+    from jax._src import xla_bridge
+    from jax._src.lib import xla_client
+
+    backend = xla_bridge.get_backend("cpu")
+    target = device if device is not None else backend.devices()[0]
+    options = xla_client.CompileOptions()
+    # Replica 0 defaults to device 0; bind it to the target so inputs placed there are accepted.
+    options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
+    return backend.compile_and_load(hlo_to_stablehlo_bytecode(proto), [target], options)
+
+
+def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
+    """Compile `proto` on the CPU and run it once on `args`; the outputs as numpy arrays."""
+    import jax
+    import numpy as np
+
+    executable = compile_hlo_module(proto)
+    return [np.asarray(out) for out in executable.execute([jax.device_put(a) for a in args])]

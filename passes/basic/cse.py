@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable
 
+from graph_ir.core import UNKNOWN_VALUE
 from passes.basic._walk import all_graphs, has_side_effects, listed_outputs, replace_value
 from passes.infra.base import Pass, PassResult, option
 from passes.infra.registry import register_pass
@@ -71,7 +72,7 @@ def _node_key(node: Node) -> Hashable | None:
     """The identity of what a node computes, or None when it must not be merged."""
     if not node.outputs or has_side_effects(node) or any(True for _ in node.subgraphs()):
         return None
-    if node.meta.get("unknown_value"):  # e.g. an HLO constant whose data the text elided
+    if node.meta.get(UNKNOWN_VALUE):  # e.g. an HLO constant whose data the text elided
         return None
     try:
         attrs = tuple(attr.structural_key() for _, attr in sorted(node.attrs.items()))

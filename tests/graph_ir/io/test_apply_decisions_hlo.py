@@ -24,16 +24,10 @@ RTOL, ATOL = 1e-5, 1e-5
 
 
 def _run(proto, *args) -> list[np.ndarray]:
-    """Compile and run an HloModuleProto on XLA's CPU backend (as test_hlo_import._run_hlo_graph)."""
-    import jax
-    from jax._src import xla_bridge
-    from jax._src.lib import xla_client
-    from jaxlib import _jax
+    """Compile and run an HloModuleProto on XLA's CPU backend."""
+    from graph_ir.io.xla_bridge import run_hlo_module
 
-    bytecode = _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
-    backend = xla_bridge.get_backend("cpu")
-    executable = backend.compile_and_load(bytecode, backend.devices()[:1], xla_client.CompileOptions())
-    return [np.asarray(x) for x in executable.execute([jax.device_put(a) for a in args])]
+    return run_hlo_module(proto, *args)
 
 
 def _mlp(x, w1, b1, w2):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -94,15 +93,9 @@ def test_testdata_round_trips_through_hlo_text():
 
 def _run_hlo_graph(graph, *args):
     """Compile and run an IR graph through XLA on the CPU (HLO proto -> StableHLO -> executable)."""
-    import jax
-    from jax._src import xla_bridge
-    from jax._src.lib import xla_client
-    from jaxlib import _jax
+    from graph_ir.io.xla_bridge import run_hlo_module
 
-    bytecode = _jax.mlir.hlo_to_stablehlo(export_hlo_proto(graph).SerializeToString())
-    backend = xla_bridge.get_backend("cpu")
-    executable = backend.compile_and_load(bytecode, backend.devices()[:1], xla_client.CompileOptions())
-    return [np.asarray(x) for x in executable.execute([jax.device_put(a) for a in args])]
+    return run_hlo_module(export_hlo_proto(graph), *args)
 
 
 def _jax_functions():

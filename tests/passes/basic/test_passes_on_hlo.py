@@ -14,15 +14,10 @@ from graph_ir.io.hlo_import import import_hlo_text  # noqa: E402
 
 
 def _run(graph, *args):
-    import jax
-    from jax._src import xla_bridge
-    from jax._src.lib import xla_client
-    from jaxlib import _jax
+    """Compile and run an IR graph through XLA on the CPU (HLO proto -> StableHLO -> executable)."""
+    from graph_ir.io.xla_bridge import run_hlo_module
 
-    bytecode = _jax.mlir.hlo_to_stablehlo(export_hlo_proto(graph).SerializeToString())
-    backend = xla_bridge.get_backend("cpu")
-    executable = backend.compile_and_load(bytecode, backend.devices()[:1], xla_client.CompileOptions())
-    return [np.asarray(x) for x in executable.execute([jax.device_put(a) for a in args])]
+    return run_hlo_module(export_hlo_proto(graph), *args)
 
 
 def test_cse_keeps_same_op_same_input_with_different_result_shapes():
