@@ -230,13 +230,14 @@ def test_readme_example_commands(example_model: Path, tmp_path: Path) -> None:
 def test_bad_pipeline_fails_before_import(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import compiler_opt.cli.convert_lib as convert_lib
+    import graph_ir.io
 
-    def must_not_load(path: str):
+    def must_not_load(*args: object, **kwargs: object):
         raise AssertionError("the model was loaded before the pipeline was checked")
 
-    monkeypatch.setattr(convert_lib, "load_model", must_not_load)
+    monkeypatch.setattr(graph_ir.io, "load_with_format", must_not_load)
     model = tmp_path / "m.onnx"
     code, _, err = _run(capsys, "convert", str(model), str(tmp_path / "out.onnx"), "--passes", "dce{unclosed")
     assert code == 2
-    assert len(err.splitlines()) == 1 and err.startswith(f"compiler-opt: error: {model}: ")
+    # The typo is the pipeline's, not the input file's.
+    assert len(err.splitlines()) == 1 and err.startswith("compiler-opt: error: --passes dce{unclosed: ")
