@@ -144,3 +144,22 @@ def test_profiled_source_times_kernels_on_this_machine(tmp_path, monkeypatch) ->
     roofline = Target.resolve(devices="1xhost").problem(graph)
     assert np.isfinite(problem.node_time).all()
     assert not np.allclose(problem.node_time, roofline.node_time)
+
+
+def test_recorded_source_simulates_a_profiled_workload_with_its_own_latencies(shared_testdata) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.profiled import load_profiled_workload
+
+    path = shared_testdata / "placement" / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    workload = load_profiled_workload(path)
+    graph = workload.to_graph()
+    problem = Target.resolve(devices="2xV100", costs="recorded").problem(graph)
+    gpu = list(problem.topology.device_names).index("gpu0")
+    column = problem.device_type_of[gpu]
+    rows = [workload.row_of[int(n.name[len("node"):])] for n in problem.nodes]
+    np.testing.assert_allclose(problem.node_time[:, column], np.where(workload.supported[rows], workload.accel_latency[rows], np.inf))
+    decisions = Decisions(np.full(problem.num_nodes, gpu, dtype=np.int32), np.full(problem.num_nodes, -1, dtype=np.int32), np.zeros(problem.num_nodes))
+    from cost_model.costs import simulate
+
+    assert workload.supported.all()  # this file: every node may run on an accelerator
+    # One accelerator, values without sizes (no transfers): the sum of the accelerator latencies.
+    assert simulate(problem, decisions).step_time_s == pytest.approx(float(workload.accel_latency.sum()), rel=1e-9)
