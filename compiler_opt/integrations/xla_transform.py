@@ -151,8 +151,9 @@ def _transform(serialized: bytes, stage: str, passes: list[Any]) -> bytes | None
     proto = hlo_module_proto_class().FromString(serialized)
     # XLA verifies its own modules; our StableHLO round trip would only repeat that, slowly.
     graph = import_hlo_module(proto, verify_shapes=False)
+    configs: dict[str, bytes] = {}
     if stage == "pre":
-        dissolved = dissolve_fusions(graph)
+        dissolved = dissolve_fusions(graph, configs)
         run = passes
     else:
         dissolved = 0
@@ -166,6 +167,7 @@ def _transform(serialized: bytes, stage: str, passes: list[Any]) -> bytes | None
         if not result.modified and not dissolved:
             return None
         out = export_hlo_proto(graph, materialize_fusions=True, schedule=False)
+        _inherit_backend_configs(out, configs)
     else:
         if not any(n.priority is not None for n in graph):
             return None
@@ -185,11 +187,18 @@ _DISSOLVABLE = frozenset(
     tuple get-tuple-element""".split()
 )
 
+# Only XLA's own loop/input fusions are regrouped. kCustom fusions are library calls (XLA:CPU
+# wraps each dot in a YNNPACK `__ynn_fusion`; dissolved, the dot would be emitted as a plain loop
+# nest, many times slower) and kOutput ones are library kernels with an epilogue: kept.
+_LOOP_KINDS = frozenset({"kLoop", "kInput"})
 
-def dissolve_fusions(graph: Any) -> int:
-    """Replace each XLA `fusion` instruction (outside fusion bodies) whose body holds only
+
+def dissolve_fusions(graph: Any, configs: dict[str, bytes] | None = None) -> int:
+    """Replace each XLA loop fusion (outside fusion bodies) whose body holds only
     `_DISSOLVABLE` opcodes by the instructions of its fused computation, so our fusion pass
-    starts from unfused HLO. Returns how many were dissolved."""
+    starts from unfused HLO. Returns how many were dissolved. `configs` receives, per name of a
+    dissolved fusion's root instruction, the fusion's backend_config (see
+    `_inherit_backend_configs`)."""
     from graph_ir.io.apply_decisions import _inline_call, _owners
 
     count = 0
@@ -197,7 +206,7 @@ def dissolve_fusions(graph: Any) -> int:
     for level in levels:
         fusions = [
             n for n in level
-            if n.op_type == "fusion" and "calls" in n.attrs
+            if n.op_type == "fusion" and "calls" in n.attrs and n.attr("fusion_kind", "") in _LOOP_KINDS
             and all(m.op_type in _DISSOLVABLE for m in n.attrs["calls"].graphs()[0].all_nodes())
         ]
         if not fusions:
@@ -205,10 +214,40 @@ def dissolve_fusions(graph: Any) -> int:
         owners = _owners(level)
         for fusion in fusions:
             body = fusion.attrs["calls"].graphs()[0]
+            config = fusion.attr("backend_config", "")
+            if configs is not None and config and body.outputs and body.outputs[0].producer is not None:
+                configs[body.outputs[0].producer.name] = config.encode() if isinstance(config, str) else config
             owners = [o for o in owners if o is not fusion]
             _inline_call(level, fusion, body, owners)
             count += 1
     return count
+
+
+def _inherit_backend_configs(module: Any, configs: dict[str, bytes]) -> int:
+    """Give each fusion we wrote the backend_config of the XLA fusion whose root it shares.
+
+    XLA:CPU's parallel task assigner, which ran before the hook, wrote into each loop fusion's
+    backend_config how many parts to split its output into (`outer_dimension_partitions`); our
+    new fusions would otherwise run on one thread. The split is over the output's outer
+    dimensions, so it stays valid for a fusion producing the same instruction's value (same
+    shape); fusions with another root get none (one thread), as XLA gives small fusions."""
+    copied = 0
+    if not configs:
+        return 0
+    by_id = {c.id: c for c in module.computations}
+    for computation in module.computations:
+        for inst in computation.instructions:
+            if inst.opcode != "fusion" or inst.backend_config or not inst.called_computation_ids:
+                continue
+            body = by_id.get(inst.called_computation_ids[0])
+            if body is None:
+                continue
+            root = next((i for i in body.instructions if i.id == body.root_id), None)
+            config = configs.get(root.name) if root is not None else None
+            if config:
+                inst.backend_config = config
+                copied += 1
+    return copied
 
 
 @contextlib.contextmanager
