@@ -11,6 +11,7 @@ pipeline `fuse,schedule`), the time spent inside the hook, and the largest outpu
 
     python benchmarks/bench_integrations.py                      # both parts
     python benchmarks/bench_integrations.py --part jax --repeats 50
+    python benchmarks/bench_integrations.py --part torch --threads 1   # torch/onnxruntime threads (default 1)
 
 Prints two tables and writes benchmarks/results/bench_integrations.json (or --json PATH).
 """
@@ -75,8 +76,11 @@ def _torch_models() -> dict[str, tuple[Any, tuple]]:
     }
 
 
-def bench_torch(repeats: int) -> list[dict[str, Any]]:
+def bench_torch(repeats: int, threads: int) -> list[dict[str, Any]]:
     import torch
+
+    if threads > 0:  # OpenMP spin-waiting on an oversubscribed machine makes multi-thread eager erratic
+        torch.set_num_threads(threads)
 
     from compiler_opt.integrations.torch_backend import last_compile_stats, register_torch_backend
 
@@ -84,7 +88,7 @@ def bench_torch(repeats: int) -> list[dict[str, Any]]:
     backends: dict[str, dict[str, Any] | None] = {
         "eager": None,
         "compiler_opt (fx)": {"backend": "compiler_opt"},
-        "compiler_opt (onnxruntime)": {"backend": "compiler_opt", "options": {"executor": "onnxruntime"}},
+        "compiler_opt (onnxruntime)": {"backend": "compiler_opt", "options": {"executor": "onnxruntime", "threads": max(threads, 0)}},
         "inductor": {"backend": "inductor"},
     }
     rows = []
@@ -253,16 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("torch", "jax", "all"), default="all")
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=1, help="torch and onnxruntime intra-op threads (0: their defaults)")
     parser.add_argument("--pipeline", default=None, help="pipeline for the XLA hook (default: fuse,schedule)")
     parser.add_argument("--stages", nargs="+", default=["pre", "post"], choices=["pre", "post"], help="XLA hook stages")
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "bench_integrations.json")
     args = parser.parse_args(argv)
-    torch_rows = bench_torch(args.repeats) if args.part in ("torch", "all") else []
+    torch_rows = bench_torch(args.repeats, args.threads) if args.part in ("torch", "all") else []
     jax_rows = bench_jax(args.repeats, args.pipeline, tuple(args.stages)) if args.part in ("jax", "all") else []
     _print_tables(torch_rows, jax_rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
-        json.dumps({"machine": platform.platform(), "repeats": args.repeats, "torch": torch_rows, "jax": jax_rows}, indent=2)
+        json.dumps({"machine": platform.platform(), "repeats": args.repeats, "threads": args.threads, "torch": torch_rows, "jax": jax_rows}, indent=2)
     )
     print(f"\nwrote {args.json}")
     return 0

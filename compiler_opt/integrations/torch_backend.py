@@ -28,13 +28,15 @@ warning (`CompilerOptFallbackWarning`) naming the graph and the reason; it never
 
 Options (`torch.compile(..., options={...})`): `pipeline` (a pipeline string; default above),
 `target` ("host" = this process's CPU; passed as `devices=` to passes), `executor` ("fx" |
-"onnxruntime"), `fallback` (True), `verify` (False: when True, every compiled graph runs once on
-its example inputs before it is used, fx executor only with real inputs).
+"onnxruntime"), `fallback` (True), `threads` (onnxruntime's intra-op threads; 0: its default).
+An unknown option, executor or pass name is an error (the
+caller's mistake), not a fallback.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -65,6 +67,7 @@ class BackendOptions:
     target: str = "host"
     executor: str = "fx"
     fallback: bool = True
+    threads: int = 0  # onnxruntime intra-op threads (0: onnxruntime's default)
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None) -> BackendOptions:
@@ -120,7 +123,7 @@ def compiler_opt_backend(gm: Any, example_inputs: Sequence[Any], *, options: dic
     passes = build_pipeline(opts.pipeline, devices)  # a bad pipeline string raises too
     name = _graph_name(gm)
     if opts.executor == "onnxruntime":
-        return _guarded(name, opts, gm, lambda: _compile_onnxruntime(gm, example_inputs, passes, name))
+        return _guarded(name, opts, gm, lambda: _compile_onnxruntime(gm, example_inputs, passes, name, opts.threads))
     return _guarded(name, opts, gm, lambda: _compile_aot(gm, example_inputs, passes, opts, name))
 
 
@@ -130,7 +133,20 @@ def _guarded(name: str, opts: BackendOptions, gm: Any, build: Callable[[], Calla
     except Exception as err:
         if not opts.fallback:
             raise
-        return _fall_back(name, gm, f"{type(err).__name__}: {err}")
+        return _fall_back(name, gm, _reason(err))
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _reason(err: BaseException) -> str:
+    """One line: the error and, when it only wraps another (torch.onnx's ConversionError), the cause."""
+    def line(e: BaseException) -> str:
+        text = _ANSI.sub("", str(e)).strip()
+        return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+    cause = err.__cause__
+    return f"{line(err)} (caused by {line(cause)})" if cause is not None else line(err)
 
 
 def _fall_back(name: str, gm: Any, reason: str) -> Callable[..., Any]:
@@ -162,7 +178,7 @@ def _compile_aot(gm: Any, example_inputs: Sequence[Any], passes: list[Any], opts
         except Exception as err:
             if not opts.fallback:
                 raise
-            return make_boxed_func(_fall_back(f"{name} (aten)", aten_gm, f"{type(err).__name__}: {err}"))
+            return make_boxed_func(_fall_back(f"{name} (aten)", aten_gm, _reason(err)))
 
     return aot_autograd(fw_compiler=compile_aten, bw_compiler=compile_aten)(gm, example_inputs)
 
@@ -257,7 +273,7 @@ def _reorder(gm: Any, ordered_ops: list[Any]) -> None:
 # ---- executor "onnxruntime": torch.onnx (dynamo) -> IR -> decisions -> onnxruntime ----------------
 
 
-def _compile_onnxruntime(gm: Any, example_inputs: Sequence[Any], passes: list[Any], name: str) -> Callable[..., Any]:
+def _compile_onnxruntime(gm: Any, example_inputs: Sequence[Any], passes: list[Any], name: str, threads: int = 0) -> Callable[..., Any]:
     import numpy as np
     import onnxruntime as ort
     import torch
@@ -279,6 +295,8 @@ def _compile_onnxruntime(gm: Any, example_inputs: Sequence[Any], passes: list[An
     model = export_onnx(result.graph, fused_groups_as_functions=True)
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if threads > 0:
+        options.intra_op_num_threads = threads
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     input_names = [i.name for i in session.get_inputs()]
     if len(input_names) != len(example_inputs):
