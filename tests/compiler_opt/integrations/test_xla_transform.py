@@ -169,3 +169,33 @@ def test_missing_api_and_bad_arguments_are_clear(monkeypatch):
     with pytest.raises(PassError, match="unknown pass"):
         with xla_hook(pipeline="fusee"):
             pass
+
+
+def _control_flow_and_scatter_cases():
+    from jax import lax
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    image = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    kernel = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    return {
+        "scan": (lambda x: lax.scan(lambda c, r: (jax.numpy.tanh(c + r) * 0.5, c.sum()), jax.numpy.zeros(16), x), (x,)),
+        "cond": (lambda x: lax.cond(x.sum() > 0, lambda y: jax.numpy.exp(y) + 1, lambda y: jax.numpy.cos(y) * 2, x), (x,)),
+        # XLA:CPU emits scatter only inside a fusion: the hook must keep that fusion.
+        "scatter": (lambda x: jax.numpy.zeros((4, 16)).at[jax.numpy.array([0, 2, 2, 3, 1, 0, 3, 2])].add(jax.numpy.tanh(x)) + 1, (x,)),
+        "conv": (lambda a, w: jax.nn.relu(lax.conv(a, w, (1, 1), "SAME") + 0.5).mean((2, 3)), (image, kernel)),
+    }
+
+
+@pytest.mark.parametrize("case", ["scan", "cond", "scatter", "conv"])
+def test_loops_conditionals_scatter_and_convolutions_stay_equal(case):
+    fn, args = _control_flow_and_scatter_cases()[case]
+    expected = _reference(fn, args)
+    jax.clear_caches()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", XlaHookWarning)
+        with xla_hook() as hook:
+            got = jax.jit(fn)(*args)
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    assert hook.stats["pre"].changed == 1 and hook.stats["post"].changed == 1
