@@ -103,28 +103,31 @@ class XlaHook:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def transform(self, stage: str, serialized: bytes) -> bytes | None:
+        """The callback XLA calls (possibly from several compile threads at once)."""
         start = time.perf_counter()
-        self.last_input[stage], self.last_output[stage] = serialized, None
+        out: bytes | None = None
         try:
             out = _transform(serialized, stage, self.passes)
         except Exception as err:
+            message = (
+                f"compiler_opt XLA hook ({stage}-scheduler) left module {_module_name(serialized)} to XLA: "
+                f"{type(err).__name__}: {_first_line(err)}"
+            )
+            logger.debug("XLA hook failure", exc_info=True)
             with self._lock:
-                message = f"compiler_opt XLA hook ({stage}-scheduler) left module {_module_name(serialized)} to XLA: {type(err).__name__}: {_first_line(err)}"
                 self.errors.append(message)
-                logger.debug("XLA hook failure", exc_info=True)
-                if self.strict:
-                    raise
-                if not self._warned:
-                    self._warned = True
-                    warnings.warn(message, XlaHookWarning, stacklevel=2)
-            return None
+                first, self._warned = not self._warned, True
+            if self.strict:
+                raise
+            if first:
+                warnings.warn(message, XlaHookWarning, stacklevel=2)
         finally:
-            stats = self.stats[stage]
-            stats.modules += 1
-            stats.seconds += time.perf_counter() - start
-        if out is not None:
-            self.stats[stage].changed += 1
-        self.last_output[stage] = out
+            with self._lock:
+                stats = self.stats[stage]
+                stats.modules += 1
+                stats.changed += out is not None
+                stats.seconds += time.perf_counter() - start
+                self.last_input[stage], self.last_output[stage] = serialized, out
         return out
 
 
