@@ -101,6 +101,19 @@ def test_onnxruntime_executor_equals_eager():
     assert last_compile_stats().fused_groups >= 3
 
 
+def test_dynamic_shapes_compile_once_and_stay_equal():
+    def f(x):
+        return torch.softmax(torch.tanh(x @ x.T) * 2, dim=-1).sum(0)
+
+    compiled = torch.compile(f, backend="compiler_opt", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompilerOptFallbackWarning)
+        for rows in (5, 9):
+            x = torch.randn(rows, 3)
+            torch.testing.assert_close(compiled(x), f(x))
+    assert last_compile_stats().graphs == 1  # symbolic sizes: one graph serves both
+
+
 def test_unsupported_graph_falls_back_to_eager_with_one_warning():
     def f(x):  # float8_e5m2fnuz has no IR element type
         return (x * 2).to(torch.float8_e5m2fnuz).to(torch.float32) + 1
