@@ -37,9 +37,9 @@ logger = logging.getLogger(__name__)
 class _Bridge:
     """Runs one compiler-opt pass on an onnx_ir model through our IR."""
 
-    def __init__(self, pass_: Pass, *, target: str | None, fused_groups_as_functions: bool) -> None:
+    def __init__(self, pass_: Pass, *, target: Any, fused_groups_as_functions: bool) -> None:
         self.inner = pass_
-        self.target = target
+        self.target = target  # cost_model.costs.Target or None (the pass's own options / defaults)
         self.fused_groups_as_functions = fused_groups_as_functions
 
     def run(self, model: ir.Model) -> tuple[ir.Model, bool]:
@@ -48,7 +48,10 @@ class _Bridge:
 
         proto = ir.serde.serialize_model(model)
         graph = import_onnx(proto)
-        result = self.inner(graph)  # errors name the pass (PassError and friends)
+        from passes.infra.context import PassContext
+
+        # Errors name the pass (PassError and friends); a pass option contradicting the target too.
+        result = self.inner(graph) if self.target is None else self.inner(graph, PassContext(self.target))
         result.graph.verify()
         if not result.modified:
             return model, False
@@ -112,8 +115,9 @@ def onnx_ir_pass(
     **options: Any,
 ) -> InPlacePass | FunctionalPass:
     """The registered compiler-opt pass `name` (options as keyword arguments, `max_nodes=8` or
-    `**{"max-nodes": 8}`) as an onnx_ir pass. A pass with a `devices` option gets `target`'s
-    devices unless `devices=` is given (`compiler_opt.integrations._target.resolve_target`)."""
+    `**{"max-nodes": 8}`) as an onnx_ir pass. `target` ("host", a device spec or a `Target`) is handed
+    to the pass as its context (`compiler_opt.integrations._target.resolve_target`); a `devices=`
+    option that contradicts it is an error."""
     cls = get_pass_class(name)
     known = {o.field_name for o in pass_options(cls)}
     kwargs = {key.replace("-", "_"): value for key, value in options.items()}
@@ -124,15 +128,20 @@ def onnx_ir_pass(
             f"(options: {', '.join(sorted(known)) or 'none'})",
             pass_name=name,
         )
-    if "devices" in known and "devices" not in kwargs and target is not None:
+    resolved = None
+    if target is not None:
         from compiler_opt.integrations._target import resolve_target
 
-        kwargs["devices"] = resolve_target(target)
+        resolved = resolve_target(target)
     try:
         pass_ = cls(**kwargs)
     except PassError:
         raise
     except (TypeError, ValueError) as err:
         raise PassError(f"pass '{name}': bad options {kwargs}: {err}", pass_name=name) from err
-    bridge = _Bridge(pass_, target=target, fused_groups_as_functions=fused_groups_as_functions)
+    if resolved is not None:
+        from passes.infra.context import resolve_pipeline_target
+
+        resolve_pipeline_target([pass_], resolved)  # a contradicting devices= fails now, not later
+    bridge = _Bridge(pass_, target=resolved, fused_groups_as_functions=fused_groups_as_functions)
     return CompilerOptOnnxIrPass(bridge) if in_place else _FunctionalCompilerOptPass(bridge)

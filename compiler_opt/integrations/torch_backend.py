@@ -27,7 +27,7 @@ warning (`CompilerOptFallbackWarning`) naming the graph and the reason; it never
 `options={"fallback": False}` asks for the error.
 
 Options (`torch.compile(..., options={...})`): `pipeline` (a pipeline string; default above),
-`target` ("host" = this process's CPU; passed as `devices=` to passes), `executor` ("fx" |
+`target` ("host" = this process's CPU, or a device spec; the pipeline's `Target`), `executor` ("fx" |
 "onnxruntime"), `fallback` (True), `threads` (onnxruntime's intra-op threads; 0: its default).
 An unknown option, executor or pass name is an error (the
 caller's mistake), not a fallback.
@@ -119,12 +119,12 @@ def compiler_opt_backend(gm: Any, example_inputs: Sequence[Any], *, options: dic
         logger.info("torch.compile mode %r has no meaning for the %s backend; ignored", mode, BACKEND_NAME)
     from compiler_opt.integrations._target import build_pipeline, resolve_target
 
-    devices = resolve_target(opts.target)
-    passes = build_pipeline(opts.pipeline, devices)  # a bad pipeline string raises too
+    target = resolve_target(opts.target)
+    passes = build_pipeline(opts.pipeline, target)  # a bad pipeline string raises too
     name = _graph_name(gm)
     if opts.executor == "onnxruntime":
-        return _guarded(name, opts, gm, lambda: _compile_onnxruntime(gm, example_inputs, passes, name, opts.threads))
-    return _guarded(name, opts, gm, lambda: _compile_aot(gm, example_inputs, passes, opts, name))
+        return _guarded(name, opts, gm, lambda: _compile_onnxruntime(gm, example_inputs, passes, name, opts.threads, target))
+    return _guarded(name, opts, gm, lambda: _compile_aot(gm, example_inputs, passes, opts, name, target))
 
 
 def _guarded(name: str, opts: BackendOptions, gm: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
@@ -166,7 +166,9 @@ def _graph_name(gm: Any) -> str:
 # ---- executor "fx": AOTAutograd -> aten graphs -> decisions -> re-ordered GraphModules ----------
 
 
-def _compile_aot(gm: Any, example_inputs: Sequence[Any], passes: list[Any], opts: BackendOptions, name: str) -> Callable[..., Any]:
+def _compile_aot(
+    gm: Any, example_inputs: Sequence[Any], passes: list[Any], opts: BackendOptions, name: str, target: Any = None
+) -> Callable[..., Any]:
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
@@ -174,7 +176,7 @@ def _compile_aot(gm: Any, example_inputs: Sequence[Any], passes: list[Any], opts
         # Inside AOTAutograd a failure would break the whole compile: fall back per graph here,
         # with the aten graph as the eager path (it is exactly what eager computes).
         try:
-            return make_boxed_func(optimize_fx_graph(aten_gm, passes))
+            return make_boxed_func(optimize_fx_graph(aten_gm, passes, target))
         except Exception as err:
             if not opts.fallback:
                 raise
@@ -183,15 +185,16 @@ def _compile_aot(gm: Any, example_inputs: Sequence[Any], passes: list[Any], opts
     return aot_autograd(fw_compiler=compile_aten, bw_compiler=compile_aten)(gm, example_inputs)
 
 
-def optimize_fx_graph(aten_gm: Any, passes: list[Any]) -> Any:
-    """Import an aten GraphModule, run `passes`, write the decisions into `node.meta["compiler_opt"]`
-    and re-order its nodes into the IR's final order. Returns the (same, recompiled) GraphModule."""
+def optimize_fx_graph(aten_gm: Any, passes: list[Any], target: Any = None) -> Any:
+    """Import an aten GraphModule, run `passes` on `target` (default: this host), write the
+    decisions into `node.meta["compiler_opt"]` and re-order its nodes into the IR's final order.
+    Returns the (same, recompiled) GraphModule."""
+    from compiler_opt.integrations._target import resolve_target, run_passes
     from graph_ir.io.torch_import import import_fx_graph_module
-    from passes.infra.manager import PassManager
 
     start = time.perf_counter()
     graph = import_fx_graph_module(aten_gm)
-    result = PassManager(passes).run(graph)
+    result = run_passes(graph, passes, resolve_target(target))
     graph = result.graph
     graph.verify()
     fx_nodes = {n.name: n for n in aten_gm.graph.nodes}
@@ -273,14 +276,16 @@ def _reorder(gm: Any, ordered_ops: list[Any]) -> None:
 # ---- executor "onnxruntime": torch.onnx (dynamo) -> IR -> decisions -> onnxruntime ----------------
 
 
-def _compile_onnxruntime(gm: Any, example_inputs: Sequence[Any], passes: list[Any], name: str, threads: int = 0) -> Callable[..., Any]:
+def _compile_onnxruntime(
+    gm: Any, example_inputs: Sequence[Any], passes: list[Any], name: str, threads: int = 0, target: Any = None
+) -> Callable[..., Any]:
     import numpy as np
     import onnxruntime as ort
     import torch
 
     from graph_ir.io.onnx_export import export_onnx
+    from compiler_opt.integrations._target import resolve_target, run_passes
     from graph_ir.io.torch_import import torch_to_onnx_graph
-    from passes.infra.manager import PassManager
 
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
         raise ValueError("the onnxruntime executor runs inference only; gradients are needed here (use torch.no_grad() or executor='fx')")
@@ -290,7 +295,7 @@ def _compile_onnxruntime(gm: Any, example_inputs: Sequence[Any], passes: list[An
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.onnx's own chatter; failures still raise
         graph = torch_to_onnx_graph(gm, tuple(t.detach() for t in example_inputs))
-    result = PassManager(passes).run(graph)
+    result = run_passes(graph, passes, resolve_target(target))
     result.graph.verify()
     model = export_onnx(result.graph, fused_groups_as_functions=True)
     options = ort.SessionOptions()

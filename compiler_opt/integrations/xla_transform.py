@@ -91,6 +91,7 @@ class XlaHook:
 
     passes: list[Any]
     stages: tuple[str, ...]
+    target: Any = None  # cost_model.costs.Target (None: this host)
     strict: bool = False
     name: str = HOOK_NAME
     stats: dict[str, HookStats] = field(default_factory=lambda: {s: HookStats() for s in _STAGES})
@@ -107,7 +108,7 @@ class XlaHook:
         start = time.perf_counter()
         out: bytes | None = None
         try:
-            out = _transform(serialized, stage, self.passes)
+            out = _transform(serialized, stage, self.passes, self.target)
         except Exception as err:
             message = (
                 f"compiler_opt XLA hook ({stage}-scheduler) left module {_module_name(serialized)} to XLA: "
@@ -145,11 +146,11 @@ def _module_name(serialized: bytes) -> str:
         return "(unreadable)"
 
 
-def _transform(serialized: bytes, stage: str, passes: list[Any]) -> bytes | None:
+def _transform(serialized: bytes, stage: str, passes: list[Any], target: Any = None) -> bytes | None:
+    from compiler_opt.integrations._target import resolve_target, run_passes
     from graph_ir.io.hlo_export import export_hlo_proto
     from graph_ir.io.hlo_import import import_hlo_module
     from graph_ir.io.xla_bridge import hlo_module_proto_class
-    from passes.infra.manager import PassManager
 
     proto = hlo_module_proto_class().FromString(serialized)
     # XLA verifies its own modules; our StableHLO round trip would only repeat that, slowly.
@@ -163,7 +164,7 @@ def _transform(serialized: bytes, stage: str, passes: list[Any]) -> bytes | None
         run = [p for p in passes if p.name not in _FUSION_PASSES]
     if not run:
         return None
-    result = PassManager(run).run(graph)
+    result = run_passes(graph, run, resolve_target(target))
     graph = result.graph
     graph.verify()
     if stage == "pre":
@@ -265,7 +266,8 @@ def xla_hook(
 ) -> Iterator[XlaHook]:
     """Install compiler-opt as an XLA HLO-module transformation while the block runs (module
     docstring); cleared on exit, also when the block raises. `pipeline` defaults to
-    `fuse,schedule{strategy=critical-path}`; passes with a `devices` option get `target`'s.
+    `fuse,schedule{strategy=critical-path}`; `target` ("host", a device spec or a `Target`) is the
+    pipeline's target, handed to every pass.
     Only modules compiled inside the block are affected: jax caches compiled functions, so a
     function jitted before the block keeps its executable (`jax.clear_caches()` forces a new
     compile)."""
@@ -275,9 +277,9 @@ def xla_hook(
     unknown = [s for s in stages if s not in _STAGES]
     if unknown or not stages:
         raise XlaHookError(f"stages must be a non-empty subset of {_STAGES}, got {tuple(stages)}")
-    devices = resolve_target(target)
-    passes = build_pipeline(pipeline if pipeline is not None else "fuse,schedule{strategy=critical-path}", devices)
-    hook = XlaHook(passes=passes, stages=tuple(stages), strict=strict, name=name)
+    resolved = resolve_target(target)
+    passes = build_pipeline(pipeline if pipeline is not None else "fuse,schedule{strategy=critical-path}", resolved)
+    hook = XlaHook(passes=passes, stages=tuple(stages), target=resolved, strict=strict, name=name)
     enum = jax_xla.PipelineStage
     registered: list[Any] = []
     try:

@@ -121,3 +121,15 @@ def test_bad_names_and_options_raise_project_errors():
     with pytest.raises(PassError, match="pass 'fuse' has no option 'max_notes'"):
         onnx_ir_pass("fuse", max_notes=3)
     assert onnx_ir_pass("schedule", **{"strategy": "memory"}).inner.strategy == "memory"
+
+
+def test_the_target_reaches_the_pass_and_a_contradicting_option_is_refused(squeezenet):
+    from passes.infra.context import TargetConflictError
+
+    with pytest.raises(TargetConflictError, match="pass 'm-etf' option devices=8xA100 contradicts the target"):
+        onnx_ir_pass("m-etf", target="2xV100", devices="8xA100")
+    model = ir.serde.deserialize_model(squeezenet)
+    result = onnx_ir_pass("m-etf", target="2xV100")(model)
+    assert result.modified
+    devices = {n.metadata_props.get("compiler_opt.device") for n in result.model.graph}
+    assert devices <= {"gpu0", "gpu1"} and devices & {"gpu0", "gpu1"}, devices
