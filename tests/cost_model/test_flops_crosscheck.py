@@ -212,7 +212,7 @@ def test_inception_v3_graphdef_matches_tf_profiler() -> None:
 
     workload = get_workload("inception-v3")
     ir = build_workload("inception-v3", "inference")
-    graph_def = read_graphdef(str(source_path(workload, "inference", workload.sizes({}))))
+    graph_def, _ = read_graphdef(str(source_path(workload, "inference", workload.sizes({}))))
     graph = tf.Graph()
     with graph.as_default():
         tf.import_graph_def(graph_def, name="")

@@ -1,0 +1,184 @@
+"""The fusion a framework applies by default on a GPU, as fusion groups: the "before" of a comparison.
+
+Simulating a graph op by op charges every elementwise op a launch and a round trip to memory,
+which no framework does. `apply_default_fusion(graph)` writes the groups the graph's own
+framework would form, chosen by the nodes' domain:
+
+- **"xla-gpu"** (HLO, StableHLO): the `fuse` pass (`passes/fusion/fuse.py`), whose rules follow
+  XLA's GPU fusion pipeline: (1) the GEMM/convolution rewriters fold an elementwise epilogue
+  (bias add, activation, scaling) into the cuBLAS/cuDNN call (`rules.is_epilogue`); (2)
+  `GpuInstructionFusion`: a cheap producer (elementwise, broadcast, reshape, transpose, slice,
+  pad, concat, iota, constant) fuses into its consumer when that consumer is cheap too (*loop
+  fusion*) or a reduction (*input fusion*: the reduce's operand chain is computed inside the
+  reduction kernel); heavy ops never take producers in (they are library calls); (3) an
+  elementwise sole user of a reduction joins its kernel (reduction epilogue fusion). Each group
+  holds at most one "hero" (reduction or library call) and groups never form a cycle.
+  Not modelled: multi-output (sibling) fusion, producer duplication (off by default here: XLA
+  duplicates cheap producers only when that does not grow the work; `fuse{max-duplicates=k}`
+  does it), the cost-model-driven priority fusion of newer XLA (it fuses more, so ours errs on
+  the slow side), Triton-fused softmax/GEMM fusions and custom calls.
+- **"cudnn-runtime"** (TF GraphDef, ONNX, torch aten): the fusions GPU runtimes apply without a
+  compiler (TF's grappler remapper, onnxruntime's CUDA graph transformers, cuDNN/cuBLASLt
+  epilogues): a convolution or matmul absorbs its sole-user chain of a bias add (the other
+  operand a per-channel vector), at inference a batch normalisation (folded into the weights:
+  a per-channel scale and shift, also when written out as per-channel Mul/Add ops in a graph
+  without gradient ops) and one activation (Relu, Relu6, Sigmoid, Tanh, Elu, Gelu,
+  LeakyRelu, Clip...). A training-mode batch norm followed by Relu fuses the activation into the
+  norm kernel (cuDNN's BN+activation). Everything else stays one kernel per op, as TF and
+  onnxruntime run it without XLA auto-clustering.
+
+Nodes that already carry a fusion group are respected: nothing is applied when any node has one.
+`DefaultFusion.name` is what `simulate`/`bench` report; `--no-default-fusion` skips it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from graph_ir.op_kinds import OpKind
+from graph_ir.types import TensorType
+from passes.fusion.fuse import greedy_fuse
+from passes.fusion.groups import FusionGroups
+
+if TYPE_CHECKING:
+    from graph_ir.core import Node
+    from graph_ir.graph import Graph
+
+__all__ = ["DefaultFusion", "XLA_GPU", "CUDNN_RUNTIME", "apply_default_fusion", "default_fusion_name", "is_training_graph", "runtime_fusion"]
+
+logger = logging.getLogger(__name__)
+
+XLA_GPU = "xla-gpu"
+CUDNN_RUNTIME = "cudnn-runtime"
+_XLA_DOMAINS = frozenset({"hlo", "stablehlo"})
+_RUNTIME_DOMAINS = frozenset({"tf", "", "ai.onnx", "aten", "com.microsoft"})
+# Activations cuDNN / cuBLASLt / grappler / onnxruntime fuse into a conv or matmul epilogue.
+_ACTIVATIONS = frozenset(
+    "Relu Relu6 Sigmoid Tanh Elu LeakyRelu Gelu Clip HardSigmoid HardSwish Swish Selu Softplus "
+    "relu relu_ sigmoid tanh gelu hardtanh silu aten.relu.default aten.gelu.default aten.sigmoid.default "
+    "aten.tanh.default aten.silu.default aten.hardtanh.default".split()
+)
+_BIAS_ADDS = frozenset({"BiasAdd", "Add", "AddV2", "add", "aten.add.Tensor"})
+# A per-channel scale or shift after a conv at inference (a batch norm written out as ops, as
+# Keras' inference graphs and exported ONNX models have it) folds into the conv's weights/bias.
+_AFFINE = _BIAS_ADDS | frozenset({"Mul", "Sub", "mul", "sub", "aten.mul.Tensor", "aten.sub.Tensor"})
+
+
+@dataclass(frozen=True)
+class DefaultFusion:
+    """What `apply_default_fusion` did: the rule set's name ("none" when nothing was applied),
+    the number of fused groups and of nodes inside them, and why when nothing was applied."""
+
+    name: str
+    groups: int = 0
+    fused_nodes: int = 0
+    reason: str = ""
+
+
+def default_fusion_name(graph: Graph) -> str:
+    """The default rule set for the graph's framework: XLA_GPU, CUDNN_RUNTIME or "none"."""
+    domains = {node.domain for node in graph}
+    if domains & _XLA_DOMAINS:
+        return XLA_GPU
+    if domains & _RUNTIME_DOMAINS:
+        return CUDNN_RUNTIME
+    return "none"
+
+
+def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
+    """Write the framework's default fusion groups onto `graph` (top level); see the module doc."""
+    if any(node.fusion_group is not None for node in graph):
+        return DefaultFusion("none", reason="the graph already has fusion decisions")
+    name = default_fusion_name(graph)
+    if name == "none":
+        return DefaultFusion("none", reason="no default fusion known for this graph's domains")
+    groups = FusionGroups(graph, max_nodes=max_nodes)
+    if name == XLA_GPU:
+        greedy_fuse(groups, epilogues=True)
+    else:
+        runtime_fusion(groups)
+    groups.write()
+    fused = sum(len(m) for m in groups.members.values() if len(m) > 1)
+    logger.debug("default fusion %s: %d groups, %d nodes", name, groups.num_groups, fused)
+    return DefaultFusion(name, groups.num_groups, fused)
+
+
+def _numel(node: Node) -> int | None:
+    if not node.outputs or not isinstance(node.outputs[0].type, TensorType) or node.outputs[0].type.shape is None:
+        return None
+    shape = node.outputs[0].type.shape
+    return math.prod(shape) if all(isinstance(d, int) for d in shape) else None
+
+
+def _is_bias_add(user: Node, producer: Node, ops: frozenset[str] = _BIAS_ADDS) -> bool:
+    """An add (or, with `ops`, a scale) whose other operand is a per-channel vector."""
+    if user.op_type not in ops or user.kind != OpKind.BINARY:
+        return False
+    others = [v for v in user.inputs if v is not None and v.producer is not producer]
+    if len(others) != 1 or not isinstance(others[0].type, TensorType) or others[0].type.shape is None:
+        return False
+    shape = others[0].type.shape
+    if not all(isinstance(d, int) for d in shape):
+        return False
+    out = producer.outputs[0].type.shape if isinstance(producer.outputs[0].type, TensorType) else None
+    channels = max(out) if out and all(isinstance(d, int) for d in out) else 0
+    return math.prod(shape) <= max(channels, 1) and sum(1 for d in shape if d > 1) <= 1
+
+
+def _inference_norm(node: Node) -> bool:
+    if node.kind != OpKind.NORM or "BatchNorm" not in node.op_type and "batch_norm" not in node.op_type:
+        return False
+    if node.domain == "tf":
+        return not node.attr("is_training", True)
+    return not node.attr("training_mode", 0)
+
+
+def _training_norm(node: Node) -> bool:
+    return node.kind == OpKind.NORM and ("BatchNorm" in node.op_type or "batch_norm" in node.op_type) and not _inference_norm(node)
+
+
+def is_training_graph(graph_nodes: list[Node]) -> bool:
+    """A graph with gradient ops (TF *Grad/*Backprop*, optimizer applies)."""
+    return any("Grad" in n.op_type or "Backprop" in n.op_type or n.op_type.startswith(("Apply", "ResourceApply")) for n in graph_nodes)
+
+
+def runtime_fusion(groups: FusionGroups) -> None:
+    """Conv/matmul + bias + (inference) batch norm + activation; training BN + activation."""
+    nodes = groups.nodes
+    inference = not is_training_graph(nodes)
+    for start, node in enumerate(nodes):
+        if node.kind in (OpKind.CONV, OpKind.MATMUL):
+            stages = ("bias", "norm", "affine", "affine", "activation") if inference else ("bias", "norm", "activation")
+        elif _training_norm(node):
+            stages = ("activation",)
+        else:
+            continue
+        current = start
+        for stage in stages:
+            users = {u for u in nodes[current].outputs[0].users()}
+            if len(users) != 1:
+                break  # the result is needed elsewhere too: the runtime writes it out unfused
+            candidate = users.pop()
+            user = groups.index.get(candidate)
+            if user is None:
+                break
+            if stage == "bias":
+                ok = _is_bias_add(candidate, nodes[current])
+            elif stage == "norm":
+                ok = _inference_norm(candidate)
+            elif stage == "affine":
+                ok = _is_bias_add(candidate, nodes[current], _AFFINE)
+            else:
+                ok = candidate.op_type in _ACTIVATIONS
+            if not ok:
+                continue  # the stage is optional: try the next one on the same node
+            if stage == "norm":
+                # Folded into the conv's weights, an inference batch norm is a per-channel scale and
+                # shift: elementwise, so not a second hero in the group.
+                groups.heroes[groups.find(user)] = 0
+            if not groups.try_merge(current, user):
+                break
+            current = user
