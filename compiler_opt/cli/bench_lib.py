@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from compiler_opt.cli._render import Table
 
 __all__ = ["BenchSpec", "README_REFERENCES", "bench_tables", "run_bench"]
@@ -59,6 +61,7 @@ class BenchSpec:
     accelerators: int | None = None
     memory: float | None = None
     seed: int = 0
+    default_fusion: bool = True  # the framework's default GPU fusion before placing (suite/model workloads)
 
 
 def _bench_error(message: str, **context: Any) -> Exception:
@@ -181,7 +184,17 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
     from cost_model.simulator import simulate, throughput_objective
     from passes.placement import place_outcome, resolve_topology
 
+    from cost_model.decisions import Decisions, node_order
+    from passes.fusion.defaults import apply_default_fusion, colocated_groups
+
     graph, label = load_simulation_graph(name)
+    # The framework's default fusion is applied after placement, within each device (a group the
+    # placement splits stays unfused): methods place the unfused graph, the row reports the fused run.
+    fusion = apply_default_fusion(graph).name if spec.default_fusion else "none"
+    default_groups = np.array([-1 if n.fusion_group is None else n.fusion_group for n in node_order(graph)], dtype=np.int32)
+    if fusion != "none":
+        for node in graph.all_nodes():
+            node.fusion_group = None
     objective = spec.objective or "latency"
     rows = []
     methods = [m for m in _methods(spec, False) if m != "expert"]
@@ -192,7 +205,7 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
             progress.set_postfix_str(f"{label} {devices} {method}")
             row: dict[str, Any] = {
                 "workload": label, "kind": "graph", "method": method, "devices": devices,
-                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph),
+                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph), "default_fusion": fusion,
             }
             try:
                 outcome = place_outcome(graph, method, topology, objective, **_options(method, spec))
@@ -204,13 +217,16 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
                 progress.update(1)
                 continue
             problem = outcome.context.problem
-            result = simulate(problem, outcome.decisions)
+            decisions = outcome.decisions
+            if fusion != "none":
+                decisions = Decisions(decisions.device, colocated_groups(default_groups, decisions.device), decisions.priority)
+            result = simulate(problem, decisions)
             fraction = result.peak_memory_bytes / result.memory_capacity_bytes
             if bound is None:
-                bound = {"latency": step_time_lower_bound(problem), "throughput": work_bound(problem)}.get(objective)
+                bound = {"latency": step_time_lower_bound(problem, fusion=fusion != "none"), "throughput": work_bound(problem)}.get(objective)
             value = {
                 "latency": result.step_time_s,
-                "throughput": throughput_objective(problem, outcome.decisions),
+                "throughput": throughput_objective(problem, decisions),
                 "memory": float(fraction.max()),
             }[objective]
             row.update(

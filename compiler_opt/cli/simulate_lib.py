@@ -148,8 +148,13 @@ def simulate_model(
     sizes: Mapping[str, Any] | None = None,
     paper: bool = False,
     module: int | None = None,
+    default_fusion: bool = True,
 ) -> dict[str, Any]:
-    """Simulate MODEL on the `devices` topology; returns the report (what --json prints)."""
+    """Simulate MODEL on the `devices` topology; returns the report (what --json prints).
+
+    With `default_fusion` (the default) the graph first gets the fusion its framework applies on
+    a GPU (`passes.fusion.defaults`: xla-gpu for HLO/StableHLO, cudnn-runtime for TF/ONNX), unless
+    it already carries fusion groups; a decisions file's `fusion_group` entries still override."""
     from cost_model.decisions import Decisions
     from cost_model.devices import load_topology
     from cost_model.lower_bound import memory_feasible, step_time_lower_bound
@@ -166,6 +171,10 @@ def simulate_model(
     if decisions is not None and not os.path.isfile(decisions):
         raise FileNotFoundError(2, "no such decisions file", decisions)
     graph, label = load_simulation_graph(model, sizes=sizes, paper=paper, module=module)
+    from passes.fusion.defaults import DefaultFusion, apply_default_fusion
+
+    own_decisions = _any_decision(list(graph.all_nodes()))  # before the default fusion writes groups
+    fusion = apply_default_fusion(graph) if default_fusion else DefaultFusion("none", reason="--no-default-fusion")
     began = time.perf_counter()
     problem = SimulationProblem.from_graph(graph, topology)
     fastest = fastest_device(topology)
@@ -195,8 +204,10 @@ def simulate_model(
         "devices": names,
         "topology": devices,
         "nodes": problem.num_nodes,
-        "decisions": "file" if decisions else ("graph" if _any_decision(problem.nodes) else "default"),
+        "decisions": "file" if decisions else ("graph" if own_decisions else "default"),
         "decisions_file_nodes": named,
+        "default_fusion": fusion.name,
+        "default_fusion_groups": fusion.groups,
         "default_device": names[fastest] if names else None,
         "objective": objective,
         "objective_value": value,
@@ -237,7 +248,8 @@ def _ms(seconds: float) -> str:
 def simulate_tables(report: Mapping[str, Any]) -> list[Table]:
     ratio = report["ratio_to_lower_bound"]
     summary = Table(
-        f"{report['model']} on {report['topology']}: {human_count(report['nodes'])} nodes, decisions: {report['decisions']}",
+        f"{report['model']} on {report['topology']}: {human_count(report['nodes'])} nodes, decisions: {report['decisions']}, "
+        f"default fusion: {report.get('default_fusion', 'none')}",
         ["metric", "value"],
         [
             ["step time", _ms(report["step_time_s"])],

@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from graph_ir.op_kinds import OpKind
 from graph_ir.types import TensorType
 from passes.fusion.fuse import greedy_fuse
@@ -47,7 +49,16 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["DefaultFusion", "XLA_GPU", "CUDNN_RUNTIME", "apply_default_fusion", "default_fusion_name", "is_training_graph", "runtime_fusion"]
+__all__ = [
+    "DefaultFusion",
+    "XLA_GPU",
+    "CUDNN_RUNTIME",
+    "apply_default_fusion",
+    "colocated_groups",
+    "default_fusion_name",
+    "is_training_graph",
+    "runtime_fusion",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -182,3 +193,27 @@ def runtime_fusion(groups: FusionGroups) -> None:
             if not groups.try_merge(current, user):
                 break
             current = user
+
+
+def colocated_groups(fusion_group: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """The groups whose members all run on one device; a group split across devices is unfused.
+
+    Placement methods decide devices op by op; a framework fuses only within a device, after
+    placement. Unfusing a split group (rather than splitting it per device) keeps the contracted
+    graph acyclic: the remaining groups were legal groups of the original graph.
+    """
+    out = np.asarray(fusion_group, dtype=np.int32).copy()
+    grouped = out >= 0
+    if not grouped.any():
+        return out
+    ids, first = np.unique(out[grouped], return_inverse=True)
+    devs = np.asarray(device)[grouped]
+    low = np.full(len(ids), np.iinfo(np.int64).max)
+    high = np.full(len(ids), np.iinfo(np.int64).min)
+    np.minimum.at(low, first, devs)
+    np.maximum.at(high, first, devs)
+    split = (low != high)[first]
+    values = out[grouped]
+    values[split] = -1
+    out[grouped] = values
+    return out

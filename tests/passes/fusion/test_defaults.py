@@ -172,3 +172,11 @@ def test_runtime_tf_conv_biasadd_relu_and_training_graphs_keep_batch_norm_apart(
     groups = sorted(map(sorted, _groups(ir).values()))
     assert ["BiasAdd", "Conv2D", "Relu"] in groups and ["MatMul", "Relu"] in groups
     ir.verify()
+
+
+def test_groups_split_by_placement_are_unfused() -> None:
+    from passes.fusion.defaults import colocated_groups
+
+    groups = np.array([0, 0, 1, 1, -1, 2])
+    device = np.array([1, 1, 1, 2, 0, 0])
+    assert colocated_groups(groups, device).tolist() == [0, 0, -1, -1, -1, 2]
