@@ -274,11 +274,20 @@ def node_flops(node: Node) -> int:
     return 0 if rule is None else rule(node)
 
 
+# Ops that move no data at run time: views and bitcasts (a reshape of a contiguous buffer; XLA
+# lowers most reshapes to bitcasts, TF and onnxruntime alias the buffer), tuple plumbing, and
+# constants (materialised once, not per step).
+_NO_TRAFFIC_KINDS = frozenset({OpKind.RESHAPE, OpKind.TUPLE, OpKind.GET_TUPLE_ELEMENT, OpKind.CONSTANT})
+
+
 def node_bytes(node: Node) -> int:
     """Bytes read (each distinct input once, constants included) plus bytes written.
 
-    Values without a static shape or a fixed-width dtype contribute 0.
+    Values without a static shape or a fixed-width dtype contribute 0, and so do the ops that
+    move no data at run time (reshape/bitcast views, tuple plumbing, constants).
     """
+    if node.kind in _NO_TRAFFIC_KINDS:
+        return 0
     total = 0
     seen: set[int] = set()
     for value in node.inputs:

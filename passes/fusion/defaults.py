@@ -11,7 +11,9 @@ framework would form, chosen by the nodes' domain:
   pad, concat, iota, constant) fuses into its consumer when that consumer is cheap too (*loop
   fusion*) or a reduction (*input fusion*: the reduce's operand chain is computed inside the
   reduction kernel); heavy ops never take producers in (they are library calls); (3) an
-  elementwise sole user of a reduction joins its kernel (reduction epilogue fusion). Each group
+  elementwise sole user of a reduction joins its kernel (reduction epilogue fusion). Before that,
+  as XLA's CallInliner does, every `call` whose body holds only cheap ops (JAX wraps `relu` and
+  other custom-JVP functions in such calls) is inlined, so its ops can fuse. Each group
   holds at most one "hero" (reduction or library call) and groups never form a cycle.
   Not modelled: multi-output (sibling) fusion, producer duplication (off by default here: XLA
   duplicates cheap producers only when that does not grow the work; `fuse{max-duplicates=k}`
@@ -55,6 +57,7 @@ __all__ = [
     "CUDNN_RUNTIME",
     "apply_default_fusion",
     "colocated_groups",
+    "inline_cheap_calls",
     "default_fusion_name",
     "is_training_graph",
     "runtime_fusion",
@@ -106,6 +109,9 @@ def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
     name = default_fusion_name(graph)
     if name == "none":
         return DefaultFusion("none", reason="no default fusion known for this graph's domains")
+    inlined = 0
+    if name == XLA_GPU:
+        inlined = inline_cheap_calls(graph)
     groups = FusionGroups(graph, max_nodes=max_nodes)
     if name == XLA_GPU:
         greedy_fuse(groups, epilogues=True)
@@ -113,7 +119,7 @@ def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
         runtime_fusion(groups)
     groups.write()
     fused = sum(len(m) for m in groups.members.values() if len(m) > 1)
-    logger.debug("default fusion %s: %d groups, %d nodes", name, groups.num_groups, fused)
+    logger.debug("default fusion %s: %d groups, %d nodes, %d calls inlined", name, groups.num_groups, fused, inlined)
     return DefaultFusion(name, groups.num_groups, fused)
 
 
@@ -217,3 +223,77 @@ def colocated_groups(fusion_group: np.ndarray, device: np.ndarray) -> np.ndarray
     values[split] = -1
     out[grouped] = values
     return out
+
+
+def _call_body(node: Node) -> Graph | None:
+    bodies = list(node.subgraphs())
+    if len(bodies) == 1:
+        return bodies[0]
+    names = node.attr("called_computations") or ()
+    root = node.graph
+    while root is not None and getattr(root, "parent", None) is not None:
+        root = root.parent.graph
+    functions = getattr(root, "functions", {}) if root is not None else {}
+    if len(names) == 1:
+        return functions.get((node.domain, names[0], ""))
+    return None
+
+
+def inline_cheap_calls(graph: Graph) -> int:
+    """Replace each top-level HLO `call` whose body is only cheap ops (elementwise, broadcast,
+    reshape, constant...) by a copy of its body; the number inlined. Numerics are unchanged (the
+    same ops on the same values); XLA inlines such calls before fusing."""
+    from graph_ir.core import Node as IrNode
+    from passes.fusion.rules import CHEAP_KINDS
+
+    inlined: dict[Node, list[Node]] = {}
+    for node in list(graph):
+        if node.domain != "hlo" or node.kind != OpKind.CALL or len(node.outputs) != 1:
+            continue
+        body = _call_body(node)
+        if body is None or len(body.outputs) != 1 or len(body.inputs) != len(node.inputs):
+            continue
+        members = list(body)
+        if not members or any(m.kind not in CHEAP_KINDS or any(True for _ in m.subgraphs()) for m in members):
+            continue
+        mapping = dict(zip(body.inputs, node.inputs))
+        made = []
+        for member in members:
+            if any(v is not None and v not in mapping and v.producer is None for v in member.inputs):
+                break  # a captured outer value: leave this call alone
+            clone = IrNode(
+                member.op_type,
+                [mapping.get(v, v) if v is not None else None for v in member.inputs],
+                attrs=list(member.attrs.values()),
+                domain=member.domain,
+                overload=member.overload,
+                kind=member.kind,
+                name=graph.unique_name(f"{node.name or 'call'}.{member.name or member.op_type}"),
+            )
+            clone.meta.update(member.meta)  # the HLO exporter rebuilds constants from it
+            for out, original in zip(clone.outputs, member.outputs):
+                out.type = original.type
+                out.meta.update(original.meta)
+                out.name = graph.unique_name(f"{node.name or 'call'}.{original.name or 'v'}")
+                mapping[original] = out
+            clone.device = node.device
+            made.append(clone)
+        else:
+            result = mapping.get(body.outputs[0])
+            if result is None or result.producer is None:
+                continue  # the body returns an input unchanged: nothing to gain
+            graph.extend(made)
+            node.outputs[0].replace_all_uses_with(result)
+            inlined[node] = made
+    if not inlined:
+        return 0
+    made_ids = {id(m) for made in inlined.values() for m in made}
+    order: list[Node] = []
+    for node in list(graph):
+        if node in inlined:
+            order.extend(inlined[node])  # the body's ops where the call was
+        elif id(node) not in made_ids:
+            order.append(node)
+    graph.remove_nodes(list(inlined))
+    graph.reorder(order)
+    return len(inlined)

@@ -234,3 +234,11 @@ def test_hlo_files_from_shared_testdata(shared_testdata) -> None:
     # Two batched dots of 12 x 128x128x64 MACs, plus under 3% of elementwise and reductions.
     dots = 2 * 2 * 12 * 128 * 128 * 64
     assert dots < graph_flops(graph_ir.load(str(mha))) < 1.03 * dots
+
+
+def test_views_and_tuple_plumbing_move_no_bytes() -> None:
+    graph = Graph()
+    x = graph.add_input(_value("x", (4, 8)))
+    node = graph.add_node("Reshape", [x, graph.add_input(_value("s", (2,)))])
+    node.outputs[0].type = TensorType(F32, (32,))
+    assert node_bytes(node) == 0

@@ -180,3 +180,27 @@ def test_groups_split_by_placement_are_unfused() -> None:
     groups = np.array([0, 0, 1, 1, -1, 2])
     device = np.array([1, 1, 1, 2, 0, 0])
     assert colocated_groups(groups, device).tolist() == [0, 0, -1, -1, -1, 2]
+
+
+def test_cheap_calls_are_inlined_and_fused_like_xla() -> None:
+    """JAX wraps relu in a `call`; XLA inlines it and fuses the max into the conv/dot epilogue."""
+    import jax
+
+    from graph_ir.clone import clone_graph
+    from passes.fusion.defaults import inline_cheap_calls
+
+    fn = lambda x, w: jax.nn.relu(x @ w) * 2.0  # noqa: E731
+    graph = _hlo(fn, (8, 16), (16, 4))
+    assert any(n.op_type == "call" for n in graph)
+    before = clone_graph(graph)
+    assert inline_cheap_calls(graph) >= 1
+    graph.verify()
+    assert not any(n.op_type == "call" for n in graph)
+    from graph_ir.io.hlo_export import export_hlo_proto
+    from graph_ir.io.xla_bridge import run_hlo_module
+
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 4))]
+    np.testing.assert_allclose(run_hlo_module(export_hlo_proto(graph), *args)[0], run_hlo_module(export_hlo_proto(before), *args)[0], rtol=1e-6)
+    apply_default_fusion(graph)
+    assert _group_of(graph, "maximum") == _group_of(graph, "dot") is not None
