@@ -234,9 +234,8 @@ def _call_body(node: Node) -> Graph | None:
     while root is not None and getattr(root, "parent", None) is not None:
         root = root.parent.graph
     functions = getattr(root, "functions", {}) if root is not None else {}
-    if len(names) == 1:
-        return functions.get((node.domain, names[0], ""))
-    return None
+    function = functions.get((node.domain, names[0], "")) if len(names) == 1 else None
+    return None if function is None else function.graph
 
 
 def inline_cheap_calls(graph: Graph) -> int:
