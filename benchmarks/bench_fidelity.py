@@ -136,8 +136,8 @@ def _base_rates(device: str, precision: str) -> tuple[float, float, float]:
 
 def build(pair: dict[str, Any]):
     graph = build_workload(pair["workload"], pair["mode"], batch=pair["batch"])
-    with_precision(graph, pair["precision"])
     fusion = apply_default_fusion(graph)
+    with_precision(graph, pair["precision"])  # after fusion: inlined call bodies get converted too
     return graph, fusion
 
 

@@ -48,8 +48,8 @@ def step_rows(measured: dict[str, Any], preset: str) -> list[dict[str, Any]]:
         if m["model"] == "bert-base":
             sizes.update(seq_len=128, masked=128)
         graph = build_workload(m["model"], m["mode"], **sizes)
-        with_precision(graph, m["precision"])
         fusion = apply_default_fusion(graph)
+        with_precision(graph, m["precision"])
         pair = {"device": preset, "precision": m["precision"]}
         raw = simulate_pair(graph, pair, {"fp32": 1.0, "tensor": 1.0, "memory": 1.0})
         fitted = simulate_pair(graph, pair, EFFICIENCY)

@@ -14,7 +14,9 @@ framework would form, chosen by the nodes' domain:
   elementwise sole user of a reduction joins its kernel (reduction epilogue fusion). Before that,
   as XLA's CallInliner does, every `call` whose body holds only cheap ops (JAX wraps `relu` and
   other custom-JVP functions in such calls) is inlined, so its ops can fuse. Each group
-  holds at most one "hero" (reduction or library call) and groups never form a cycle.
+  holds at most one "hero" (reduction or library call) and groups never form a cycle; then
+  (4) sibling multi-output fusion: reductions that read the same value and reduce to the same
+  shape join one kernel (XLA's GpuMultiOutputFusion; batch-norm statistics read their input once).
   Not modelled: multi-output (sibling) fusion, producer duplication (off by default here: XLA
   duplicates cheap producers only when that does not grow the work; `fuse{max-duplicates=k}`
   does it), the cost-model-driven priority fusion of newer XLA (it fuses more, so ours errs on
@@ -61,6 +63,7 @@ __all__ = [
     "default_fusion_name",
     "is_training_graph",
     "runtime_fusion",
+    "sibling_fusion",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,6 +118,7 @@ def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
     groups = FusionGroups(graph, max_nodes=max_nodes)
     if name == XLA_GPU:
         greedy_fuse(groups, epilogues=True)
+        sibling_fusion(groups)
     else:
         runtime_fusion(groups)
     groups.write()
@@ -296,3 +300,47 @@ def inline_cheap_calls(graph: Graph) -> int:
     graph.remove_nodes(list(inlined))
     graph.reorder(order)
     return len(inlined)
+
+
+def sibling_fusion(groups: FusionGroups) -> int:
+    """Merge the groups of reductions that read one value and produce equal shapes; the merges."""
+    from passes.fusion.rules import REDUCTION_KINDS
+
+    nodes = groups.nodes
+    readers: dict[int, list[int]] = {}
+    values: dict[int, object] = {}
+    for i, node in enumerate(nodes):
+        for value in node.inputs:
+            if value is None or value.const is not None or not getattr(value.type, "shape", None):
+                continue  # constants (reduce init values) and scalars are no shared traffic
+            if value.producer is not None and value.producer.kind == OpKind.CONSTANT:
+                continue
+            readers.setdefault(id(value), []).append(i)
+            values[id(value)] = value
+    merges = 0
+    for users in readers.values():
+        if len(users) < 2:
+            continue
+        # Groups reading this value whose hero is a reduction (directly or through fused producers).
+        by_shape: dict[object, list[int]] = {}
+        for u in users:
+            hero = next((m for m in groups.group(u) if nodes[m].kind in REDUCTION_KINDS and nodes[m].outputs), None)
+            if hero is None:
+                continue
+            members = by_shape.setdefault(getattr(nodes[hero].outputs[0].type, "shape", None), [])
+            if all(not groups.same_group(u, other) for other in members):
+                members.append(u)
+        for members in by_shape.values():
+            for other in members[1:]:
+                if groups.same_group(members[0], other):
+                    continue
+                # Several reductions of one input are one kernel in XLA (multi-output fusion):
+                # let the merged group hold them by counting the newcomer's hero as shared.
+                root = groups.find(other)
+                saved = groups.heroes[root]
+                groups.heroes[root] = 0
+                if groups.try_merge(members[0], other):
+                    merges += 1
+                else:
+                    groups.heroes[root] = saved
+    return merges

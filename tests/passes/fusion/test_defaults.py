@@ -78,14 +78,15 @@ def test_xla_gpu_no_producer_fuses_into_a_library_call() -> None:
 def test_xla_gpu_input_fusion_into_a_reduction_and_one_hero_per_group() -> None:
     import jax.numpy as jnp
 
-    graph = _hlo(lambda x: jnp.sum(jnp.exp(x) * 2.0, axis=1) + jnp.max(x, axis=1), (16, 64))
+    # Two reductions of different inputs (of one input they would be siblings, see below).
+    graph = _hlo(lambda x, y: jnp.sum(jnp.exp(x) * 2.0, axis=1) + jnp.max(y, axis=1), (16, 64), (16, 64))
     apply_default_fusion(graph)
     reduces = [n for n in graph if n.op_type == "reduce"]
     assert len(reduces) == 2
     assert reduces[0].fusion_group != reduces[1].fusion_group  # one hero per fused kernel
     exp_group = _group_of(graph, "exponential")
     assert exp_group is not None and exp_group in {r.fusion_group for r in reduces}
-    _assert_hlo_fused_numerics(graph, (16, 64))
+    _assert_hlo_fused_numerics(graph, (16, 64), (16, 64))
 
 
 def test_existing_decisions_are_kept() -> None:
@@ -204,3 +205,15 @@ def test_cheap_calls_are_inlined_and_fused_like_xla() -> None:
     np.testing.assert_allclose(run_hlo_module(export_hlo_proto(graph), *args)[0], run_hlo_module(export_hlo_proto(before), *args)[0], rtol=1e-6)
     apply_default_fusion(graph)
     assert _group_of(graph, "maximum") == _group_of(graph, "dot") is not None
+
+
+def test_sibling_reductions_of_one_input_share_a_kernel() -> None:
+    import jax.numpy as jnp
+
+    # Batch-norm statistics: mean and mean of squares of one activation, one XLA kernel.
+    graph = _hlo(lambda x: (jnp.mean(x, axis=0), jnp.mean(x * x, axis=0)), (32, 16))
+    apply_default_fusion(graph)
+    reduces = [n for n in graph if n.op_type == "reduce"]
+    assert len(reduces) == 2 and reduces[0].fusion_group is not None
+    assert reduces[0].fusion_group == reduces[1].fusion_group
+    _assert_hlo_fused_numerics(graph, (32, 16))  # one multi-output XLA fusion computes the same
