@@ -17,9 +17,11 @@ Constants (per element, chosen to match common profilers' conventions, not a spe
 - attention (ONNX Attention): QK^T and PV matmuls plus softmax (5 per score);
 - everything else (data movement, control flow, constants...) 0.
 
+Convolutions of every frontend and layout (ONNX, aten, TF HWIO filters and backprops, HLO and
+StableHLO dimension numbers) are counted in `cost_model.conv_flops`, each in its framework's own
+convention (dense window for ONNX/TF, XLA's valid positions for HLO/StableHLO).
 XLA HLO nodes (domain "hlo") use their own operand conventions: `dot` counts 2 x output
-elements x the product of the lhs contracting dims; `convolution` 2 x output elements x the
-kernel's elements per output feature; `reduce-window` output elements x window size; other
+elements x the product of the lhs contracting dims; `reduce-window` output elements x window size; other
 HLO matmul-kind ops (cholesky, triangular-solve) count 0. Fusion bodies are subgraphs, so
 their nodes are counted like any others.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 
+from cost_model.conv_flops import conv_flops
 from graph_ir.op_kinds import OpKind
 from graph_ir.types import TensorType
 
@@ -113,6 +116,12 @@ def _matmul_flops(node: Node) -> int:
     sa, sb = _shape(a), _shape(b)
     if sa is None or sb is None or not sa or not sb:
         return 0
+    if node.domain == "tf" and len(sa) >= 2 and len(sb) >= 2:
+        # TF transposes operands by attribute (MatMul transpose_a/b, BatchMatMul adj_x/y).
+        if node.attr("transpose_a", False) or node.attr("adj_x", False):
+            sa = sa[:-2] + (sa[-1], sa[-2])
+        if node.attr("transpose_b", False) or node.attr("adj_y", False):
+            sb = sb[:-2] + (sb[-1], sb[-2])
     k = sa[-1]
     # numpy.matmul: 1-D operands are promoted to matrices and the added dim removed afterwards.
     m = sa[-2] if len(sa) >= 2 else 1
@@ -151,34 +160,6 @@ def _einsum_flops(node: Node) -> int:
         sizes.update(zip(term, shape))
     loops = math.prod(sizes.values())
     return 2 * loops if len(terms) > 1 else loops
-
-
-def _conv_flops(node: Node) -> int:
-    op = node.op_type
-    if node.domain == _HLO:
-        return _hlo_conv_flops(node)
-    weight_index, bias_index = {"QLinearConv": (3, 8), "DeformConv": (1, 3), "ConvInteger": (1, None)}.get(op, (1, 2))
-    weight = _shape(_input(node, weight_index))
-    out = _out_numel(node)
-    if weight is None or out is None or len(weight) < 2:
-        return 0
-    # Weight is [Cout, Cin/group, k...]: each output element is a dot product of that length.
-    flops = 2 * out * weight[1] * math.prod(weight[2:])
-    if bias_index is not None and _input(node, bias_index) is not None:
-        flops += out
-    return flops
-
-
-def _conv_transpose_flops(node: Node) -> int:
-    weight = _shape(_input(node, 1))
-    x = _numel(_input(node, 0))
-    if weight is None or x is None or len(weight) < 2:
-        return 0
-    # Weight is [Cin, Cout/group, k...]: every input element scatters into Cout/group * prod(k) outputs.
-    flops = 2 * x * weight[1] * math.prod(weight[2:])
-    if _input(node, 2) is not None:
-        flops += _out_numel(node) or 0
-    return flops
 
 
 def _elementwise_flops(node: Node) -> int:
@@ -259,18 +240,6 @@ def _hlo_dot_flops(node: Node) -> int:
     return 2 * out * math.prod(lhs[d] for d in contracting)
 
 
-def _hlo_conv_flops(node: Node) -> int:
-    kernel, out = _shape(_input(node, 1)), _out_numel(node)
-    dnums = node.attr("convolution_dimension_numbers")
-    if kernel is None or out is None or dnums is None:
-        return 0
-    out_feature_dim = getattr(dnums, "kernel_output_feature_dimension", None)
-    if out_feature_dim is None or out_feature_dim >= len(kernel) or kernel[out_feature_dim] == 0:
-        return 0
-    # Kernel elements per output feature = (input features / groups) x window.
-    return 2 * out * (math.prod(kernel) // kernel[out_feature_dim])
-
-
 def _hlo_reduce_window_flops(node: Node) -> int:
     out = _out_numel(node)
     window = node.attr("window")
@@ -281,8 +250,8 @@ def _hlo_reduce_window_flops(node: Node) -> int:
 
 _RULES: dict[OpKind, Callable[[Node], int]] = {
     OpKind.MATMUL: _matmul_flops,
-    OpKind.CONV: _conv_flops,
-    OpKind.CONV_TRANSPOSE: _conv_transpose_flops,
+    OpKind.CONV: conv_flops,
+    OpKind.CONV_TRANSPOSE: conv_flops,
     OpKind.UNARY: _elementwise_flops,
     OpKind.BINARY: _elementwise_flops,
     OpKind.SELECT: _elementwise_flops,
@@ -305,11 +274,20 @@ def node_flops(node: Node) -> int:
     return 0 if rule is None else rule(node)
 
 
+# Ops that move no data at run time: views and bitcasts (a reshape of a contiguous buffer; XLA
+# lowers most reshapes to bitcasts, TF and onnxruntime alias the buffer), tuple plumbing, and
+# constants (materialised once, not per step).
+_NO_TRAFFIC_KINDS = frozenset({OpKind.RESHAPE, OpKind.TUPLE, OpKind.GET_TUPLE_ELEMENT, OpKind.CONSTANT})
+
+
 def node_bytes(node: Node) -> int:
     """Bytes read (each distinct input once, constants included) plus bytes written.
 
-    Values without a static shape or a fixed-width dtype contribute 0.
+    Values without a static shape or a fixed-width dtype contribute 0, and so do the ops that
+    move no data at run time (reshape/bitcast views, tuple plumbing, constants).
     """
+    if node.kind in _NO_TRAFFIC_KINDS:
+        return 0
     total = 0
     seen: set[int] = set()
     for value in node.inputs:

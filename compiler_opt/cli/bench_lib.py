@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from compiler_opt.cli._render import Table
 
 __all__ = ["BenchSpec", "README_REFERENCES", "bench_tables", "run_bench"]
@@ -62,6 +64,7 @@ class BenchSpec:
     memory: float | None = None
     seed: int = 0
     costs: str = "roofline"  # kernel cost source of suite/model workloads (cost_model.costs)
+    default_fusion: bool = True  # the framework's default GPU fusion before placing (suite/model workloads)
 
 
 def _bench_error(message: str, **context: Any) -> Exception:
@@ -184,7 +187,17 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
     from cost_model.lower_bound import step_time_lower_bound, work_bound
     from passes.placement import place_outcome
 
+    from cost_model.decisions import Decisions, node_order
+    from passes.fusion.defaults import apply_default_fusion, colocated_groups
+
     graph, label = load_simulation_graph(name)
+    # The framework's default fusion is applied after placement, within each device (a group the
+    # placement splits stays unfused): methods place the unfused graph, the row reports the fused run.
+    fusion = apply_default_fusion(graph).name if spec.default_fusion else "none"
+    default_groups = np.array([-1 if n.fusion_group is None else n.fusion_group for n in node_order(graph)], dtype=np.int32)
+    if fusion != "none":
+        for node in graph.all_nodes():
+            node.fusion_group = None
     objective = spec.objective or "latency"
     rows = []
     methods = [m for m in _methods(spec, False) if m != "expert"]
@@ -196,7 +209,7 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
             progress.set_postfix_str(f"{label} {devices} {method}")
             row: dict[str, Any] = {
                 "workload": label, "kind": "graph", "method": method, "devices": devices,
-                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph), "costs": spec.costs,
+                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph), "costs": spec.costs, "default_fusion": fusion,
             }
             try:
                 outcome = place_outcome(graph, method, target, objective, **_options(method, spec))
@@ -208,13 +221,16 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
                 progress.update(1)
                 continue
             problem = outcome.context.problem
-            result = simulate(problem, outcome.decisions)
+            decisions = outcome.decisions
+            if fusion != "none":
+                decisions = Decisions(decisions.device, colocated_groups(default_groups, decisions.device), decisions.priority)
+            result = simulate(problem, decisions)
             fraction = result.peak_memory_bytes / result.memory_capacity_bytes
             if bound is None:
-                bound = {"latency": step_time_lower_bound(problem), "throughput": work_bound(problem)}.get(objective)
+                bound = {"latency": step_time_lower_bound(problem, fusion=fusion != "none"), "throughput": work_bound(problem)}.get(objective)
             value = {
                 "latency": result.step_time_s,
-                "throughput": throughput_objective(problem, outcome.decisions),
+                "throughput": throughput_objective(problem, decisions),
                 "memory": float(fraction.max()),
             }[objective]
             row.update(

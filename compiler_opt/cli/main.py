@@ -77,6 +77,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         args.model, args.devices, decisions=args.decisions, objective=args.objective, trace=args.trace,
         plot=args.plot, sizes=parse_sizes(args.size), paper=args.paper_sizes, module=args.module,
         costs=args.costs,
+        default_fusion=not args.no_default_fusion,
     )
     if args.json:
         print(json.dumps(report, indent=2))
@@ -96,6 +97,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         workloads=split(args.workloads), methods=split(args.methods) or None, objective=args.objective,
         budget=args.budget, time_limit_s=args.time_limit, expert=args.expert, accelerators=args.accelerators,
         memory=args.memory, seed=args.seed, costs=args.costs,
+        default_fusion=not args.no_default_fusion,
     )
     if args.devices:
         spec.devices = split(args.devices)
@@ -204,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_p.add_argument("--size", action="append", metavar="KEY=VALUE", help="workload size override (repeatable), e.g. --size batch=64")
     simulate_p.add_argument("--paper-sizes", action="store_true", help="workload at its paper-like sizes (see `workloads --json`), before --size")
     simulate_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
+    simulate_p.add_argument("--no-default-fusion", action="store_true", help="simulate op by op instead of with the framework's default GPU fusion (xla-gpu for HLO, cudnn-runtime for TF/ONNX)")
     simulate_p.set_defaults(handler=_cmd_simulate, file_arg="model")
 
     bench_p = sub.add_parser(
@@ -225,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--memory", type=float, metavar="BYTES", help="profiled workloads: memory per accelerator instead of the file's maxSizePerFPGA")
     bench_p.add_argument("--seed", type=int, default=0, help="seed of the randomised methods")
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
+    bench_p.add_argument("--no-default-fusion", action="store_true", help="place the unfused graph instead of the framework's default GPU fusion")
     bench_p.set_defaults(handler=_cmd_bench, file_arg=None)
     return parser
 

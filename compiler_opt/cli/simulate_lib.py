@@ -149,9 +149,14 @@ def simulate_model(
     paper: bool = False,
     module: int | None = None,
     costs: str = "roofline",
+    default_fusion: bool = True,
 ) -> dict[str, Any]:
     """Simulate MODEL on the `devices` topology with the `costs` kernel cost source; returns the
-    report (what --json prints)."""
+    report (what --json prints).
+
+    With `default_fusion` (the default) the graph first gets the fusion its framework applies on
+    a GPU (`passes.fusion.defaults`: xla-gpu for HLO/StableHLO, cudnn-runtime for TF/ONNX), unless
+    it already carries fusion groups; a decisions file's `fusion_group` entries still override."""
     from cost_model.costs import Target, simulate, throughput_objective
     from cost_model.decisions import Decisions
     from cost_model.lower_bound import memory_feasible, step_time_lower_bound
@@ -169,6 +174,10 @@ def simulate_model(
     if decisions is not None and not os.path.isfile(decisions):
         raise FileNotFoundError(2, "no such decisions file", decisions)
     graph, label = load_simulation_graph(model, sizes=sizes, paper=paper, module=module)
+    from passes.fusion.defaults import DefaultFusion, apply_default_fusion
+
+    own_decisions = _any_decision(list(graph.all_nodes()))  # before the default fusion writes groups
+    fusion = apply_default_fusion(graph) if default_fusion else DefaultFusion("none", reason="--no-default-fusion")
     began = time.perf_counter()
     problem = target.problem(graph)
     fastest = fastest_device(topology)
@@ -199,8 +208,10 @@ def simulate_model(
         "topology": devices,
         "costs": costs,
         "nodes": problem.num_nodes,
-        "decisions": "file" if decisions else ("graph" if _any_decision(problem.nodes) else "default"),
+        "decisions": "file" if decisions else ("graph" if own_decisions else "default"),
         "decisions_file_nodes": named,
+        "default_fusion": fusion.name,
+        "default_fusion_groups": fusion.groups,
         "default_device": names[fastest] if names else None,
         "objective": objective,
         "objective_value": value,
@@ -242,7 +253,8 @@ def simulate_tables(report: Mapping[str, Any]) -> list[Table]:
     ratio = report["ratio_to_lower_bound"]
     summary = Table(
         f"{report['model']} on {report['topology']} ({report.get('costs', 'roofline')} costs): "
-        f"{human_count(report['nodes'])} nodes, decisions: {report['decisions']}",
+        f"{human_count(report['nodes'])} nodes, decisions: {report['decisions']}, "
+        f"default fusion: {report.get('default_fusion', 'none')}",
         ["metric", "value"],
         [
             ["step time", _ms(report["step_time_s"])],

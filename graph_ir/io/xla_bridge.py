@@ -25,6 +25,7 @@ from graph_ir.io._native_log import native_stderr_to_log
 from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
 
 __all__ = [
+    "hlo_cost_analysis",
     "HloSyntaxError",
     "hlo_module_proto_class",
     "parse_hlo_text",
@@ -244,3 +245,14 @@ def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
 
     executable = compile_hlo_module(proto)
     return [np.asarray(out) for out in executable.execute([jax.device_put(a) for a in args])]
+
+
+def hlo_cost_analysis(text: str) -> dict[str, float]:
+    """XLA's own `HloCostAnalysis` of one HLO module (text), as the CPU client runs it on the
+    unoptimized module: keys such as "flops", "transcendentals", "bytes accessed"."""
+    from jax._src import xla_bridge
+    from jaxlib import _jax
+
+    module = _hlo_lib().hlo_module_from_text(text)
+    with native_stderr_to_log(logger):
+        return dict(_jax.hlo_module_cost_analysis(xla_bridge.get_backend("cpu"), module))

@@ -41,7 +41,9 @@ def fusible(node: Node) -> bool:
     """A node that may be part of any fused kernel at all."""
     if node.kind in SIDE_EFFECT_KINDS:
         return False
-    if node._attrs and any(True for _ in node.subgraphs()):
+    if node._attrs and node.kind not in REDUCTION_KINDS and any(True for _ in node.subgraphs()):
+        # Control flow and calls stay unfused; a reduction's subgraph is its scalar combiner
+        # (HLO reduce / reduce-window `to_apply`), part of the op: XLA fuses such reductions.
         return False
     return node.kind in CHEAP_KINDS or node.kind in REDUCTION_KINDS or node.kind in HEAVY_KINDS
 

@@ -161,3 +161,13 @@ def test_size_options_refused_for_files(capsys: pytest.CaptureFixture[str], tmp_
     path = export_workload("rnnlm-2", "inference", tmp_path / "rnnlm.hlo", steps=4)
     code, _, err = _run(capsys, "simulate", str(path), "--devices", "4xV100", "--paper-sizes")
     assert code == 2 and "--size and --paper-sizes apply to workloads, not to model files" in err
+
+
+def test_default_fusion_is_reported_and_can_be_turned_off(capsys: pytest.CaptureFixture[str]) -> None:
+    fused = _report(capsys, WORKLOAD, "--devices", "1xV100", *SMALL)
+    plain = _report(capsys, WORKLOAD, "--devices", "1xV100", *SMALL, "--no-default-fusion")
+    assert fused["default_fusion"] == "xla-gpu" and fused["default_fusion_groups"] > 0
+    assert plain["default_fusion"] == "none" and plain["default_fusion_groups"] == 0
+    assert fused["decisions"] == plain["decisions"] == "default"
+    # Fewer launches and no round trips for the fused intermediates.
+    assert fused["step_time_s"] < plain["step_time_s"]

@@ -196,13 +196,21 @@ def test_hlo_dot_uses_contracting_dims() -> None:
 
 
 def test_hlo_convolution_any_layout() -> None:
-    # Depthwise 3x3, kernel laid out [3, 3, 1, 256] (output features last): 9 MACs per output element.
-    dnums = SimpleNamespace(kernel_output_feature_dimension=3)
+    # Depthwise 3x3 SAME, NHWC input, kernel laid out [3, 3, 1, 256] (output features last): 9
+    # MACs per output element, less the (output, kernel) pairs that land on padding, as XLA counts:
+    # per spatial dim 56 * 3 - 2 = 166 pairs.
+    dnums = SimpleNamespace(
+        input_batch_dimension=0, input_feature_dimension=3, input_spatial_dimensions=(1, 2),
+        kernel_input_feature_dimension=2, kernel_output_feature_dimension=3, kernel_spatial_dimensions=(0, 1),
+        output_batch_dimension=0, output_feature_dimension=3, output_spatial_dimensions=(1, 2),
+    )
+    dim = SimpleNamespace(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1, base_dilation=1)
     node = _hlo_node(
         "convolution", OpKind.CONV, [(1, 56, 56, 256), (3, 3, 1, 256)], (1, 56, 56, 256),
-        convolution_dimension_numbers=dnums,
+        convolution_dimension_numbers=dnums, window=SimpleNamespace(dimensions=[dim, dim]),
+        feature_group_count=256, batch_group_count=1,
     )
-    assert node_flops(node) == 2 * 56 * 56 * 256 * 9
+    assert node_flops(node) == 2 * 256 * 166 * 166
 
 
 def test_hlo_reduce_window() -> None:
@@ -220,8 +228,17 @@ def test_hlo_files_from_shared_testdata(shared_testdata) -> None:
     mha = folder / f"{prefix}mha_block_1x12x128x64_bf16.hlo"
     if not conv.is_file() or not mha.is_file():
         pytest.skip("XLA benchmark HLO files not in the shared test data")
-    # One depthwise convolution (the other nodes are a constant and a broadcast).
-    assert graph_flops(graph_ir.load(str(conv))) == 2 * 256 * 56 * 56 * 9
+    # One depthwise 3x3 SAME convolution (the other nodes are a constant and a broadcast),
+    # padding positions excluded as XLA's cost analysis does.
+    assert graph_flops(graph_ir.load(str(conv))) == 2 * 256 * 166 * 166
     # Two batched dots of 12 x 128x128x64 MACs, plus under 3% of elementwise and reductions.
     dots = 2 * 2 * 12 * 128 * 128 * 64
     assert dots < graph_flops(graph_ir.load(str(mha))) < 1.03 * dots
+
+
+def test_views_and_tuple_plumbing_move_no_bytes() -> None:
+    graph = Graph()
+    x = graph.add_input(_value("x", (4, 8)))
+    node = graph.add_node("Reshape", [x, graph.add_input(_value("s", (2,)))])
+    node.outputs[0].type = TensorType(F32, (32,))
+    assert node_bytes(node) == 0
