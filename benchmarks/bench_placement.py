@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=1000)
     parser.add_argument("--time-limit", type=float, default=20.0)
     parser.add_argument("--expert")
+    parser.add_argument("--costs", default="roofline", help="kernel cost source (cost_model.costs): roofline | profiled | recorded")
+    parser.add_argument("--no-default-fusion", action="store_true", help="place and score the op-by-op graph (as RESULTS.md sections c and d were made)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     specs = [(name, preset(name)) for name in args.preset or []]
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         spec.methods = args.methods or spec.methods
         spec.objective = args.objective or spec.objective
         spec.expert = args.expert or spec.expert
+        spec.costs = args.costs
+        spec.default_fusion = not args.no_default_fusion
         rows = run_bench(spec)
         render_tables(bench_tables(rows))
         out = Path(args.json) if args.json and len(specs) == 1 else ROOT / "benchmarks" / "results" / f"bench_placement_{name}.json"
