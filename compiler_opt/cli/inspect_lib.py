@@ -30,7 +30,8 @@ def load_model(path: str, module: int | None = None, *, target_format: str | Non
 
     `module` picks one module of a file that holds several (HLO text separated by `// -----`).
     `target_format` is the format the graph will be written in: a StableHLO file bound for HLO
-    or StableHLO is lowered to HLO by XLA on the way in (the one cross-format path that maps ops).
+    is lowered to HLO by XLA on the way in (the one cross-format path that maps ops); StableHLO
+    bound for StableHLO is printed directly (dynamic and quantized modules have no HLO form).
     """
     from graph_ir.errors import CompilerOptError, UnknownFormatError
     from graph_ir.io.formats import detect_format
@@ -42,7 +43,7 @@ def load_model(path: str, module: int | None = None, *, target_format: str | Non
         if handler.name != "hlo":
             raise UnknownFormatError(f"--module applies to HLO text files, not {handler.name}", file=path)
         options["module"] = module
-    if handler.name == "stablehlo" and target_format in ("hlo", "stablehlo"):
+    if handler.name == "stablehlo" and target_format == "hlo":
         from graph_ir.io.stablehlo_import import load_stablehlo_as_hlo
 
         try:
