@@ -249,6 +249,8 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
     raw = read_nonempty(path)
     try:
         return json.loads(raw)
+    except RecursionError:  # nesting under the limit can still exhaust Python's recursion
+        raise CorruptModelError("JSON nests too deeply", file=path, field="max_nesting_depth") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         line = getattr(err, "lineno", None)
         column = getattr(err, "colno", None)
@@ -279,6 +281,9 @@ def load_profiled_workload(
     nodes = data["nodes"]
     if not nodes:
         raise EmptyModelError("the workload has no nodes", file=path)
+    from graph_ir.io import limits
+
+    limits.check("max_nodes", len(nodes), "the workload's node count", file=path)
     ids, cpu, accel, supported, backward, color, size = [], [], [], [], [], [], []
     for index, node in enumerate(nodes):
         if not isinstance(node, dict):

@@ -79,6 +79,9 @@ def split_modules(text: str) -> list[tuple[int, str]]:
     return [(offset, chunk) for offset, chunk in chunks if any(not _COMMENT_OR_BLANK.match(l) for l in chunk.splitlines())]
 
 
+from graph_ir.io import limits  # noqa: E402
+
+
 def load_hlo_modules(path: str | os.PathLike[str], *, verify_shapes: bool = True) -> list[Graph]:
     """Every module of an HLO text file, one Graph each."""
     path = os.fspath(path)
@@ -96,6 +99,7 @@ def load_hlo_modules(path: str | os.PathLike[str], *, verify_shapes: bool = True
             graphs.append(import_hlo_text(chunk, file=path, line_offset=offset, verify_shapes=verify_shapes))
         except CompilerOptError as err:
             raise err.with_context(file=path)
+        limits.check_graph_size(graphs[-1], file=path)
     return graphs
 
 

@@ -96,12 +96,20 @@ register_op_kinds(STABLEHLO_DOMAIN, STABLEHLO_OP_KINDS)
 
 
 def load_stablehlo(path: str | os.PathLike[str]) -> Graph:
+    from graph_ir.io import limits
+
     path = os.fspath(path)
-    raw = read_nonempty(path)
+    with open(path, "rb") as handle:
+        is_bytecode = handle.read(4) == _BYTECODE_MAGIC
+    raw = read_nonempty(path, text=not is_bytecode)
+    if not is_bytecode:
+        limits.check_nesting(raw, file=path, angle=True)
     try:
-        return import_stablehlo_text(raw, file=path)
+        graph = import_stablehlo_text(raw, file=path)
     except CompilerOptError as err:
         raise err.with_context(file=path)
+    limits.check_graph_size(graph, file=path)
+    return graph
 
 
 def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:

@@ -53,12 +53,14 @@ from graph_ir.errors import (
     CycleError,
     DuplicateNameError,
     EmptyModelError,
+    LimitExceededError,
     ModelFormatError,
     TypeConsistencyError,
     UndefinedValueError,
     UnsupportedOpError,
 )
 from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io import limits
 from graph_ir.io.decisions import read_decision
 from graph_ir.core import CONTROL_PREDECESSORS
 from graph_ir.io._native_log import import_tensorflow, native_stderr_to_log
@@ -77,7 +79,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_TEXT_BYTES = 512 * 2**20
+DEFAULT_MAX_TEXT_BYTES = limits.Limits().max_text_bytes  # kept for callers; see graph_ir.io.limits
 # Decisions other than the device ride in NodeDef attrs; a leading "_" makes TF ignore them.
 DECISION_ATTR_PREFIX = "_compiler_opt."
 _SAVED_MODEL_NAMES = ("saved_model.pb", "saved_model.pbtxt")
@@ -90,7 +92,7 @@ def load_tf(
     path: str | os.PathLike[str],
     *,
     infer_shapes: bool = True,
-    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    max_text_bytes: int | None = None,
     meta_graph: int = 0,
     outputs: Sequence[str] | None = None,
     strict: bool = False,
@@ -103,6 +105,7 @@ def load_tf(
         graph = import_graphdef(graph_def, file=file, infer_shapes=infer_shapes, outputs=outputs, strict=strict)
     except CompilerOptError as err:
         raise err.with_context(file=file)
+    limits.check_graph_size(graph, file=file)
     graph.model.extra.update(extra)
     if "tf.signatures" in extra:
         graph.meta["tf.signatures"] = extra["tf.signatures"]
@@ -110,9 +113,11 @@ def load_tf(
 
 
 def read_graphdef(
-    path: str | os.PathLike[str], *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES, meta_graph: int = 0
+    path: str | os.PathLike[str], *, max_text_bytes: int | None = None, meta_graph: int = 0
 ) -> tuple[Any, dict[str, Any]]:
-    """Parse a file into a GraphDef; for a SavedModel also return its signatures (in `extra`)."""
+    """Parse a file into a GraphDef; for a SavedModel also return its signatures (in `extra`).
+
+    Sizes are checked against `graph_ir.io.limits` (`max_text_bytes` overrides its text limit)."""
     import_tensorflow()
     path = Path(path)
     file = os.fspath(path)
@@ -129,12 +134,14 @@ def read_graphdef(
 
     is_text = path.name.lower().endswith(".pbtxt")
     if is_text:
-        if size > max_text_bytes:
-            raise ModelFormatError(
+        if max_text_bytes is not None and size > max_text_bytes:
+            raise LimitExceededError(
                 f"text GraphDef is {size} bytes, over the {max_text_bytes}-byte limit (raise max_text_bytes, "
                 "or convert it to binary .pb)", file=file, field="max_text_bytes",
             )
+        limits.check_file_size(file, text=True)
         raw = path.read_bytes()
+        limits.check_nesting(raw, file=file)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -143,6 +150,7 @@ def read_graphdef(
         message = saved_model_pb2.SavedModel() if saved else graph_pb2.GraphDef()
         _parse_text(text, message, file)
     else:
+        limits.check_file_size(file, text=False)
         raw = path.read_bytes()
         # SavedModel starts with field 1 as a varint (schema version); GraphDef's field 1 is a message.
         saved = path.name.lower().endswith(_SAVED_MODEL_NAMES[0]) or raw[:1] == b"\x08"
@@ -166,6 +174,8 @@ def read_graphdef(
         message = meta.graph_def
     if not message.node and not message.library.function:
         raise EmptyModelError("the GraphDef holds no nodes and no functions", file=file)
+    nodes = len(message.node) + sum(len(f.node_def) for f in message.library.function)
+    limits.check("max_nodes", nodes, "the GraphDef's node count", file=file)
     return message, extra
 
 

@@ -301,6 +301,9 @@ class TFTensor(Tensor):
         shape = shape_from_tf(proto.tensor_shape)
         if dtype is None or is_ref or shape is None or None in shape:
             return None
+        from graph_ir.io import limits
+
+        limits.check("max_tensor_elements", shape.numel() or 0, "a constant tensor's element count")
         return cls(proto, dtype, shape)
 
     def numpy(self) -> Any:

@@ -166,6 +166,7 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         from jaxlib.mlir import ir
     except ImportError:  # pragma: no cover
         return False
+    _check_entry_layout(proto, file)
     try:
         bytecode = hlo_to_stablehlo_bytecode(proto)
     except Exception:
@@ -183,6 +184,39 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         detail = detail.split(": ", 2)[-1] if ": " in detail else detail
         raise TypeConsistencyError(f"shape mismatch: {detail}", file=file, node=where.group(1) if where else None) from None
     return True
+
+
+def _check_entry_layout(proto: Any, file: str | None) -> None:
+    """XLA's HLO -> MLIR importer CHECK-fails (aborts the process) when the module's
+    entry_computation_layout disagrees with the ENTRY computation's parameters, which XLA's text
+    parser lets through: refuse that here (found by fuzzing)."""
+    from graph_ir.errors import ModelFormatError
+
+    if not proto.HasField("host_program_shape"):
+        return
+    entry = next((c for c in proto.computations if c.id == proto.entry_computation_id), None)
+    if entry is None:
+        return
+    params = sorted((i for i in entry.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+    layout = proto.host_program_shape.parameters
+    if len(layout) != len(params):
+        raise ModelFormatError(
+            f"entry_computation_layout lists {len(layout)} parameters, the ENTRY computation has {len(params)}",
+            file=file, node=entry.name, field="entry_computation_layout",
+        )
+    for instruction, shape in zip(params, layout):
+        if (instruction.shape.element_type, list(instruction.shape.dimensions)) != (shape.element_type, list(shape.dimensions)):
+            raise ModelFormatError(
+                f"entry_computation_layout's parameter {instruction.parameter_number} does not match the shape of "
+                f"parameter {instruction.name!r}", file=file, node=instruction.name, field="entry_computation_layout",
+            )
+    result = proto.host_program_shape.result
+    root = next((i for i in entry.instructions if i.id == entry.root_id), None)
+    if root is not None and (root.shape.element_type, list(root.shape.dimensions)) != (result.element_type, list(result.dimensions)):
+        raise ModelFormatError(
+            "entry_computation_layout's result does not match the ENTRY computation's root", file=file,
+            node=root.name, field="entry_computation_layout",
+        )
 
 
 def mlir_context() -> Any:

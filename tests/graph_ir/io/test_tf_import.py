@@ -19,6 +19,7 @@ from graph_ir.errors import (  # noqa: E402
     CycleError,
     DuplicateNameError,
     EmptyModelError,
+    LimitExceededError,
     ModelFormatError,
     TypeConsistencyError,
     UndefinedValueError,
@@ -268,7 +269,7 @@ def test_malformed_text_names_line_and_column(tmp_path):
 def test_text_over_the_size_cap_fails_before_parsing(tmp_path):
     path = _write(tmp_path, "node { this is not even valid " + "x" * 100)
     err = _error(path, ModelFormatError, max_text_bytes=64)
-    assert type(err) is ModelFormatError and "limit" in str(err) and err.field == "max_text_bytes"
+    assert type(err) is LimitExceededError and "limit" in str(err) and err.field == "max_text_bytes"
 
 
 def test_missing_input_cycle_unknown_op_duplicate(tmp_path):

@@ -1,0 +1,65 @@
+"""Inputs the importer fuzzer found (graph_ir.io.fuzz), rebuilt by hand: each now ends in a
+project error. Native aborts are checked in a subprocess, so a regression fails the test
+instead of killing the test run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from graph_ir.errors import TypeConsistencyError
+from graph_ir.io.fuzz.targets import run_one
+from graph_ir.io.onnx_import import load_onnx
+
+ROOT = Path(__file__).resolve().parents[4]
+
+# XLA's text parser accepts a layout that disagrees with ENTRY; its HLO -> MLIR importer then
+# CHECK-fails ("parameter_shapes.size() == main.getNumArguments()") and aborts the process.
+LAYOUT_MISMATCH = """HloModule m, entry_computation_layout={(f32[], f32[])->f32[]}
+
+ENTRY main {
+  p = f32[] parameter(0)
+  ROOT n = f32[] negate(p)
+}
+"""
+
+
+def _in_subprocess(fmt: str, data: bytes, tmp_path: Path) -> str:
+    sample = tmp_path / "sample.bin"
+    sample.write_bytes(data)
+    code = (
+        "import sys; from graph_ir.io.fuzz.targets import run_one; "
+        f"o = run_one({fmt!r}, open(sys.argv[1], 'rb').read(), sys.argv[2]); print(o.kind, o.detail)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code, str(sample), str(tmp_path)], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"the importer crashed the process: {result.stderr[-2000:]}"
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_hlo_entry_layout_mismatch_is_refused_not_an_abort(tmp_path):
+    assert _in_subprocess("hlo", LAYOUT_MISMATCH.encode(), tmp_path) == "refused ModelFormatError"
+    wrong_shape = LAYOUT_MISMATCH.replace("(f32[], f32[])", "(f32[2])")
+    assert _in_subprocess("hlo", wrong_shape.encode(), tmp_path) == "refused ModelFormatError"
+
+
+def test_onnx_initializer_whose_declared_input_shape_disagrees(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])], "g",
+        [helper.make_tensor_value_info("w", TensorProto.INT64, [0, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 2])],
+        initializer=[helper.make_tensor("w", TensorProto.INT64, [2, 2], [1, 2, 3, 4])],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(TypeConsistencyError, match="has shape") as info:
+        load_onnx(path)
+    assert info.value.field == "w" and str(path) in str(info.value)
+    assert run_one("onnx", path.read_bytes(), tmp_path).kind == "refused"
