@@ -60,10 +60,13 @@ class QuantParams:
         scales, zeros = [], []
         for item in filter(None, (part.strip() for part in body.split(","))):
             pair = _SCALE.fullmatch(item)
-            if pair is None:
-                raise UnsupportedOpError(f"cannot read scale:zero_point {item!r} of {text!r}", field="type")
-            scales.append(float(pair.group(1)))
-            zeros.append(int(pair.group(2) or 0))
+            try:
+                if pair is None:
+                    raise ValueError(item)
+                scales.append(float(pair.group(1)))
+                zeros.append(int(pair.group(2) or 0))
+            except ValueError:  # found by fuzzing: "0.-1" matches the pattern but is no float
+                raise UnsupportedOpError(f"cannot read scale:zero_point {item!r} of {text!r}", field="type") from None
         return cls(text, storage, expressed, tuple(scales), tuple(zeros), int(axis) if axis else None,
                    int(low) if low else None, int(high) if high else None)
 
@@ -94,10 +97,16 @@ class QuantTable:
         return _TAGGED.sub(lambda m: self.types[int(m.group(2))].text, text)
 
 
+_QUANT_NAME = re.compile(r"!quant\.\w+<")
+
+
 def _closing(text: str, start: int) -> int:
-    """Index just past the `>` that closes the `<` at or after `start`."""
+    """Index just past the `>` that closes the `<` of the quant type at `start`."""
+    head = _QUANT_NAME.match(text, start)
+    if head is None:
+        raise UnsupportedOpError(f"line {text.count(chr(10), 0, start) + 1}: malformed !quant type", field="type")
     depth = 0
-    for index in range(text.index("<", start), len(text)):
+    for index in range(head.end() - 1, len(text)):
         char = text[index]
         if char == "<":
             depth += 1

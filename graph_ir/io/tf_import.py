@@ -65,7 +65,15 @@ from graph_ir.io.decisions import read_decision
 from graph_ir.core import CONTROL_PREDECESSORS
 from graph_ir.io._native_log import import_tensorflow, native_stderr_to_log
 from graph_ir.verify import topological_order
-from graph_ir.io.tf_ops import TF_DOMAIN, attr_from_tf, dtype_from_tf, op_kind, output_layout, shape_from_tf
+from graph_ir.io.tf_ops import (
+    TF_DOMAIN,
+    attr_from_tf,
+    dtype_from_tf,
+    expected_input_count,
+    op_kind,
+    output_layout,
+    shape_from_tf,
+)
 from graph_ir.types import Shape, TensorType
 
 __all__ = [
@@ -242,7 +250,11 @@ def import_graphdef(
         objections.append(
             f"ops not registered in TensorFlow {tf.__version__}, kept as opaque nodes with unknown output types: {listed}"
         )
-    if infer_shapes:
+    if importer.arity_problems:
+        # TensorFlow's importer can hang on such a node (N = 2**31 - 1): do not hand it the graph.
+        objections.append("inputs disagree with the op definition, so TensorFlow's shape inference was skipped: "
+                          + "; ".join(importer.arity_problems[:3]))
+    elif infer_shapes:
         refusal = _infer_shapes(graph, graph_def, file, strict=strict)
         if refusal:
             objections.append(f"TensorFlow's importer refused the graph ({refusal}); types are those the file states")
@@ -266,9 +278,19 @@ class _Importer:
         self.file = file
         self.strict = strict
         self.unregistered: dict[str, str] = {}  # op -> first node using it
+        self.arity_problems: list[str] = []  # nodes whose inputs disagree with their OpDef
         self.library = {f.signature.name: f for f in graph_def.library.function}
         # node name -> output arg -> index of its first tensor, for the body being built
         self.arg_offsets: dict[str, dict[str, int]] = {}
+
+    def check_arity(self, node_def: Any, op_def: Any) -> None:
+        expected = expected_input_count(op_def, node_def.attr)
+        actual = sum(1 for text in node_def.input if not text.startswith("^"))
+        if expected is not None and expected != actual:
+            message = f"node {node_def.name!r} ({node_def.op}) has {actual} data inputs, its attrs say {expected}"
+            if self.strict:
+                raise ModelFormatError(message, file=self.file, node=node_def.name, field="input")
+            self.arity_problems.append(message)
 
     def run(self, outputs: Sequence[str] | None) -> Graph:
         graph_def = self.graph_def
@@ -333,13 +355,20 @@ class _Importer:
                     opaque_counts = _referenced_outputs(node_defs, in_function=in_function)
                 layout = _opaque_layout(node_def, opaque_counts, references, in_function=in_function)
                 guessed_layout = layout
-            elif (layout := output_layout(signature, node_def.attr)) is None:
-                # a count set by a placeholder attr: trust the body's references
-                seen = references.get(node_def.name, {})
-                layout = [(arg.name, [0] * (seen.get(arg.name, -1) + 1)) for arg in signature.output_arg]
-                guessed_layout = layout
             else:
-                guessed_layout = None
+                try:
+                    layout = output_layout(signature, node_def.attr)
+                except CompilerOptError as err:
+                    raise err.with_context(file=self.file, node=node_def.name)
+                if not is_function:
+                    self.check_arity(node_def, signature)
+                if layout is None:
+                    # a count set by a placeholder attr: trust the body's references
+                    seen = references.get(node_def.name, {})
+                    layout = [(arg.name, [0] * (seen.get(arg.name, -1) + 1)) for arg in signature.output_arg]
+                    guessed_layout = layout
+                else:
+                    guessed_layout = None
             offsets, flat = {}, []
             for arg_name, dtypes in layout:
                 offsets[arg_name] = len(flat)

@@ -101,7 +101,8 @@ def run_campaign(
     max_restarts: int = 20,
     extra_env: dict[str, str] | None = None,
 ) -> CampaignReport:
-    """Fuzz for about `seconds` (worker start-up included); results and artifacts in `out_dir`."""
+    """Fuzz for about `seconds` of wall time, worker start-up included (running the seeds once
+    may take longer); results and artifacts in `out_dir`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     corpus = out / "corpus"
@@ -122,7 +123,8 @@ def run_campaign(
         stats_path = out / f"stats-{run}.json"
         with tempfile.TemporaryDirectory(prefix="fuzz-work-") as workdir:
             command = [
-                sys.executable, "-m", "graph_ir.io.fuzz.worker", "--stats", str(stats_path), "--workdir", workdir, "--",
+                sys.executable, "-m", "graph_ir.io.fuzz.worker", "--stats", str(stats_path), "--workdir", workdir,
+                "--deadline", str(time.time() + remaining), "--",
                 str(corpus), f"-max_total_time={int(remaining)}", f"-timeout={per_input_timeout_s}",
                 f"-rss_limit_mb={rss_limit_mb}", f"-max_len={max_len}", f"-artifact_prefix={artifacts}{os.sep}",
                 "-print_final_stats=1", "-close_fd_mask=1",

@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="graph_ir.io.fuzz.worker")
     parser.add_argument("--stats", required=True)
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--deadline", type=float, help="wall-clock end (time.time()); start-up counts against it")
     args = parser.parse_args(argv[:split])
     libfuzzer_args = argv[split + 1:]
 
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> None:
             out = atheris.Mutate(payload, max(1, max_size - 1))
         return head + out[: max(0, max_size - 1)]
 
+    if args.deadline is not None:  # the imports above took part of the budget
+        seconds = max(1, int(args.deadline - time.time()))
+        libfuzzer_args = [a for a in libfuzzer_args if not a.startswith("-max_total_time=")] + [f"-max_total_time={seconds}"]
     atheris.Setup([sys.argv[0], *libfuzzer_args], test_one_input, custom_mutator=custom_mutator)
     try:
         atheris.Fuzz()

@@ -63,3 +63,56 @@ def test_onnx_initializer_whose_declared_input_shape_disagrees(tmp_path):
         load_onnx(path)
     assert info.value.field == "w" and str(path) in str(info.value)
     assert run_one("onnx", path.read_bytes(), tmp_path).kind == "refused"
+
+
+@pytest.mark.parametrize(
+    "quant_type",
+    ["!quant.uniform<i8:f32, 0.-1>", "!quant.uniform", "!quant.uniform<i8:f32, 0.5:-1", "!quant.uniform<i8:f32, 1e999x:0>"],
+    ids=["bad-float", "no-params", "unterminated", "junk-scale"],
+)
+def test_malformed_quantized_types_are_refused(quant_type, tmp_path):
+    from graph_ir.errors import UnsupportedOpError
+    from graph_ir.io.stablehlo_import import import_stablehlo_text
+
+    text = f"func.func @main(%a: tensor<2xf32>) -> tensor<2x{quant_type}> {{\n  return %a : tensor<2xf32>\n}}\n"
+    with pytest.raises(UnsupportedOpError, match="quant"):
+        import_stablehlo_text(text)
+    assert run_one("stablehlo", text.encode(), tmp_path).kind == "refused"
+
+
+# Merge's N (the input count) set to 2**31 - 1 by a mutation: TensorFlow's import_graph_def
+# hung on it past the 20 s per-input cap; a count attr sizing outputs that large hung our own
+# importer. Both now end quickly.
+MERGE_N = """
+node { name: "a" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } }
+node { name: "m" op: "Merge" input: "a" input: "a" attr { key: "N" value { i: 2147483647 } }
+       attr { key: "T" value { type: DT_FLOAT } } }
+"""
+UNPACK_NUM = """
+node { name: "a" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 2 } } float_val: 1 } } } }
+node { name: "u" op: "Unpack" input: "a" attr { key: "num" value { i: NUM } } attr { key: "T" value { type: DT_FLOAT } } }
+"""
+
+
+def test_tf_count_attrs_that_disagree_or_are_absurd(tmp_path):
+    import time
+
+    from graph_ir.errors import CorruptModelError, LimitExceededError, ModelFormatError
+    from graph_ir.io.tf_import import load_tf
+
+    path = tmp_path / "merge.pbtxt"
+    path.write_text(MERGE_N)
+    start = time.monotonic()
+    graph = load_tf(path)  # lenient: imported, TF not asked
+    assert time.monotonic() - start < 10
+    assert "has 2 data inputs, its attrs say 2147483647" in graph.meta["tf.import_warning"]
+    with pytest.raises(ModelFormatError, match="attrs say 2147483647") as info:
+        load_tf(path, strict=True)
+    assert info.value.node == "m"
+    for num, error in (("2147483647", LimitExceededError), ("-3", CorruptModelError)):
+        path.write_text(UNPACK_NUM.replace("NUM", num))
+        with pytest.raises(error) as info:
+            load_tf(path)
+        assert info.value.node == "u" and info.value.field in ("num", "max_node_arity")
