@@ -117,3 +117,16 @@ def test_cli_convert_mlir_to_mlir_does_not_go_through_hlo(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert _signature(load_stablehlo(out)) == _signature(load_stablehlo(source))
+
+
+@pytest.mark.skipif(not TESTDATA.is_dir(), reason="shared/testdata is not beside this checkout")
+def test_cli_inspects_quantized_modules(capsys):
+    import json
+
+    from compiler_opt.cli.main import main
+
+    for path in sorted(TESTDATA.glob("*quantized*.mlir")):
+        assert main(["inspect", "--json", str(path)]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["format"] == "stablehlo"
+        assert summary["ops"].get("stablehlo::stablehlo.uniform_quantize", 0) >= 1, summary["ops"]
