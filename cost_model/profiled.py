@@ -19,6 +19,7 @@ source, costs as attributes) so graph-level tools (inspect, passes) can read it 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,9 +265,12 @@ def _field(record: dict[str, Any], key: str, kind: type, where: str, path: str, 
         raise ProfiledWorkloadError(f"missing '{key}'", file=path, node=where, field=key)
     value = record[key]
     try:
-        return kind(value)
-    except (TypeError, ValueError):
+        converted = kind(value)
+    except (TypeError, ValueError, OverflowError):
         raise ProfiledWorkloadError(f"'{key}' is {value!r}, not a {kind.__name__}", file=path, node=where, field=key) from None
+    if kind is int and not -(2**63) <= converted < 2**63:  # stored as int64 (found by fuzzing)
+        raise ProfiledWorkloadError(f"'{key}' is {value!r}, outside the 64-bit integer range", file=path, node=where, field=key)
+    return converted
 
 
 def load_profiled_workload(
@@ -298,8 +302,8 @@ def load_profiled_workload(
         backward.append(bool(_field(node, "isBackwardNode", int, where, path, default=0)))
         color.append(_field(node, "colorClass", int, where, path, default=-1 - index))
         size.append(_field(node, "size", float, where, path, default=0.0))
-        if cpu[-1] < 0 or accel[-1] < 0 or size[-1] < 0:
-            raise ProfiledWorkloadError("latencies and size must be non-negative", file=path, node=where)
+        if not all(math.isfinite(v) and v >= 0 for v in (cpu[-1], accel[-1], size[-1])):
+            raise ProfiledWorkloadError("latencies and size must be finite and non-negative", file=path, node=where)
     row_of = {node_id: row for row, node_id in enumerate(ids)}
     if len(row_of) != len(ids):
         raise ProfiledWorkloadError("duplicate node ids", file=path, field="id")

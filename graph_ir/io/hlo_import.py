@@ -127,6 +127,9 @@ _ELIDED_CONSTANT = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*\bconstant\(\{
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=\s")
 
 
+_PARAMETER = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*[^=]*?\bparameter\((-?\d+)\)")
+
+
 def _check_module_text(text: str, file: str | None, line_offset: int) -> None:
     lines = [re.sub(r"//.*$", "", line) for line in text.splitlines()]
     first = next((i for i, l in enumerate(lines) if l.strip()), None)
@@ -138,6 +141,35 @@ def _check_module_text(text: str, file: str | None, line_offset: int) -> None:
             "this is a fragment, not an HLO module: no computation ('name { ... }') found",
             line=first + 1 + line_offset, column=1, file=file,
         )
+    _check_parameter_numbers(lines, file, line_offset)
+
+
+def _check_parameter_numbers(lines: list[str], file: str | None, line_offset: int) -> None:
+    """Each computation's parameter numbers must be 0..n-1: XLA's parser CHECK-fails (aborts the
+    process) on a gap such as parameter(9223372036854775807) (found by fuzzing)."""
+    numbers: dict[int, int] = {}  # parameter number -> line index, for the computation being read
+
+    def finish() -> None:
+        for number, index in sorted(numbers.items()):
+            if number >= len(numbers):
+                raise HloSyntaxError(
+                    f"parameter({number}) but the computation has {len(numbers)} parameters (numbers must be 0..n-1)",
+                    line=index + 1 + line_offset, column=1, file=file,
+                )
+
+    for index, line in enumerate(lines):
+        if _HEADER.match(line) and not _INSTRUCTION.match(line):
+            finish()
+            numbers = {}
+            continue
+        match = _PARAMETER.match(line)
+        if match:
+            number = int(match.group(1))
+            if number < 0 or number in numbers:
+                what = "negative" if number < 0 else "used twice"
+                raise HloSyntaxError(f"parameter({number}) is {what}", line=index + 1 + line_offset, column=1, file=file)
+            numbers[number] = index
+    finish()
 
 
 def _check_entry(text: str, proto: Any, file: str | None, line_offset: int) -> None:

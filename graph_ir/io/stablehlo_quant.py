@@ -126,7 +126,7 @@ def hide_quant_types(text: str) -> tuple[str, QuantTable]:
     while start >= 0:
         end = _closing(text, start)
         quant = text[start:end]
-        if not text.startswith(">", end) or not re.search(r"tensor<[0-9?x]*$", text[max(0, start - 64):start]):
+        if not text.startswith(">", end) or not re.search(r"tensor<[0-9?x]*$", text[max(0, start - 512):start]):
             line = text.count("\n", 0, start) + 1
             raise UnsupportedOpError(f"line {line}: a quantized type outside a tensor<...> is not supported", field="type")
         params_index = table.add(quant)

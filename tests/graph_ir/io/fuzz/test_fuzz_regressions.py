@@ -102,6 +102,9 @@ def test_tf_count_attrs_that_disagree_or_are_absurd(tmp_path):
     from graph_ir.errors import CorruptModelError, LimitExceededError, ModelFormatError
     from graph_ir.io.tf_import import load_tf
 
+    from graph_ir.io._native_log import import_tensorflow
+
+    import_tensorflow()  # its start-up is not what is timed
     path = tmp_path / "merge.pbtxt"
     path.write_text(MERGE_N)
     start = time.monotonic()
@@ -116,3 +119,24 @@ def test_tf_count_attrs_that_disagree_or_are_absurd(tmp_path):
         with pytest.raises(error) as info:
             load_tf(path)
         assert info.value.node == "u" and info.value.field in ("num", "max_node_arity")
+
+
+def test_hlo_parameter_number_gap_is_refused_not_an_abort(tmp_path):
+    # XLA's parser CHECK-fails ("param_no >= 0 && param_no < parameter_count") on a gap.
+    text = "HloModule m\n\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(9223372036854775807)\n  ROOT r = f32[] add(a, b)\n}\n"
+    assert _in_subprocess("hlo", text.encode(), tmp_path) == "refused HloSyntaxError"
+    twice = text.replace("parameter(9223372036854775807)", "parameter(0)")
+    assert _in_subprocess("hlo", twice.encode(), tmp_path) == "refused HloSyntaxError"
+
+
+def test_placement_json_out_of_range_numbers(tmp_path):
+    import json
+
+    from cost_model.profiled import ProfiledWorkloadError, load_profiled_workload
+
+    node = {"id": 0, "cpuLatency": 1.0, "fpgaLatency": 1.0, "size": 1.0}
+    for bad in ({"colorClass": 2**80}, {"id": -(2**70)}, {"cpuLatency": float("nan")}, {"size": 10**400}):
+        path = tmp_path / "w.json"
+        path.write_text(json.dumps({"nodes": [{**node, **bad}], "edges": [], "maxFPGAs": 2}))
+        with pytest.raises(ProfiledWorkloadError):
+            load_profiled_workload(path)
