@@ -166,7 +166,7 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         from jaxlib.mlir import ir
     except ImportError:  # pragma: no cover
         return False
-    _check_entry_layout(proto, file)
+    _check_convertible(proto, file)
     try:
         bytecode = hlo_to_stablehlo_bytecode(proto)
     except Exception:
@@ -184,6 +184,12 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         detail = detail.split(": ", 2)[-1] if ": " in detail else detail
         raise TypeConsistencyError(f"shape mismatch: {detail}", file=file, node=where.group(1) if where else None) from None
     return True
+
+
+def _check_convertible(proto: Any, file: str | None) -> None:
+    """What XLA's HLO -> MLIR importer assumes without checking (it aborts or segfaults)."""
+    _check_tuple_indices(proto, file)
+    _check_entry_layout(proto, file)
 
 
 def _check_entry_layout(proto: Any, file: str | None) -> None:
@@ -219,6 +225,25 @@ def _check_entry_layout(proto: Any, file: str | None) -> None:
         )
 
 
+def _check_tuple_indices(proto: Any, file: str | None) -> None:
+    """get-tuple-element's index must name an element: XLA's parser lets `index=-7` through and
+    its HLO -> MLIR importer then segfaults (found by fuzzing)."""
+    from graph_ir.errors import ModelFormatError
+
+    for computation in proto.computations:
+        by_id = {i.id: i for i in computation.instructions}
+        for instruction in computation.instructions:
+            if instruction.opcode != "get-tuple-element" or not instruction.operand_ids:
+                continue
+            operand = by_id.get(instruction.operand_ids[0])
+            count = len(operand.shape.tuple_shapes) if operand is not None else None
+            if count is not None and not 0 <= instruction.tuple_index < count:
+                raise ModelFormatError(
+                    f"get-tuple-element index {instruction.tuple_index} is outside the {count}-element tuple",
+                    file=file, node=instruction.name, field="index",
+                )
+
+
 def mlir_context() -> Any:
     """A fresh MLIR context with the dialects JAX uses (func, stablehlo, chlo, mhlo, sdy...).
 
@@ -244,6 +269,7 @@ def hlo_to_stablehlo_bytecode(proto: Any) -> bytes:
     """XLA's HLO -> StableHLO converter (MLIR bytecode) for an `HloModuleProto`."""
     from jaxlib import _jax
 
+    _check_convertible(proto, None)
     return _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
 
 

@@ -140,3 +140,12 @@ def test_placement_json_out_of_range_numbers(tmp_path):
         path.write_text(json.dumps({"nodes": [{**node, **bad}], "edges": [], "maxFPGAs": 2}))
         with pytest.raises(ProfiledWorkloadError):
             load_profiled_workload(path)
+
+
+def test_hlo_negative_tuple_index_is_refused_not_a_segfault(tmp_path):
+    # XLA's parser accepts `index=-7`; its HLO -> MLIR importer then segfaulted.
+    text = (
+        "HloModule m\n\nENTRY e {\n  p = (f32[], s32[]) parameter(0)\n"
+        "  ROOT g = f32[] get-tuple-element(p), index=-7\n}\n"
+    )
+    assert _in_subprocess("hlo", text.encode(), tmp_path) == "refused ModelFormatError"
