@@ -146,11 +146,12 @@ def _check_module_text(text: str, file: str | None, line_offset: int) -> None:
 
 def _check_parameter_numbers(lines: list[str], file: str | None, line_offset: int) -> None:
     """Each computation's parameter numbers must be 0..n-1: XLA's parser CHECK-fails (aborts the
-    process) on a gap such as parameter(9223372036854775807) (found by fuzzing)."""
-    numbers: dict[int, int] = {}  # parameter number -> line index, for the computation being read
+    process) on a gap such as parameter(9223372036854775807) (found by fuzzing). A `{` that ends a
+    line opens a body (a computation, or an inline `to_apply={`); other braces are attributes."""
+    stack: list[dict[int, int] | None] = []
 
-    def finish() -> None:
-        for number, index in sorted(numbers.items()):
+    def finish(numbers: dict[int, int] | None) -> None:
+        for number, index in sorted((numbers or {}).items()):
             if number >= len(numbers):
                 raise HloSyntaxError(
                     f"parameter({number}) but the computation has {len(numbers)} parameters (numbers must be 0..n-1)",
@@ -158,18 +159,23 @@ def _check_parameter_numbers(lines: list[str], file: str | None, line_offset: in
                 )
 
     for index, line in enumerate(lines):
-        if _HEADER.match(line) and not _INSTRUCTION.match(line):
-            finish()
-            numbers = {}
-            continue
         match = _PARAMETER.match(line)
         if match:
-            number = int(match.group(1))
-            if number < 0 or number in numbers:
-                what = "negative" if number < 0 else "used twice"
-                raise HloSyntaxError(f"parameter({number}) is {what}", line=index + 1 + line_offset, column=1, file=file)
-            numbers[number] = index
-    finish()
+            body = next((numbers for numbers in reversed(stack) if numbers is not None), None)
+            if body is not None:
+                number = int(match.group(1))
+                if number < 0 or number in body:
+                    what = "negative" if number < 0 else "used twice"
+                    raise HloSyntaxError(f"parameter({number}) is {what}", line=index + 1 + line_offset, column=1, file=file)
+                body[number] = index
+        code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line).rstrip()
+        for position, char in enumerate(code):
+            if char == "{":
+                stack.append({} if position == len(code) - 1 else None)
+            elif char == "}" and stack:
+                finish(stack.pop())
+    while stack:
+        finish(stack.pop())
 
 
 def _check_entry(text: str, proto: Any, file: str | None, line_offset: int) -> None:
