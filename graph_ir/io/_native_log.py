@@ -9,6 +9,7 @@ the text goes to the given logger at debug level (visible with -vv).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import os
 import sys
@@ -60,12 +61,16 @@ def quiet_native_stderr(logger: logging.Logger) -> Iterator[None]:
             sys.stderr.flush()
             sys.stderr = open(real_fd, "w", buffering=1, encoding=getattr(saved_stderr, "encoding", None) or "utf-8",
                               errors="backslashreplace", closefd=False)
+            # A native abort would otherwise die silently (its message goes to the sink): show
+            # Python's traceback of it on the real stderr.
+            faulthandler.enable(file=sys.stderr)
         os.dup2(sink.fileno(), 2)
         try:
             yield
         finally:
             if swap:
                 sys.stderr.flush()
+                faulthandler.disable()
                 sys.stderr = saved_stderr
             os.dup2(real_fd, 2)
             os.close(real_fd)

@@ -21,8 +21,9 @@ import re
 from functools import cache
 from typing import Any
 
+from graph_ir.io._isolate import call_isolated
 from graph_ir.io._native_log import native_stderr_to_log
-from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
+from graph_ir.errors import CompilerOptError, CorruptModelError, ModelFormatError, TypeConsistencyError
 
 __all__ = [
     "HloSyntaxError",
@@ -104,9 +105,16 @@ _POSITION = re.compile(r"(?:was parsing |^)(\d+):(\d+): error: (.*)", re.MULTILI
 def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) -> Any:
     """Parse one HLO module with XLA's parser; return its `HloModuleProto` message."""
     hlo = _hlo_lib()
+
+    def parse() -> bytes:
+        return hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+
     try:
         with native_stderr_to_log(logger):
-            module = hlo.hlo_module_from_text(text)
+            # XLA's parser CHECK-fails (aborts) on some malformed text: parse in a forked child.
+            serialized = call_isolated(parse, what="XLA's HLO parser", timeout_s=_native_timeout(len(text)), file=file)
+    except CompilerOptError:
+        raise
     except Exception as err:  # jaxlib raises its own runtime error type
         message = str(err)
         match = _POSITION.search(message)
@@ -115,7 +123,12 @@ def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) 
             raise HloSyntaxError(what.strip(), line=line, column=column, file=file) from None
         first = message.splitlines()[0] if message else type(err).__name__
         raise HloSyntaxError(first.replace("INVALID_ARGUMENT: ", ""), file=file) from None
-    return hlo_module_proto_class().FromString(module.as_serialized_hlo_module_proto())
+    return hlo_module_proto_class().FromString(serialized)
+
+
+def _native_timeout(size: int) -> float:
+    """Seconds a native parse or conversion of `size` bytes may take in its child."""
+    return 120.0 + 30.0 * size / 2**20
 
 
 def hlo_proto_to_text(proto: Any, *, elided: frozenset[str] | set[str] = frozenset()) -> str:
@@ -270,7 +283,10 @@ def hlo_to_stablehlo_bytecode(proto: Any) -> bytes:
     from jaxlib import _jax
 
     _check_convertible(proto, None)
-    return _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
+    serialized = proto.SerializeToString()
+    # The converter CHECK-fails or segfaults on some modules the parser accepted: a forked child.
+    return call_isolated(lambda: bytes(_jax.mlir.hlo_to_stablehlo(serialized)), what="XLA's HLO -> StableHLO converter",
+                         timeout_s=_native_timeout(len(serialized)))
 
 
 # Compiling and running: JAX keeps these entry points private (`jax._src`), so they live here only.

@@ -149,3 +149,21 @@ def test_hlo_negative_tuple_index_is_refused_not_a_segfault(tmp_path):
         "  ROOT g = f32[] get-tuple-element(p), index=-7\n}\n"
     )
     assert _in_subprocess("hlo", text.encode(), tmp_path) == "refused ModelFormatError"
+
+
+def test_hlo_parser_check_failure_is_an_error_not_an_abort(tmp_path):
+    # XLA's parser CHECK-fails on a reshape whose element counts differ (the operand's dim was
+    # mutated to 2**31); the parse runs in a forked child (graph_ir/io/_isolate.py), so the
+    # abort becomes a CorruptModelError quoting XLA's check. In process, not in a subprocess:
+    # this is what protects the caller.
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io.hlo_import import load_hlo
+
+    path = tmp_path / "reshape.hlo"
+    path.write_text(
+        "HloModule m\n\nENTRY e {\n  p = bf16[2,2147483648,8,16] parameter(0)\n"
+        "  ROOT r = bf16[2,2048,128] reshape(p)\n}\n"
+    )
+    with pytest.raises(CorruptModelError, match="XLA's HLO parser crashed on this input.*Check failed") as info:
+        load_hlo(path)
+    assert str(path) in str(info.value)
