@@ -21,7 +21,7 @@ import re
 from functools import cache
 from typing import Any
 
-from graph_ir.io._isolate import call_isolated
+from graph_ir.io._isolate import call_isolated, register
 from graph_ir.io._native_log import native_stderr_to_log
 from graph_ir.errors import CompilerOptError, CorruptModelError, ModelFormatError, TypeConsistencyError
 
@@ -104,15 +104,12 @@ _POSITION = re.compile(r"(?:was parsing |^)(\d+):(\d+): error: (.*)", re.MULTILI
 
 def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) -> Any:
     """Parse one HLO module with XLA's parser; return its `HloModuleProto` message."""
-    hlo = _hlo_lib()
-
-    def parse() -> bytes:
-        return hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
-
+    _hlo_lib()
     try:
         with native_stderr_to_log(logger):
-            # XLA's parser CHECK-fails (aborts) on some malformed text: parse in a forked child.
-            serialized = call_isolated(parse, what="XLA's HLO parser", timeout_s=_native_timeout(len(text)), file=file)
+            # XLA's parser CHECK-fails (aborts) on some malformed text: it runs in the helper.
+            serialized = call_isolated("hlo_parse", text.encode("utf-8"), what="XLA's HLO parser",
+                                       timeout_s=_native_timeout(len(text)), file=file)
     except CompilerOptError:
         raise
     except Exception as err:  # jaxlib raises its own runtime error type
@@ -280,13 +277,25 @@ def mlir_context() -> Any:
 
 def hlo_to_stablehlo_bytecode(proto: Any) -> bytes:
     """XLA's HLO -> StableHLO converter (MLIR bytecode) for an `HloModuleProto`."""
-    from jaxlib import _jax
-
     _check_convertible(proto, None)
     serialized = proto.SerializeToString()
-    # The converter CHECK-fails or segfaults on some modules the parser accepted: a forked child.
-    return call_isolated(lambda: bytes(_jax.mlir.hlo_to_stablehlo(serialized)), what="XLA's HLO -> StableHLO converter",
+    # The converter CHECK-fails or segfaults on some modules the parser accepted: in the helper.
+    return call_isolated("hlo_to_stablehlo", serialized, what="XLA's HLO -> StableHLO converter",
                          timeout_s=_native_timeout(len(serialized)))
+
+
+def _parse_hlo_bytes(text: bytes) -> bytes:
+    return _hlo_lib().hlo_module_from_text(text.decode("utf-8")).as_serialized_hlo_module_proto()
+
+
+def _hlo_to_stablehlo_bytes(serialized: bytes) -> bytes:
+    from jaxlib import _jax
+
+    return bytes(_jax.mlir.hlo_to_stablehlo(serialized))
+
+
+register("hlo_parse", _parse_hlo_bytes)
+register("hlo_to_stablehlo", _hlo_to_stablehlo_bytes)
 
 
 # Compiling and running: JAX keeps these entry points private (`jax._src`), so they live here only.
