@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from graph_ir.errors import CompilerOptError
+from graph_ir.order import node_order  # re-exported: decisions follow this order
 
 if TYPE_CHECKING:
     from cost_model.devices.topology import Topology
@@ -31,28 +32,6 @@ _INT32_MAX = np.iinfo(np.int32).max
 
 class DecisionError(CompilerOptError):
     """Decisions that cannot be simulated: wrong length, device out of range, a fusion cycle..."""
-
-
-def node_order(graph: Graph) -> list[Node]:
-    """The node order that decision arrays follow: the graph's order if topological, else a
-    topological order as close to it as possible."""
-    nodes = list(graph)
-    position = {node: index for index, node in enumerate(nodes)}
-    for index, node in enumerate(nodes):
-        if not _inputs_come_first(node, index, position):
-            from graph_ir.verify import topological_order
-
-            return topological_order(graph)
-    return nodes
-
-
-def _inputs_come_first(node: Node, index: int, position: dict[Node, int]) -> bool:
-    for value in node.inputs:
-        if value is not None and position.get(value.producer, -1) >= index:  # type: ignore[arg-type]
-            return False
-    if any(True for _ in node.subgraphs()):
-        return all(position.get(v.producer, -1) < index for v in node.implicit_inputs())  # type: ignore[arg-type]
-    return True
 
 
 @dataclass(eq=False)

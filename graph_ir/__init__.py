@@ -13,6 +13,7 @@ from graph_ir.errors import *  # noqa: F403 - the error classes are part of the 
 from graph_ir.errors import __all__ as _error_names
 from graph_ir.graph import Function, FunctionId, Graph, ModelInfo
 from graph_ir.op_kinds import OpKind
+from graph_ir.order import node_order
 from graph_ir.printer import assert_structurally_equal, format_graph, structural_equal
 from graph_ir.tensors import LazyTensor, NumpyTensor, Tensor
 from graph_ir.types import (
@@ -29,11 +30,12 @@ from graph_ir.types import (
 )
 
 
-def load(path: str, **options: object) -> Graph:
-    """Import a model file; the format comes from its extension (see graph_ir.io.formats)."""
+def load(path: str, module: int | None = None, *, target_format: str | None = None, **options: object) -> Graph:
+    """Import a model file; the format comes from its extension. `module` picks one module of a
+    multi-module HLO file; `target_format` lowers StableHLO bound for HLO (see graph_ir.io.formats)."""
     from graph_ir.io import load as _load
 
-    return _load(path, **options)
+    return _load(path, module, target_format=target_format, **options)
 
 
 def save(graph: Graph, path: str, **options: object) -> None:
@@ -71,6 +73,7 @@ __all__ = [
     "assert_structurally_equal",
     "format_graph",
     "load",
+    "node_order",
     "save",
     "structural_equal",
     *_error_names,

@@ -19,6 +19,7 @@ import passes.placement  # noqa: F401 - registers the placement methods
 import passes.scheduling  # noqa: F401 - registers schedule
 from passes.infra import (
     Pass,
+    PassContext,
     PassError,
     PassManager,
     PassResult,
@@ -29,6 +30,7 @@ from passes.infra import (
     option,
     parse_pipeline,
     register_pass,
+    resolve_pipeline_target,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Pass",
+    "PassContext",
     "PassError",
     "PassManager",
     "PassResult",
@@ -46,10 +49,12 @@ __all__ = [
     "option",
     "parse_pipeline",
     "register_pass",
+    "resolve_pipeline_target",
     "run_pipeline",
 ]
 
 
 def run_pipeline(graph: Graph, pipeline: str | Sequence[Pass], **manager_kwargs: Any) -> PassResult:
-    """Run a pipeline (a string or pass instances) over `graph`; keyword arguments go to PassManager."""
+    """Run a pipeline (a string or pass instances) over `graph`; keyword arguments go to
+    PassManager (`target=Target.resolve(devices="8xA100")` among them)."""
     return PassManager(pipeline, **manager_kwargs).run(graph)

@@ -3,7 +3,9 @@
 Workloads (`--workloads`, mixed freely):
 - suite names from `compiler-opt workloads` with an optional mode (`resnet-50:train`), built at
   default sizes, and model files of any importable format: placed on each `--devices` topology
-  (default 2xV100, 4xV100, 8xV100) and scored by the simulator (objective default: latency);
+  (default 2xV100, 4xV100, 8xV100) and scored by the simulator with the `--costs` kernel cost
+  source (default roofline; `profiled` times kernels on this machine, for `Nxhost` topologies)
+  (objective default: latency);
 - profiled-workload JSON files (Tarnawski et al.; `cost_model.profiled.is_profiled_workload_file`):
   placed at the file's own accelerator count and memory (`accelerators`/`memory` override them)
   and scored by the paper's cost models (objective default: throughput, latency for files under
@@ -59,6 +61,7 @@ class BenchSpec:
     accelerators: int | None = None
     memory: float | None = None
     seed: int = 0
+    costs: str = "roofline"  # kernel cost source of suite/model workloads (cost_model.costs)
 
 
 def _bench_error(message: str, **context: Any) -> Exception:
@@ -177,25 +180,26 @@ def _is_user_error(err: BaseException) -> bool:
 
 def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any]]:
     from compiler_opt.cli.simulate_lib import load_simulation_graph
+    from cost_model.costs import Target, simulate, throughput_objective
     from cost_model.lower_bound import step_time_lower_bound, work_bound
-    from cost_model.simulator import simulate, throughput_objective
-    from passes.placement import place_outcome, resolve_topology
+    from passes.placement import place_outcome
 
     graph, label = load_simulation_graph(name)
     objective = spec.objective or "latency"
     rows = []
     methods = [m for m in _methods(spec, False) if m != "expert"]
     for devices in spec.devices:
-        topology = resolve_topology(devices)
+        target = Target.resolve(devices=devices, costs=spec.costs, objective=objective)
+        topology = target.topology
         bound = None
         for method in methods:
             progress.set_postfix_str(f"{label} {devices} {method}")
             row: dict[str, Any] = {
                 "workload": label, "kind": "graph", "method": method, "devices": devices,
-                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph),
+                "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph), "costs": spec.costs,
             }
             try:
-                outcome = place_outcome(graph, method, topology, objective, **_options(method, spec))
+                outcome = place_outcome(graph, method, target, objective, **_options(method, spec))
             except Exception as err:
                 if not _is_user_error(err):
                     raise
@@ -233,6 +237,10 @@ def run_bench(spec: BenchSpec, *, progress: bool = True) -> list[dict[str, Any]]
         raise _bench_error("no workloads given", field="--workloads")
     if spec.objective is not None and spec.objective not in ("latency", "throughput", "memory"):
         raise _bench_error(f"objective must be latency, throughput or memory, got {spec.objective!r}", field="--objective")
+    from cost_model.costs import COST_SOURCES
+
+    if spec.costs not in COST_SOURCES:
+        raise _bench_error(f"unknown cost source {spec.costs!r}; known: {', '.join(COST_SOURCES)}", field="--costs")
     if spec.budget < 1:
         raise _bench_error(f"--budget must be at least 1, got {spec.budget}", field="--budget")
     if spec.expert is not None and not os.path.exists(spec.expert):

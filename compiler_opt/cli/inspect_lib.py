@@ -12,49 +12,9 @@ from compiler_opt.cli._render import Table, human_bytes, human_count
 if TYPE_CHECKING:
     from graph_ir import Graph, Value
 
-__all__ = ["check_readable", "summarize_graph", "summarize_model", "summary_tables"]
+__all__ = ["summarize_graph", "summarize_model", "summary_tables"]
 
 logger = logging.getLogger(__name__)
-
-
-def check_readable(path: str) -> None:
-    """Fail early with the OS's own error for a missing path or a folder given as a model."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "no such file", path)
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a folder, not a model file", path)
-
-
-def load_model(path: str, module: int | None = None, *, target_format: str | None = None) -> tuple[Graph, str]:
-    """Import `path` with the importer its extension selects; returns (graph, format name).
-
-    `module` picks one module of a file that holds several (HLO text separated by `// -----`).
-    `target_format` is the format the graph will be written in: a StableHLO file bound for HLO
-    is lowered to HLO by XLA on the way in (the one cross-format path that maps ops); StableHLO
-    bound for StableHLO is printed directly (dynamic and quantized modules have no HLO form).
-    """
-    from graph_ir.errors import CompilerOptError, UnknownFormatError
-    from graph_ir.io.formats import detect_format
-
-    handler = detect_format(path)
-    check_readable(path)
-    options = {}
-    if module is not None:
-        if handler.name != "hlo":
-            raise UnknownFormatError(f"--module applies to HLO text files, not {handler.name}", file=path)
-        options["module"] = module
-    if handler.name == "stablehlo" and target_format == "hlo":
-        from graph_ir.io.stablehlo_import import load_stablehlo_as_hlo
-
-        try:
-            return load_stablehlo_as_hlo(path), handler.name
-        except CompilerOptError as err:
-            raise err.with_context(file=path)
-    try:
-        graph = handler.load(path, **options)
-    except CompilerOptError as err:
-        raise err.with_context(file=path)
-    return graph, handler.name
 
 
 def _value_info(value: Value) -> dict[str, Any]:
@@ -117,7 +77,9 @@ def summarize_model(path: str, *, infer_shapes: bool = False, module: int | None
     `infer_shapes` runs the `shape-infer` pass first, so FLOPs and byte counts also cover
     values whose shapes the file does not record.
     """
-    graph, format_name = load_model(path, module)
+    from graph_ir.io import load_with_format
+
+    graph, format_name = load_with_format(path, module)
     if infer_shapes:
         import passes
         from graph_ir.errors import CompilerOptError

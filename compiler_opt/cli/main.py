@@ -38,7 +38,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_convert(args: argparse.Namespace) -> int:
     from compiler_opt.cli.convert_lib import convert_model
 
-    result = convert_model(args.input, args.output, args.passes or "", module=args.module)
+    result = convert_model(
+        args.input, args.output, args.passes or "", module=args.module, devices=args.devices, costs=args.costs
+    )
     print(result.summary_line())
     return 0
 
@@ -74,6 +76,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     report = simulate_model(
         args.model, args.devices, decisions=args.decisions, objective=args.objective, trace=args.trace,
         plot=args.plot, sizes=parse_sizes(args.size), paper=args.paper_sizes, module=args.module,
+        costs=args.costs,
     )
     if args.json:
         print(json.dumps(report, indent=2))
@@ -92,7 +95,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     spec = BenchSpec(
         workloads=split(args.workloads), methods=split(args.methods) or None, objective=args.objective,
         budget=args.budget, time_limit_s=args.time_limit, expert=args.expert, accelerators=args.accelerators,
-        memory=args.memory, seed=args.seed,
+        memory=args.memory, seed=args.seed, costs=args.costs,
     )
     if args.devices:
         spec.devices = split(args.devices)
@@ -118,6 +121,23 @@ def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", help="log progress (-v: info, -vv: debug)", **(default or {"default": 0})
     )
     return common
+
+
+_DEVICES_FORMS = "4xV100, 8xA100-pcie, mcm36-ring, 2xhost (this machine, measured), a device preset, or a YAML/JSON file"
+
+
+def _target_options(
+    sub: argparse.ArgumentParser, *, devices: bool = True, devices_help: str = "", required: bool = False
+) -> None:
+    """The target options shared by convert, simulate and bench (`cost_model.costs.Target`)."""
+    if devices:
+        sub.add_argument("--devices", required=required, metavar="PRESET", help=devices_help)
+    sub.add_argument(
+        "--costs",
+        default=None if devices and not required else "roofline",
+        metavar="SOURCE",
+        help="kernel cost source: roofline (default) | profiled (timed on this machine, for its cpu devices, e.g. --devices 2xhost)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pass pipeline, e.g. 'dce,cse,shape-infer' or 'fuse{max-nodes=8}' (see `compiler-opt passes`)",
     )
     convert_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
+    _target_options(convert_p, devices_help="target topology of the pipeline's passes (default 4xV100): " + _DEVICES_FORMS)
     convert_p.set_defaults(handler=_cmd_convert, file_arg="input")
 
     passes_p = sub.add_parser("passes", parents=[common], help="list the registered passes and their options")
@@ -174,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         '{"node": {"device": "gpu1", "fusion_group": 3, "priority": 1.0}} (fields optional).',
     )
     simulate_p.add_argument("model", metavar="MODEL", help="model file or workload name[:train|inference]")
-    simulate_p.add_argument("--devices", required=True, metavar="PRESET", help="topology: 4xV100, 8xA100-pcie, mcm36-ring, a device preset, or a YAML/JSON file")
+    _target_options(simulate_p, devices_help="topology (required): " + _DEVICES_FORMS, required=True)
     simulate_p.add_argument("--decisions", metavar="FILE", help="JSON {node_name: {device, fusion_group, priority}}")
     simulate_p.add_argument("--objective", choices=("latency", "throughput", "memory"), default="latency", help="which number is reported as objective_value")
     simulate_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -193,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
         "their own accelerator count under the paper's cost models.",
     )
     bench_p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (repeatable, comma-separated)")
-    bench_p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies for suite/model workloads (default 2xV100,4xV100,8xV100)")
+    bench_p.add_argument("--devices", action="extend", nargs="+", metavar="T", help="topologies for suite/model workloads, space- or comma-separated (default 2xV100,4xV100,8xV100)")
+    _target_options(bench_p, devices=False)
     bench_p.add_argument("--methods", action="append", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
     bench_p.add_argument("--objective", choices=("latency", "throughput", "memory"), help="default: latency for suites and latency-inputs files, throughput for other profiled files")
     bench_p.add_argument("--budget", type=int, default=1000, metavar="N", help="objective evaluations for every searching method (sa, random, dp-ls; default 1000)")

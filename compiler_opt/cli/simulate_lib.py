@@ -80,9 +80,9 @@ def load_simulation_graph(
         from graph_ir.errors import CompilerOptError
 
         raise CompilerOptError("--size and --paper-sizes apply to workloads, not to model files", file=model)
-    from compiler_opt.cli.inspect_lib import load_model
+    from graph_ir.io import load
 
-    graph, _ = load_model(model, module)
+    graph = load(model, module)
     return graph, os.path.basename(model)
 
 
@@ -148,26 +148,29 @@ def simulate_model(
     sizes: Mapping[str, Any] | None = None,
     paper: bool = False,
     module: int | None = None,
+    costs: str = "roofline",
 ) -> dict[str, Any]:
-    """Simulate MODEL on the `devices` topology; returns the report (what --json prints)."""
+    """Simulate MODEL on the `devices` topology with the `costs` kernel cost source; returns the
+    report (what --json prints)."""
+    from cost_model.costs import Target, simulate, throughput_objective
     from cost_model.decisions import Decisions
-    from cost_model.devices import load_topology
     from cost_model.lower_bound import memory_feasible, step_time_lower_bound
-    from cost_model.simulator import SimulationProblem, simulate, throughput_objective
 
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}")
     from graph_ir.errors import CompilerOptError
 
     try:
-        topology = load_topology(devices)  # before the (possibly long) build: fail fast on a typo
+        # Before the (possibly long) build: fail fast on a typo.
+        target = Target.resolve(devices=devices, costs=costs, objective=objective)
     except CompilerOptError as err:
-        raise err.with_context(file=f"--devices {devices}") from None
+        raise err.with_context(file=f"--devices {devices}" if err.field != "costs" else f"--costs {costs}") from None
+    topology = target.topology
     if decisions is not None and not os.path.isfile(decisions):
         raise FileNotFoundError(2, "no such decisions file", decisions)
     graph, label = load_simulation_graph(model, sizes=sizes, paper=paper, module=module)
     began = time.perf_counter()
-    problem = SimulationProblem.from_graph(graph, topology)
+    problem = target.problem(graph)
     fastest = fastest_device(topology)
     named = apply_decisions_file(decisions, graph, problem.nodes, topology) if decisions else 0
     chosen = Decisions.from_graph(graph, topology, default_device=fastest, nodes=problem.nodes)
@@ -194,6 +197,7 @@ def simulate_model(
         "model": label,
         "devices": names,
         "topology": devices,
+        "costs": costs,
         "nodes": problem.num_nodes,
         "decisions": "file" if decisions else ("graph" if _any_decision(problem.nodes) else "default"),
         "decisions_file_nodes": named,
@@ -237,7 +241,8 @@ def _ms(seconds: float) -> str:
 def simulate_tables(report: Mapping[str, Any]) -> list[Table]:
     ratio = report["ratio_to_lower_bound"]
     summary = Table(
-        f"{report['model']} on {report['topology']}: {human_count(report['nodes'])} nodes, decisions: {report['decisions']}",
+        f"{report['model']} on {report['topology']} ({report.get('costs', 'roofline')} costs): "
+        f"{human_count(report['nodes'])} nodes, decisions: {report['decisions']}",
         ["metric", "value"],
         [
             ["step time", _ms(report["step_time_s"])],

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 class ProfiledCosts:
-    """A `KernelCostSource` (cost_model.simulator.problem) backed by a `Profiler`."""
+    """A `KernelCostSource` (the cost door, `cost_model.costs`) backed by a `Profiler`."""
 
     def __init__(
         self,

@@ -108,7 +108,8 @@ def _measure_link_numbers() -> dict[str, float]:
 
     devices = host_devices()
     if len(devices) < 2:
-        raise RuntimeError("measuring a host link needs 2 host devices (XLA_FLAGS=--xla_force_host_platform_device_count=2)")
+        # XLA fixes the host device count when it starts; measure in a child that has two.
+        return _measure_link_numbers_in_child()
     small = jax.device_put(np.float32(1.0), devices[0])
     large = jax.device_put(np.ones(8 * 2**20, np.float32), devices[0])
     small_m, large_m = time_interleaved(
@@ -118,6 +119,21 @@ def _measure_link_numbers() -> dict[str, float]:
     )
     latency = small_m.min_s
     return {"latency_s": latency, "bandwidth": large.nbytes / max(large_m.min_s - latency, 1e-9)}
+
+
+def _measure_link_numbers_in_child() -> dict[str, float]:
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = "import json; from cost_model.profiling.host import _measure_link_numbers as m; print(json.dumps(m()))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"measuring a host link in a child process with 2 host devices failed: {tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def measure_host_link(src: str = "cpu0", dst: str = "cpu1", *, use_cache: bool = True) -> tuple[Link, Link]:

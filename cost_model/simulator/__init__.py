@@ -1,5 +1,8 @@
 """Event-driven execution simulator: a graph plus decisions in, step time, memory and a timeline out.
 
+Passes and other callers reach it through the cost door, `cost_model.costs` (a `Target` builds
+the problem with its kernel cost source; `SimulatorCostModel` wraps `simulate`).
+
     problem = SimulationProblem.from_graph(graph, load_topology("4xV100"))   # once per graph
     result = simulate(problem, Decisions.from_graph(graph, problem.topology)) # many times
     to_chrome_trace(result, "trace.json"); plot_gantt(result, "gantt.png")
@@ -21,7 +24,6 @@ overhead beyond the per-kernel launch, recomputation or offloading when memory r
 
 from __future__ import annotations
 
-from cost_model.simulator.cost import Cost, CostModel, SimulatorCostModel
 from cost_model.simulator.export import plot_gantt, to_chrome_trace
 from cost_model.simulator.problem import VALUE_CONSTANT, VALUE_INPUT, VALUE_OUTPUT, SimulationProblem
 from cost_model.simulator.result import SimulationResult, TimelineEvent
@@ -29,11 +31,8 @@ from cost_model.simulator.simulate import device_loads, simulate, throughput_obj
 from cost_model.simulator.tasks import TaskGraph, build_task_graph
 
 __all__ = [
-    "Cost",
-    "CostModel",
     "SimulationProblem",
     "SimulationResult",
-    "SimulatorCostModel",
     "TaskGraph",
     "TimelineEvent",
     "VALUE_CONSTANT",

@@ -9,7 +9,7 @@
   transfers, fused-group boundaries and lifetimes all derive from them.
 
 Kernel times default to the roofline; `from_graph(..., kernel_costs=source)` takes them from another
-`KernelCostSource` (e.g. `cost_model.profiling.ProfiledCosts`, measured on this machine) wherever
+`cost_model.costs.KernelCostSource` (e.g. `cost_model.profiling.ProfiledCosts`, measured on this machine) wherever
 that source has a time, for single nodes (`node_time`) and for fused groups (`build_task_graph`).
 
 Only the top level of the graph is simulated. A node that owns subgraphs (If, Loop, Scan) counts
@@ -22,22 +22,23 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cost_model.decisions import node_order
+from graph_ir.order import node_order
 from cost_model.devices.spec import DTYPE_FAMILIES, DeviceSpec
 from cost_model.flops import graph_bytes, graph_flops, node_bytes, node_flops
 from cost_model.roofline import node_dtype_family
 from graph_ir.types import TensorType
 
 if TYPE_CHECKING:
+    from cost_model.costs.source import KernelCostSource
     from cost_model.devices.topology import Topology
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["KernelCostSource", "SimulationProblem", "VALUE_OUTPUT", "VALUE_INPUT", "VALUE_CONSTANT"]
+__all__ = ["SimulationProblem", "VALUE_OUTPUT", "VALUE_INPUT", "VALUE_CONSTANT"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,21 +48,6 @@ VALUE_INPUT = 1  # a graph input (or a value of an enclosing graph)
 VALUE_CONSTANT = 2  # an initializer: resident on every device that uses it
 
 _FAMILY_INDEX = {family: index for index, family in enumerate(DTYPE_FAMILIES)}
-
-
-class KernelCostSource(Protocol):
-    """Kernel times other than the roofline; NaN (node_times) or the given default (kernel_times)
-    where the source has nothing to say, e.g. for device types it does not describe."""
-
-    def node_times(self, problem: SimulationProblem) -> np.ndarray:
-        """float64 (N, T): each node alone as a kernel on each device type, NaN where unknown."""
-        ...
-
-    def kernel_times(
-        self, problem: SimulationProblem, kernel_of_node: np.ndarray, kernel_size: np.ndarray, kernel_type: np.ndarray, default: np.ndarray
-    ) -> np.ndarray:
-        """float64 (K,): time of each kernel (fused groups included), `default` where unknown."""
-        ...
 
 
 @dataclass(eq=False)

@@ -23,7 +23,7 @@ import numpy as np
 from cost_model.decisions import DecisionError, Decisions
 from cost_model.simulator.problem import VALUE_CONSTANT, SimulationProblem
 
-__all__ = ["TaskGraph", "build_task_graph"]
+__all__ = ["TaskGraph", "build_task_graph", "kernel_durations"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -107,6 +107,33 @@ def _boundary_bytes(problem: SimulationProblem, kernel_of_node: np.ndarray, num_
     return read + write
 
 
+def kernel_durations(
+    problem: SimulationProblem, device: np.ndarray, fusion_group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels of a placement + grouping and how long each runs: (kernel_of_node,
+    kernel_first, kernel_size, duration). A lone node takes its node time; a fused group its
+    roofline (summed FLOP time, boundary bytes only, one launch) unless the problem's kernel cost
+    source knows better."""
+    n = problem.num_nodes
+    device = np.asarray(device, dtype=np.int64)
+    kernel_of_node, kernel_first, kernel_size = _kernels(problem, device, np.asarray(fusion_group))
+    num_kernels = int(kernel_first.shape[0])
+    node_type = problem.device_type_of[device]
+    nodes_range = np.arange(n)
+    if num_kernels == n:
+        return kernel_of_node, kernel_first, kernel_size, problem.node_time[nodes_range, node_type]
+    compute = np.bincount(kernel_of_node, weights=problem.flop_time[nodes_range, node_type], minlength=num_kernels)
+    boundary = _boundary_bytes(problem, kernel_of_node, num_kernels)
+    kbytes = np.where(kernel_size == 1, problem.node_bytes[kernel_first], boundary)
+    ktype = problem.device_type_of[device[kernel_first]]
+    duration = np.maximum(compute, kbytes / problem.type_bandwidth[ktype]) + problem.type_launch[ktype]
+    if problem.kernel_costs is not None:
+        single = kernel_size == 1  # the same number as the unfused path (roofline or the source's)
+        duration[single] = problem.node_time[kernel_first[single], ktype[single]]
+        duration = problem.kernel_costs.kernel_times(problem, kernel_of_node, kernel_size, ktype, duration)
+    return kernel_of_node, kernel_first, kernel_size, duration
+
+
 def build_task_graph(problem: SimulationProblem, decisions: Decisions) -> TaskGraph:
     """Kernels, transfers, hops and their dependencies for one set of decisions."""
     n = problem.num_nodes
@@ -116,24 +143,12 @@ def build_task_graph(problem: SimulationProblem, decisions: Decisions) -> TaskGr
     device = decisions.device.astype(np.int64)
     if n and (device.min() < 0 or device.max() >= num_devices):
         decisions.validate(num_devices, nodes=problem.nodes)
-    kernel_of_node, kernel_first, kernel_size = _kernels(problem, device, decisions.fusion_group)
+    kernel_of_node, kernel_first, kernel_size, kernel_duration = kernel_durations(problem, device, decisions.fusion_group)
     num_kernels = int(kernel_first.shape[0])
     kernel_device = device[kernel_first]
-    node_type = problem.device_type_of[device]
-    nodes_range = np.arange(n)
     if num_kernels == n:
-        kernel_duration = problem.node_time[nodes_range, node_type]
         kernel_priority = decisions.priority
     else:
-        compute = np.bincount(kernel_of_node, weights=problem.flop_time[nodes_range, node_type], minlength=num_kernels)
-        boundary = _boundary_bytes(problem, kernel_of_node, num_kernels)
-        kbytes = np.where(kernel_size == 1, problem.node_bytes[kernel_first], boundary)
-        ktype = problem.device_type_of[kernel_device]
-        kernel_duration = np.maximum(compute, kbytes / problem.type_bandwidth[ktype]) + problem.type_launch[ktype]
-        if problem.kernel_costs is not None:
-            single = kernel_size == 1  # the same number as the unfused path (roofline or the source's)
-            kernel_duration[single] = problem.node_time[kernel_first[single], ktype[single]]
-            kernel_duration = problem.kernel_costs.kernel_times(problem, kernel_of_node, kernel_size, ktype, kernel_duration)
         kernel_priority = np.full(num_kernels, -np.inf)
         np.maximum.at(kernel_priority, kernel_of_node, decisions.priority)
 

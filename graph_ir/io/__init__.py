@@ -6,6 +6,6 @@ the longest matching extension (so `.hlo.txt` wins over `.txt`).
 
 from __future__ import annotations
 
-from graph_ir.io.formats import FormatHandler, detect_format, load, register_format, save
+from graph_ir.io.formats import FormatHandler, check_readable, detect_format, load, load_with_format, register_format, save
 
-__all__ = ["FormatHandler", "detect_format", "load", "register_format", "save"]
+__all__ = ["FormatHandler", "check_readable", "detect_format", "load", "load_with_format", "register_format", "save"]

@@ -1,14 +1,20 @@
-"""Atomic file writes: write beside the target, then rename, so a crash never leaves half a file."""
+"""Atomic file writes: write beside the target, then rename, so a crash never leaves half a file.
+
+`atomic_path` covers one file; `staging_dir` + `move_staged` cover an export that writes side
+files too (ONNX external data): everything is written into a fresh folder beside the target, the
+side files are moved out first and the model file last.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path"]
+__all__ = ["atomic_path", "move_staged", "staging_dir"]
 
 
 @contextlib.contextmanager
@@ -28,3 +34,27 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def staging_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """A fresh folder beside `target` (same filesystem, so renames out of it are atomic),
+    removed afterwards with whatever is left in it."""
+    target = Path(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def move_staged(staging: Path, staged: Path, target: str | os.PathLike[str]) -> None:
+    """Move the side files under `staging` beside `target` (same relative paths), then `staged`
+    onto `target`: a reader never sees the model before the data it points to."""
+    target = Path(target)
+    side_files = sorted(p for p in staging.rglob("*") if p.is_file() and p != staged)
+    for side in side_files:
+        destination = target.parent / side.relative_to(staging)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(side, destination)
+    os.replace(staged, target)

@@ -1,4 +1,11 @@
-"""The registry of file formats: extension -> lazy importer/exporter."""
+"""The registry of file formats (extension -> lazy importer/exporter), and `load`/`save` over it.
+
+`load(path, module=..., target_format=...)` checks the path, picks the importer by extension,
+selects one module of a multi-module HLO file, lowers StableHLO through XLA when the graph is
+bound for HLO/StableHLO output, and names the file in every error. `save(graph, path)` exports
+into a staging folder beside the target and renames the result (side files such as ONNX external
+data first, the model last), so a failed export leaves the target untouched.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from graph_ir.errors import UnknownFormatError
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
 
-__all__ = ["FormatHandler", "register_format", "detect_format", "load", "save", "FORMATS"]
+__all__ = ["FormatHandler", "register_format", "detect_format", "check_readable", "load", "load_with_format", "save", "FORMATS"]
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,70 @@ def detect_format(path: str | os.PathLike[str]) -> FormatHandler:
     return best[1]
 
 
-def load(path: str | os.PathLike[str], **options: Any) -> Graph:
-    return detect_format(path).load(os.fspath(path), **options)
+def check_readable(path: str | os.PathLike[str]) -> None:
+    """Fail early with the OS's own error for a missing path or a folder given as a model."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "no such file", os.fspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "is a folder, not a model file", os.fspath(path))
+
+
+def load_with_format(
+    path: str | os.PathLike[str], module: int | None = None, *, target_format: str | None = None, **options: Any
+) -> tuple[Graph, str]:
+    """Import `path` with the importer its extension selects; returns (graph, format name).
+
+    `module` picks one module of a file that holds several (HLO text separated by `// -----`).
+    `target_format` is the format the graph will be written in: a StableHLO file bound for HLO
+    is lowered to HLO by XLA on the way in (the one cross-format path that maps ops); StableHLO bound
+    for StableHLO is printed directly (dynamic and quantized modules have no HLO form).
+    """
+    from graph_ir.errors import CompilerOptError
+
+    path = os.fspath(path)
+    handler = detect_format(path)
+    check_readable(path)
+    if module is not None:
+        if handler.name != "hlo":
+            raise UnknownFormatError(f"--module applies to HLO text files, not {handler.name}", file=path)
+        options["module"] = module
+    try:
+        if handler.name == "stablehlo" and target_format == "hlo":  # .mlir -> .mlir is printed directly
+            from graph_ir.io.stablehlo_import import load_stablehlo_as_hlo
+
+            return load_stablehlo_as_hlo(path), handler.name
+        return handler.load(path, **options), handler.name
+    except CompilerOptError as err:
+        raise err.with_context(file=path)
+
+
+def load(path: str | os.PathLike[str], module: int | None = None, *, target_format: str | None = None, **options: Any) -> Graph:
+    """Import a model file (see `load_with_format`)."""
+    return load_with_format(path, module, target_format=target_format, **options)[0]
 
 
 def save(graph: Graph, path: str | os.PathLike[str], **options: Any) -> None:
-    detect_format(path).save(graph, os.fspath(path), **options)
+    """Export `graph` to `path` atomically, side files included (module docstring)."""
+    from pathlib import Path
+
+    from graph_ir.errors import CompilerOptError, ExportError
+    from graph_ir.io.atomic import move_staged, staging_dir
+
+    handler = detect_format(path)  # fail on an unknown extension before doing any work
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(21, "output is a folder, not a file", os.fspath(path))
+    if not target.parent.is_dir():
+        raise FileNotFoundError(2, "output folder does not exist", str(target.parent))
+    with staging_dir(target) as staging:
+        staged = staging / target.name
+        try:
+            handler.save(graph, str(staged), **options)
+        except CompilerOptError as err:
+            # The staging path means nothing to the user; name the requested output instead.
+            if err.file is not None and os.fspath(err.file) == str(staged):
+                err.file = None
+            raise err.with_context(file=os.fspath(path))
+        if not staged.is_file():
+            raise ExportError(f"the {handler.name} exporter wrote no file", file=os.fspath(path))
+        move_staged(staging, staged, target)

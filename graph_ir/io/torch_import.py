@@ -199,6 +199,8 @@ class _FxImporter:
                         raise ModelFormatError(f"get_attr {fx_node.target} is not a tensor", node=fx_node.name)
                 elif op == "output":
                     for value in _flatten(fx_node.args[0]):
+                        if value is None:  # AOTAutograd backward graphs: no gradient for this input
+                            continue
                         graph.add_output(self.resolve(values, value, fx_node))
                 elif op == "call_function" and fx_node.target is operator.getitem and isinstance(
                     values.get(fx_node.args[0]), tuple

@@ -55,7 +55,8 @@ _SCHEMA_FILES = (
 
 
 def _serialized_descriptor(path: str) -> bytes:
-    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    with open(path, encoding="utf-8") as source:
+        tree = ast.parse(source.read(), filename=path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "AddSerializedFile":
             return ast.literal_eval(node.args[0])

@@ -12,6 +12,10 @@ Duplication: with `max_duplicates = k > 0`, a cheap producer (elementwise or an 
 2..k+1 users, all of which could fuse it, is first cloned so each user gets its own copy (XLA
 duplicates such producers into every consumer fusion rather than writing their output to memory).
 The clones are real nodes (named `<producer>.dup<i>`), inserted right after the original.
+
+Cost check: with `cost-check`, each fused group is kept only when the target's kernel cost
+source (the cost door: roofline, profiled, learned) says the fused kernel is no slower than its
+members run as separate kernels; the others are split back. Rules alone decide otherwise.
 """
 
 from __future__ import annotations
@@ -20,17 +24,21 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cost_model.decisions import node_order
+import numpy as np
+
 from graph_ir.core import Node
+from graph_ir.order import node_order
 from passes.fusion.groups import FusionGroups
 from passes.fusion.rules import HEAVY_KINDS, REDUCTION_KINDS, can_fuse_into, extends_epilogue, is_epilogue
 from passes.infra.base import Pass, PassResult, option
 from passes.infra.registry import register_pass
 
 if TYPE_CHECKING:
+    from cost_model.costs import Target
     from graph_ir.graph import Graph
+    from passes.infra.context import PassContext
 
-__all__ = ["Fuse", "duplicate_cheap_producers", "greedy_fuse"]
+__all__ = ["Fuse", "drop_unprofitable_groups", "duplicate_cheap_producers", "greedy_fuse"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +52,15 @@ class Fuse(Pass):
     max_nodes: int = option(32, "largest fused group, in nodes")
     max_duplicates: int = option(0, "extra copies of a cheap producer allowed so each user can fuse it (0: none)")
     epilogues: bool = option(True, "fuse an elementwise sole user into its reduction/matmul/conv producer")
+    cost_check: bool = option(False, "keep a fused group only when the target's cost source says it is no slower than its parts")
 
-    def call(self, graph: Graph) -> PassResult:
+    def call(self, graph: Graph, context: PassContext) -> PassResult:
         clones = duplicate_cheap_producers(graph, self.max_duplicates) if self.max_duplicates > 0 else 0
         groups = FusionGroups(graph, max_nodes=self.max_nodes)
         greedy_fuse(groups, epilogues=self.epilogues)
+        split = drop_unprofitable_groups(groups, context.target) if self.cost_check else 0
         changed = groups.write()
-        logger.debug("fuse: %d merges into %d groups, %d clones", groups.merges, groups.num_groups, clones)
+        logger.debug("fuse: %d merges into %d groups, %d clones, %d split by cost", groups.merges, groups.num_groups, clones, split)
         return PassResult(graph, changed or clones > 0)
 
 
@@ -64,6 +74,30 @@ def greedy_fuse(groups: FusionGroups, *, epilogues: bool = True) -> None:
                 groups.try_merge(producer, consumer)
     if epilogues:
         _take_epilogues(groups, REDUCTION_KINDS)
+
+
+def drop_unprofitable_groups(groups: FusionGroups, target: Target) -> int:
+    """Split each multi-node group whose fused kernel the target's cost source times slower than
+    its members as separate kernels; the number split."""
+    from cost_model.costs import kernel_durations
+    from cost_model.decisions import Decisions
+
+    nodes = groups.nodes
+    if not nodes:
+        return 0
+    graph = nodes[0].graph
+    problem = target.problem(graph)  # same node order as `groups` (both node_order(graph))
+    device = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes).device
+    roots = np.array([groups.find(i) for i in range(len(nodes))], dtype=np.int64)
+    sizes = np.array([len(groups.members[r]) for r in roots.tolist()], dtype=np.int64)
+    fusion = np.where(sizes > 1, roots, -1)
+    kernel_of_node, kernel_first, kernel_size, fused = kernel_durations(problem, device, fusion)
+    alone = kernel_durations(problem, device, np.full(len(nodes), -1))[3]
+    separate = np.bincount(kernel_of_node, weights=alone, minlength=kernel_first.size)
+    slower = np.flatnonzero((kernel_size > 1) & (fused > separate))
+    for k in slower.tolist():
+        groups.split(int(kernel_first[k]))
+    return int(slower.size)
 
 
 def _take_epilogues(groups: FusionGroups, kinds: frozenset) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from cost_model.decisions import node_order
+from graph_ir.order import node_order
 from passes.fusion.rules import is_hero
 
 if TYPE_CHECKING:
@@ -137,6 +137,15 @@ class FusionGroups:
         self.heroes[ra] += self.heroes[rb]
         self.merges += 1
         return True
+
+    def split(self, i: int) -> None:
+        """Undo every merge of node i's group: its members become singletons again."""
+        root = self.find(i)
+        members = self.members.pop(root)
+        for m in members:
+            self.parent[m] = m
+            self.members[m] = [m]
+            self.heroes[m] = int(is_hero(self.nodes[m]))
 
     def write(self) -> bool:
         """Set `node.fusion_group` from the partition; True when any node changed."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from passes.infra.base import Pass, PassError, PassResult, option
+from passes.infra.context import PassContext, TargetConflictError, resolve_pipeline_target
 from passes.infra.instruments import (
     BasePassInstrument,
     DumpAfterPassInstrument,
@@ -29,6 +30,7 @@ __all__ = [
     "DumpAfterPassInstrument",
     "FixpointError",
     "Pass",
+    "PassContext",
     "PassError",
     "PassInstrument",
     "PassManager",
@@ -36,6 +38,7 @@ __all__ = [
     "PassRegistrationError",
     "PassResult",
     "PipelineSyntaxError",
+    "TargetConflictError",
     "TimingInstrument",
     "UnknownPassError",
     "VerifyInstrument",
@@ -47,5 +50,6 @@ __all__ = [
     "parse_pipeline",
     "pass_options",
     "register_pass",
+    "resolve_pipeline_target",
     "unregister_pass",
 ]

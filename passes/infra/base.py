@@ -4,11 +4,17 @@ A pass is a frozen dataclass: its fields are its options (so a pipeline string c
 `format_pipeline` can print it back), `name` is a kebab-case class variable, and `call(graph)`
 does the work. Passes work in place and return the graph they were given; `PassResult.graph` is
 there so a pass may also return a new graph.
+
+A pass that needs the target (devices, kernel cost source, objective) declares
+`call(self, graph, context)` and reads `context.target` (`passes.infra.context.PassContext`);
+passes that do not need it keep `call(self, graph)`. `PassManager` resolves the target once for
+the whole pipeline; a pass called alone resolves it from its own options.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,6 +22,7 @@ from graph_ir.errors import CompilerOptError
 
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
+    from passes.infra.context import PassContext
 
 __all__ = ["Pass", "PassResult", "PassError", "option"]
 
@@ -46,14 +53,30 @@ class Pass:
     """Base of every pass. Subclasses are `@dataclass(frozen=True)` and set `name`."""
 
     name: ClassVar[str] = ""
+    # Whether `call` takes the PassContext (set per class from call's signature).
+    takes_context: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.takes_context = len(inspect.signature(cls.call).parameters) >= 3
 
     def call(self, graph: Graph) -> PassResult:
         raise NotImplementedError(f"{type(self).__name__} does not implement call()")
 
-    def __call__(self, graph: Graph) -> PassResult:
-        """Run the pass; errors come out naming the pass (see `PassError`)."""
+    def __call__(self, graph: Graph, context: PassContext | None = None) -> PassResult:
+        """Run the pass; errors come out naming the pass (see `PassError`).
+
+        `context` comes from the PassManager; called alone, a pass builds one from its own
+        target options. Either way this pass's options are checked against the target."""
         try:
-            result = self.call(graph)
+            if self.takes_context:
+                from passes.infra.context import PassContext, resolve_pipeline_target
+
+                target = resolve_pipeline_target([self], None if context is None else context.target)
+                context = PassContext(target) if context is None or target is not context.target else context
+                result = self.call(graph, context)  # type: ignore[call-arg]
+            else:
+                result = self.call(graph)
         except CompilerOptError as err:
             # Keep the specific class (callers catch e.g. VerificationError) but say which pass.
             add_pass_context(err, self.name)

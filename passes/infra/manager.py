@@ -6,9 +6,11 @@ import logging
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from passes.infra.base import Pass, PassError, PassResult
+from passes.infra.context import PassContext, resolve_pipeline_target
 from passes.infra.instruments import PassInstrument, verify_after
 
 if TYPE_CHECKING:
+    from cost_model.costs import Target
     from graph_ir.graph import Graph
 
 __all__ = ["PassManager", "FixpointError"]
@@ -27,6 +29,11 @@ class PassManager:
     a FixpointError names the passes still changing the graph after `max_iterations` rounds.
     With `verify_each` the graph is verified after every pass. Every failure comes out as an
     error naming the failing pass (see `Pass.__call__`).
+
+    `target` (a `cost_model.costs.Target`, default: 4xV100, roofline, latency) is resolved with
+    the passes' own target options when the manager is built (`passes.infra.context`), so a
+    pipeline whose passes disagree on devices fails before it touches the graph; every pass then
+    receives it in its `PassContext`.
     """
 
     def __init__(
@@ -37,6 +44,7 @@ class PassManager:
         max_iterations: int = 20,
         verify_each: bool = False,
         instruments: Iterable[PassInstrument] = (),
+        target: Target | None = None,
     ) -> None:
         if isinstance(passes, str):
             from passes.infra.pipeline import parse_pipeline
@@ -52,6 +60,7 @@ class PassManager:
         self.max_iterations = max_iterations
         self.verify_each = verify_each
         self.instruments: tuple[PassInstrument, ...] = tuple(instruments)
+        self.context = PassContext(resolve_pipeline_target(self.passes, target))
         self.iterations = 0  # rounds taken by the last run
 
     def run(self, graph: Graph) -> PassResult:
@@ -81,7 +90,7 @@ class PassManager:
         for instrument in self.instruments:
             instrument.before_pass(pass_, graph)
         logger.debug("running pass %s", pass_)
-        result = pass_(graph)
+        result = pass_(graph, self.context)
         if self.verify_each:
             verify_after(pass_, result.graph)
         for instrument in self.instruments:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cost_model.costs import Target, resolve_topology
 from passes.placement.annealing import SimulatedAnnealingPlacement
 from passes.placement.baechi import MEtfPlacement, MSctPlacement, MTopoPlacement
 from passes.placement.base import PlacementOutcome, PlacementPass
@@ -27,7 +28,6 @@ from passes.placement.context import (
     MemoryTracker,
     PlacementContext,
     PlacementError,
-    resolve_topology,
 )
 from passes.placement.context_base import PlacementContextBase
 from passes.placement.cp_sat import CpSatPlacement
@@ -86,22 +86,27 @@ METHODS: dict[str, type[PlacementPass]] = {
 
 
 def place_outcome(
-    graph: Graph, method: str, devices: str | Topology = "4xV100", objective: str = "latency", **options: Any
+    graph: Graph,
+    method: str,
+    devices: str | Topology | Target = "4xV100",
+    objective: str = "latency",
+    **options: Any,
 ) -> PlacementOutcome:
-    """Run placement `method` on `graph` without changing it; options are the pass's fields
-    (snake_case: `budget=200`, `seed=1`, `time_limit_s=10`)."""
+    """Run placement `method` on `graph` without changing it; `devices` is a device spec, a
+    Topology or a whole `Target` (then `objective` must agree with it or be left at its default);
+    options are the pass's fields (snake_case: `budget=200`, `seed=1`, `time_limit_s=10`)."""
     cls = METHODS.get(method)
     if cls is None:
         raise PlacementError(f"unknown placement method {method!r}; known: {', '.join(METHODS)}")
-    if isinstance(devices, str):
-        instance = cls(devices=devices, objective=objective, **options)
-        return instance.decide(graph)
-    instance = cls(objective=objective, **options)
-    return instance.decide(graph, topology=devices)
+    if isinstance(devices, Target):
+        target = devices if objective == devices.objective else devices.replace(objective=objective)
+    else:
+        target = Target(devices=devices, objective=objective, given=frozenset({"devices", "objective"}))
+    return cls(**options).decide(graph, target)
 
 
 def place(
-    graph: Graph, method: str, devices: str | Topology = "4xV100", objective: str = "latency", **options: Any
+    graph: Graph, method: str, devices: str | Topology | Target = "4xV100", objective: str = "latency", **options: Any
 ) -> Decisions:
     """Decisions (aligned with `node_order(graph)`, device indices into the topology) from
     placement `method`; the graph is left unchanged."""

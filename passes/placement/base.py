@@ -4,8 +4,11 @@ A method subclasses `PlacementPass`, sets `name` and implements `assign(ctx) -> 
 (device indices, aligned with the context's nodes). `run(ctx)` runs it on any
 `PlacementContextBase` (a graph's `PlacementContext` or a `ProfiledPlacementContext`), repairs
 what the method left invalid (`ctx.repair`: colour classes, forbidden devices, memory) and
-returns a `PlacementOutcome`. `decide(graph)` builds the graph's context and runs it without
-touching the graph; `call(graph)` (the pass) writes the device names onto `node.device`. Fusion
+returns a `PlacementOutcome`. `decide(graph, target)` builds the graph's context on the target
+(devices, kernel cost source, objective: `cost_model.costs.Target`) and runs it without touching
+the graph; `call(graph, context)` (the pass) does the same on the pipeline's target and writes
+the device names onto `node.device`. The `devices` and `objective` options are per-pass
+overrides of the target (empty: use the target); one that contradicts it is an error. Fusion
 groups and priorities already on the graph are kept and used when the method evaluates
 placements in the simulator.
 """
@@ -19,9 +22,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cost_model.costs import Target
 from cost_model.decisions import Decisions
 from passes.infra.base import Pass, PassResult, option
-from passes.placement.context import OBJECTIVES, PlacementContext, PlacementError, resolve_topology
+from passes.infra.context import PassContext, resolve_pipeline_target
+from passes.placement.context import OBJECTIVES, PlacementContext, PlacementError
 from passes.placement.context_base import PlacementContextBase
 
 if TYPE_CHECKING:
@@ -51,13 +56,13 @@ class PlacementOutcome:
 class PlacementPass(Pass):
     """Common options of the placement methods (each method adds its own)."""
 
-    devices: str = option("4xV100", "topology: a preset, an NxGPU short form or a YAML/JSON file")
-    objective: str = option("latency", "what to minimise: latency | throughput | memory")
+    devices: str = option("", "override the target's topology (a preset, NxGPU, Nxhost or a YAML/JSON file); empty: the target's")
+    objective: str = option("", "override the target's objective: latency | throughput | memory; empty: the target's")
     seed: int = option(0, "random seed (methods without randomness ignore it)")
     include_cpu: bool = option(False, "also place on the host CPU when the topology has accelerators")
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
+        if self.objective and self.objective not in OBJECTIVES:
             raise PlacementError(
                 f"pass '{self.name}': objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
                 field="objective",
@@ -71,19 +76,27 @@ class PlacementPass(Pass):
     def assign(self, ctx: PlacementContext) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} does not implement assign()")
 
-    def context(self, graph: Graph, topology: Topology | None = None) -> PlacementContext:
+    def target(self, target: Target | Topology | str | None = None) -> Target:
+        """`target` (a Target, a Topology or a device spec; default: the default target) with
+        this pass's own options applied, checked against it (`TargetConflictError`)."""
+        if target is not None and not isinstance(target, Target):
+            target = Target(devices=target, given=frozenset({"devices"}))
+        return resolve_pipeline_target([self], target)
+
+    def context(self, graph: Graph, target: Target | Topology | str | None = None) -> PlacementContext:
+        resolved = self.target(target)
         return PlacementContext.from_graph(
             graph,
-            topology if topology is not None else resolve_topology(self.devices),
-            objective=self.objective,
+            resolved,
+            objective=resolved.objective,
             budget=self.search_budget,
             include_cpu=self.include_cpu,
         )
 
-    def decide(self, graph: Graph, topology: Topology | None = None) -> PlacementOutcome:
+    def decide(self, graph: Graph, target: Target | Topology | str | None = None) -> PlacementOutcome:
         """Run the method on `graph` without changing it."""
         began = time.perf_counter()
-        return self.run(self.context(graph, topology), began=began)
+        return self.run(self.context(graph, target), began=began)
 
     def run(self, ctx: PlacementContextBase, *, began: float | None = None) -> PlacementOutcome:
         """Run the method on a prepared context (seconds count from `began`, default now)."""
@@ -128,6 +141,6 @@ class PlacementPass(Pass):
                     changed = True
         return changed
 
-    def call(self, graph: Graph) -> PassResult:
-        outcome = self.decide(graph)
+    def call(self, graph: Graph, context: PassContext) -> PassResult:
+        outcome = self.decide(graph, context.target)
         return PassResult(graph, self.write(graph, outcome))

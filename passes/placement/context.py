@@ -2,8 +2,9 @@
 programs against; `ProfiledPlacementContext` is the other one): the problem as arrays, the
 simulator as the objective, and an evaluation counter that enforces a search budget.
 
-`PlacementContext` wraps one `SimulationProblem` (node order = `node_order(graph)`, so index order
-is topological) and answers, without simulating:
+`PlacementContext` wraps one `SimulationProblem` built through the cost door (`Target.problem`:
+the target's devices and kernel cost source; node order = `node_order(graph)`, so index order is
+topological) and answers, without simulating:
 - `times[n, d]`: roofline time of node n alone on device d (launch included);
 - node-level edges `edge_src -> edge_dst` with the bytes flowing along them, `preds`/`succs`;
 - `comm_time(nbytes, src, dst)`: store-and-forward time along the topology's route on idle links;
@@ -26,10 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cost_model.costs import VALUE_CONSTANT, SimulationProblem, Target, device_loads, simulate
 from cost_model.decisions import Decisions
-from cost_model.devices.loader import load_topology
-from cost_model.simulator import SimulationProblem, device_loads, simulate
-from cost_model.simulator.problem import VALUE_CONSTANT
 from graph_ir.errors import CompilerOptError
 from passes.placement.context_base import (
     OBJECTIVES,
@@ -41,7 +40,7 @@ from passes.placement.context_base import (
 
 if TYPE_CHECKING:
     from cost_model.devices.topology import Topology
-    from cost_model.simulator import SimulationResult
+    from cost_model.costs import SimulationResult
     from graph_ir.graph import Graph
 
 __all__ = [
@@ -51,22 +50,9 @@ __all__ = [
     "MemoryTracker",
     "PlacementContext",
     "PlacementError",
-    "resolve_topology",
 ]
 
 logger = logging.getLogger(__name__)
-
-@functools.lru_cache(maxsize=32)
-def _cached_topology(spec: str) -> Topology:
-    return load_topology(spec)
-
-
-def resolve_topology(devices: str | Topology) -> Topology:
-    """A Topology from a preset, short form (`4xV100`) or file; Topology objects pass through."""
-    if isinstance(devices, str):
-        return _cached_topology(devices)
-    return devices
-
 
 class PlacementContext(PlacementContextBase):
     """One graph on one topology, prepared for placement methods (see the module docstring)."""
@@ -102,9 +88,13 @@ class PlacementContext(PlacementContextBase):
         self._routes()
 
     @classmethod
-    def from_graph(cls, graph: Graph, topology: Topology, **kwargs: object) -> PlacementContext:
-        problem = SimulationProblem.from_graph(graph, topology)
-        base = Decisions.from_graph(graph, topology, nodes=problem.nodes)
+    def from_graph(cls, graph: Graph, target: Target | Topology, **kwargs: object) -> PlacementContext:
+        """The context of `graph` on a target (its devices and kernel cost source) or a bare
+        topology (roofline costs)."""
+        if not isinstance(target, Target):
+            target = Target(devices=target)
+        problem = target.problem(graph)
+        base = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes)
         return cls(problem, base=base, **kwargs)  # type: ignore[arg-type]
 
     # -- static structure ------------------------------------------------------------------------

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from cost_model.costs.target import OBJECTIVES
 from cost_model.decisions import Decisions
 from graph_ir.errors import CompilerOptError
 
 __all__ = ["OBJECTIVES", "OOM_PENALTY_S", "BudgetExhausted", "PlacementContextBase", "PlacementError"]
 
-OBJECTIVES = ("latency", "throughput", "memory")
 OOM_PENALTY_S = 1e3
 
 

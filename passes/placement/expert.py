@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cost_model.simulator.problem import VALUE_CONSTANT
+from cost_model.costs import VALUE_CONSTANT
 from graph_ir.op_kinds import OpKind
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cost_model.decisions import Decisions
-from cost_model.simulator import SimulationProblem
 from passes.infra.base import Pass, PassError, PassResult, option
 from passes.infra.registry import register_pass
-from passes.placement.context import resolve_topology
 from passes.scheduling.strategies import STRATEGIES, schedule_priorities
 
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
+    from passes.infra.context import PassContext
 
 __all__ = ["Schedule"]
 
@@ -27,13 +26,14 @@ logger = logging.getLogger(__name__)
 class Schedule(Pass):
     """Set `node.priority` (higher runs first among ready kernels on a device) by `strategy`.
 
-    Costs (critical-path) use the nodes' current devices on the `devices` topology; unplaced
-    nodes count as on the topology's default device. With `reorder`, the graph's node order
+    Costs (critical-path) are the target's node and transfer times (its devices and kernel cost
+    source, through the cost door) with the nodes' current devices; unplaced nodes count as on
+    the topology's default device. With `reorder`, the graph's node order
     becomes the schedule order (always a topological order)."""
 
     name = "schedule"
     strategy: str = option("critical-path", "topological | critical-path | memory")
-    devices: str = option("4xV100", "topology for node and transfer times")
+    devices: str = option("", "override the target's topology for node and transfer times; empty: the target's")
     reorder: bool = option(False, "also reorder the graph's nodes into the schedule order")
 
     def __post_init__(self) -> None:
@@ -43,10 +43,9 @@ class Schedule(Pass):
                 pass_name=self.name,
             )
 
-    def call(self, graph: Graph) -> PassResult:
-        topology = resolve_topology(self.devices)
-        problem = SimulationProblem.from_graph(graph, topology)
-        decisions = Decisions.from_graph(graph, topology, nodes=problem.nodes)
+    def call(self, graph: Graph, context: PassContext) -> PassResult:
+        problem = context.target.problem(graph)
+        decisions = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes)
         priority, order = schedule_priorities(problem, decisions, self.strategy)
         changed = False
         for node, p in zip(problem.nodes, priority.tolist()):

@@ -24,8 +24,8 @@ import heapq
 import numpy as np
 
 from cost_model.decisions import Decisions
-from cost_model.simulator import SimulationProblem
-from cost_model.simulator.problem import VALUE_CONSTANT
+from cost_model.costs import SimulationProblem
+from cost_model.costs import VALUE_CONSTANT
 
 __all__ = ["STRATEGIES", "bottom_levels", "memory_order", "schedule_priorities", "sequential_peak_bytes"]
 

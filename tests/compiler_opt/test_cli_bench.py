@@ -38,7 +38,8 @@ def test_profiled_rows_carry_the_readme_references(tmp_path: Path, capsys: pytes
 
 def test_graph_workloads_run_per_topology(tmp_path: Path, example_model: Path) -> None:
     out = tmp_path / "rows.json"
-    code = main(["bench", "--workloads", str(example_model), "--devices", "2xV100,4xV100", "--methods", "dp,random",
+    # Space- and comma-separated topologies both work.
+    code = main(["bench", "--workloads", str(example_model), "--devices", "2xV100", "4xV100", "--methods", "dp,random",
                  "--budget", "5", "--json", str(out)])
     assert code == 0
     rows = json.loads(out.read_text())
@@ -57,6 +58,7 @@ def test_graph_workloads_run_per_topology(tmp_path: Path, example_model: Path) -
         ["--workloads", "examples/small_cnn.onnx", "--budget", "0"],
         ["--workloads", "examples/small_cnn.onnx", "--expert", "missing_expert.json"],
         ["--workloads", "examples"],
+        ["--workloads", "examples/small_cnn.onnx", "--costs", "guesswork"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str], repo_root: Path,

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
+import graph_ir
 from compiler_opt.cli.main import main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -230,13 +231,35 @@ def test_readme_example_commands(example_model: Path, tmp_path: Path) -> None:
 def test_bad_pipeline_fails_before_import(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import compiler_opt.cli.convert_lib as convert_lib
+    import graph_ir.io
 
-    def must_not_load(path: str):
+    def must_not_load(*args: object, **kwargs: object):
         raise AssertionError("the model was loaded before the pipeline was checked")
 
-    monkeypatch.setattr(convert_lib, "load_model", must_not_load)
+    monkeypatch.setattr(graph_ir.io, "load_with_format", must_not_load)
     model = tmp_path / "m.onnx"
     code, _, err = _run(capsys, "convert", str(model), str(tmp_path / "out.onnx"), "--passes", "dce{unclosed")
     assert code == 2
-    assert len(err.splitlines()) == 1 and err.startswith(f"compiler-opt: error: {model}: ")
+    # The typo is the pipeline's, not the input file's.
+    assert len(err.splitlines()) == 1 and err.startswith("compiler-opt: error: --passes dce{unclosed: ")
+
+
+def test_convert_devices_is_the_pipeline_target(capsys: pytest.CaptureFixture[str], example_model: Path, tmp_path: Path) -> None:
+    target = tmp_path / "placed.onnx"
+    code, out, err = _run(capsys, "convert", str(example_model), str(target), "--devices", "2xV100", "--passes", "m-etf,schedule")
+    assert code == 0, err
+    assert "on devices=2xV100 costs=roofline objective=latency" in out
+    placed = graph_ir.load(target)
+    assert {n.device for n in placed} <= {"gpu0", "gpu1"} and all(n.priority is not None for n in placed)
+
+
+def test_convert_target_conflicts_exit_2_naming_both(capsys: pytest.CaptureFixture[str], example_model: Path, tmp_path: Path) -> None:
+    out_path = tmp_path / "out.onnx"
+    code, _, err = _run(capsys, "convert", str(example_model), str(out_path), "--devices", "2xV100", "--passes", "m-etf{devices=8xA100}")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "pass 'm-etf' option devices=8xA100 contradicts the target (devices=2xV100)" in err
+    code, _, err = _run(capsys, "convert", str(example_model), str(out_path), "--passes", "m-etf{devices=8xA100},schedule{devices=4xV100}")
+    assert code == 2 and "pass 'schedule' option devices=4xV100 contradicts pass 'm-etf' (devices=8xA100)" in err
+    code, _, err = _run(capsys, "convert", str(example_model), str(out_path), "--costs", "guesswork", "--passes", "m-etf")
+    assert code == 2 and "unknown cost source 'guesswork'" in err
+    assert not out_path.exists()

@@ -68,7 +68,7 @@ def test_objectives(capsys: pytest.CaptureFixture[str]) -> None:
 def test_human_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "simulate", WORKLOAD, "--devices", "2xV100", *SMALL)
     assert code == 0
-    assert out.startswith("rnnlm-2:inference on 2xV100:")
+    assert out.startswith("rnnlm-2:inference on 2xV100 (roofline costs):")
     assert "step time" in out and "lower bound" in out and "gpu1" in out
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cost_model.decisions import DecisionError, Decisions, node_order
-from cost_model.simulator import Cost, CostModel, SimulationProblem, SimulatorCostModel, simulate
+from cost_model.decisions import DecisionError, Decisions
+from graph_ir.order import node_order
+from cost_model.costs import Cost, CostModel, SimulatorCostModel
+from cost_model.simulator import SimulationProblem, simulate
 from test_simulator import US, Builder, diamond, topology
 
 

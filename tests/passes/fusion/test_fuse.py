@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import graph_ir
-from cost_model.decisions import Decisions, node_order
+from cost_model.decisions import Decisions
+from graph_ir.order import node_order
 from cost_model.devices.loader import load_topology
 from cost_model.simulator import SimulationProblem, simulate
 from graph_ir import DType, Graph, NumpyTensor, TensorType, Value, assert_structurally_equal

@@ -1,8 +1,8 @@
-"""The one interface every cost source answers through: `estimate(graph_or_problem, decisions) -> Cost`.
+"""Whole-graph cost: `estimate(graph_or_problem, decisions) -> Cost`.
 
-The simulator is the first implementation (`SimulatorCostModel`); profiled tables, the learned
-kernel model and real measurement will implement the same `CostModel` protocol, so passes, the
-policy and the autotuner never care which one answered.
+`SimulatorCostModel` answers with the event-driven simulator, using the target's kernel cost
+source (roofline, profiled, learned) for node and kernel times; callers (passes, the policy, the
+autotuner, `optimize`) see only `Cost`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
+from cost_model.costs.target import Target
 from cost_model.decisions import Decisions
 from cost_model.simulator.problem import SimulationProblem
 from cost_model.simulator.simulate import simulate
@@ -55,31 +56,34 @@ class CostModel(Protocol):
 
 
 class SimulatorCostModel:
-    """`CostModel` backed by the event-driven simulator with roofline kernel times.
+    """`CostModel` backed by the simulator on a target (a `Target`, a device spec or a Topology).
 
-    Pass a `SimulationProblem` when estimating many decisions for one graph: building the
-    problem from a graph walks every node; simulating reuses its arrays.
+    Pass a `SimulationProblem` (from `problem(graph)`) when estimating many decisions for one
+    graph: building it walks every node (and, for measured sources, times them); simulating
+    reuses its arrays.
     """
 
-    def __init__(self, topology: Topology | str) -> None:
-        if isinstance(topology, str):
-            from cost_model.devices.loader import load_topology
+    def __init__(self, target: Target | Topology | str) -> None:
+        if not isinstance(target, Target):
+            target = Target(devices=target)
+        self.target = target
 
-            topology = load_topology(topology)
-        self.topology = topology
+    @property
+    def topology(self) -> Topology:
+        return self.target.topology
 
     def problem(self, graph: Graph) -> SimulationProblem:
-        return SimulationProblem.from_graph(graph, self.topology)
+        return self.target.problem(graph)
 
     def estimate(self, graph_or_problem: GraphOrProblem, decisions: Decisions | None = None) -> Cost:
         if isinstance(graph_or_problem, SimulationProblem):
             problem = graph_or_problem
             if decisions is None:
-                decisions = Decisions.from_graph(_root_graph(problem), self.topology, nodes=problem.nodes)
+                decisions = Decisions.from_graph(_root_graph(problem), problem.topology, nodes=problem.nodes)
         else:
             problem = self.problem(graph_or_problem)
             if decisions is None:
-                decisions = Decisions.from_graph(graph_or_problem, self.topology, nodes=problem.nodes)
+                decisions = Decisions.from_graph(graph_or_problem, problem.topology, nodes=problem.nodes)
         return Cost.from_result(simulate(problem, decisions))
 
 
