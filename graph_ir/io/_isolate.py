@@ -14,6 +14,7 @@ process. Cost per call: two pipe copies of the payload (a fork per call cost ten
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import select
 import signal
@@ -31,6 +32,7 @@ IN_PROCESS_ENV = "COMPILER_OPT_NATIVE_IN_PROCESS"
 _FUNCTIONS: dict[str, Callable[[bytes], bytes]] = {}
 _HEADER = struct.Struct("<cQ")  # status or function-name length, payload length
 _OK, _ERROR = b"K", b"E"
+_CRASH_SIGNALS = [getattr(signal, name) for name in ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL") if hasattr(signal, name)]
 
 
 def register(name: str, fn: Callable[[bytes], bytes]) -> None:
@@ -92,6 +94,9 @@ class _Helper:
                 os.close(request_write)
                 os.close(reply_read)
                 os.dup2(self.log.fileno(), 2)
+                faulthandler.disable()  # a crash here is reported by the caller, not as a traceback
+                for number in _CRASH_SIGNALS:  # inherited handlers (libFuzzer's) must not report it either
+                    signal.signal(number, signal.SIG_DFL)
                 _serve(request_read, reply_write)
             except BaseException:  # noqa: BLE001
                 code = 1
