@@ -78,6 +78,23 @@ def _serve(requests: int, replies: int) -> None:
         _write_all(replies, _HEADER.pack(status, len(result)) + result)
 
 
+# Address space the helper may add to what it inherited: a huge allocation fails (and the call
+# reports a crash) instead of swapping the machine.
+HELPER_EXTRA_ADDRESS_SPACE = 8 * 2**30
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[0])
+        limit = pages * os.sysconf("SC_PAGE_SIZE") + HELPER_EXTRA_ADDRESS_SPACE
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (OSError, ValueError, ImportError):  # not Linux: no limit
+        pass
+
+
 class _Helper:
     def __init__(self) -> None:
         self.pid = 0
@@ -97,6 +114,7 @@ class _Helper:
                 faulthandler.disable()  # a crash here is reported by the caller, not as a traceback
                 for number in _CRASH_SIGNALS:  # inherited handlers (libFuzzer's) must not report it either
                     signal.signal(number, signal.SIG_DFL)
+                _limit_memory()
                 _serve(request_read, reply_write)
             except BaseException:  # noqa: BLE001
                 code = 1

@@ -142,6 +142,27 @@ def _check_module_text(text: str, file: str | None, line_offset: int) -> None:
             line=first + 1 + line_offset, column=1, file=file,
         )
     _check_parameter_numbers(lines, file, line_offset)
+    _check_sharding_sizes(lines, file, line_offset)
+
+
+_TILE_DIMS = re.compile(r"(?:devices=|<=)\[([\d,\s]+)\]")
+
+
+def _check_sharding_sizes(lines: list[str], file: str | None, line_offset: int) -> None:
+    """A sharding's tile assignment (`devices=[1,2147483648]...`, `<=[N]`) is materialized by
+    XLA's parser: 2**31 devices took 30 s and gigabytes (found by fuzzing)."""
+    for index, line in enumerate(lines):
+        if "devices=" not in line:
+            continue
+        for match in _TILE_DIMS.finditer(line):
+            count = 1
+            for dim in match.group(1).split(","):
+                count *= int(dim) if dim.strip() else 1
+            try:
+                limits.check("max_sharding_devices", count, "a sharding's device count", file=file)
+            except CompilerOptError as err:
+                err.line, err.column = index + 1 + line_offset, match.start() + 1
+                raise
 
 
 def _check_parameter_numbers(lines: list[str], file: str | None, line_offset: int) -> None:

@@ -11,6 +11,7 @@ Every importer checks, before it hands bytes to a native parser or builds the gr
 | `max_tensor_elements`      | 2**40    | elements of one constant tensor or declared value       |
 | `max_external_data_bytes`  | 64 GiB   | bytes of ONNX external data one tensor may name         |
 | `max_node_arity`           | 100 000  | inputs or outputs of one node that a count attr declares|
+| `max_sharding_devices`     | 2**20    | devices one HLO sharding's tile assignment names        |
 
 Override for one process with the environment, e.g.
 `COMPILER_OPT_LIMITS="max_nodes=50000000,max_text_bytes=2e9"`, or in code with
@@ -43,6 +44,7 @@ class Limits:
     max_tensor_elements: int = 2**40
     max_external_data_bytes: int = 64 * 2**30
     max_node_arity: int = 100_000
+    max_sharding_devices: int = 1 << 20
 
 
 _OVERRIDE: contextvars.ContextVar[Limits | None] = contextvars.ContextVar("graph_ir_io_limits", default=None)

@@ -167,3 +167,24 @@ def test_hlo_parser_check_failure_is_an_error_not_an_abort(tmp_path):
     with pytest.raises(CorruptModelError, match="XLA's HLO parser crashed on this input.*Check failed") as info:
         load_hlo(path)
     assert str(path) in str(info.value)
+
+
+def test_hlo_sharding_with_billions_of_devices_is_refused_fast(tmp_path):
+    # XLA's parser materializes the tile assignment: 2**31 devices took 30 s and gigabytes.
+    import time
+
+    from graph_ir.errors import LimitExceededError
+    from graph_ir.io import limits
+    from graph_ir.io.hlo_import import load_hlo
+
+    path = tmp_path / "shard.hlo"
+    text = "HloModule f\n\nENTRY f {\n  a = f32[2,2] parameter(0), sharding={devices=[1,2147483648]0,1}\n  ROOT r = f32[2,2] add(a, a)\n}\n"
+    path.write_text(text)
+    start = time.monotonic()
+    with pytest.raises(LimitExceededError) as info:
+        load_hlo(path)
+    assert time.monotonic() - start < 5 and info.value.field == "max_sharding_devices" and info.value.line == 4
+    path.write_text(text.replace("2147483648]0,1", "2]0,1"))
+    with limits.override(max_sharding_devices=1), pytest.raises(LimitExceededError):
+        load_hlo(path)
+    assert load_hlo(path) is not None  # two devices: fine under the default limit
