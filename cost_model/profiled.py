@@ -19,6 +19,7 @@ source, costs as attributes) so graph-level tools (inspect, passes) can read it 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,6 +250,8 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
     raw = read_nonempty(path)
     try:
         return json.loads(raw)
+    except RecursionError:  # nesting under the limit can still exhaust Python's recursion
+        raise CorruptModelError("JSON nests too deeply", file=path, field="max_nesting_depth") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         line = getattr(err, "lineno", None)
         column = getattr(err, "colno", None)
@@ -262,9 +265,12 @@ def _field(record: dict[str, Any], key: str, kind: type, where: str, path: str, 
         raise ProfiledWorkloadError(f"missing '{key}'", file=path, node=where, field=key)
     value = record[key]
     try:
-        return kind(value)
-    except (TypeError, ValueError):
+        converted = kind(value)
+    except (TypeError, ValueError, OverflowError):
         raise ProfiledWorkloadError(f"'{key}' is {value!r}, not a {kind.__name__}", file=path, node=where, field=key) from None
+    if kind is int and not -(2**63) <= converted < 2**63:  # stored as int64 (found by fuzzing)
+        raise ProfiledWorkloadError(f"'{key}' is {value!r}, outside the 64-bit integer range", file=path, node=where, field=key)
+    return converted
 
 
 def load_profiled_workload(
@@ -279,6 +285,9 @@ def load_profiled_workload(
     nodes = data["nodes"]
     if not nodes:
         raise EmptyModelError("the workload has no nodes", file=path)
+    from graph_ir.io import limits
+
+    limits.check("max_nodes", len(nodes), "the workload's node count", file=path)
     ids, cpu, accel, supported, backward, color, size = [], [], [], [], [], [], []
     for index, node in enumerate(nodes):
         if not isinstance(node, dict):
@@ -293,8 +302,8 @@ def load_profiled_workload(
         backward.append(bool(_field(node, "isBackwardNode", int, where, path, default=0)))
         color.append(_field(node, "colorClass", int, where, path, default=-1 - index))
         size.append(_field(node, "size", float, where, path, default=0.0))
-        if cpu[-1] < 0 or accel[-1] < 0 or size[-1] < 0:
-            raise ProfiledWorkloadError("latencies and size must be non-negative", file=path, node=where)
+        if not all(math.isfinite(v) and v >= 0 for v in (cpu[-1], accel[-1], size[-1])):
+            raise ProfiledWorkloadError("latencies and size must be finite and non-negative", file=path, node=where)
     row_of = {node_id: row for row, node_id in enumerate(ids)}
     if len(row_of) != len(ids):
         raise ProfiledWorkloadError("duplicate node ids", file=path, field="id")

@@ -26,6 +26,7 @@ __all__ = [
     "UnsupportedOpsetError",
     "TensorDataError",
     "ExternalDataError",
+    "LimitExceededError",
     "ExportError",
 ]
 
@@ -148,6 +149,11 @@ class TensorDataError(ModelFormatError):
 
 class ExternalDataError(ModelFormatError):
     """External tensor data is missing, too short, or points outside the model's folder."""
+
+
+class LimitExceededError(ModelFormatError):
+    """The input is over a resource limit of `graph_ir.io.limits` (size, nesting, nodes, elements);
+    `field` names the limit, the message says how to raise it."""
 
 
 class ExportError(CompilerOptError):

@@ -312,7 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     fallback_file = getattr(args, args.file_arg) if args.file_arg else None
     try:
-        return handler(args)
+        if args.verbose > 0:
+            return handler(args)
+        # Quiet by default: TensorFlow/XLA/absl log from C++ straight to fd 2; -v lets them through.
+        from graph_ir.io._native_log import quiet_native_stderr
+
+        with quiet_native_stderr(logging.getLogger("compiler_opt.native")):
+            return handler(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

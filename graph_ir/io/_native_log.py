@@ -9,12 +9,14 @@ the text goes to the given logger at debug level (visible with -vv).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import os
+import sys
 import tempfile
 from typing import Iterator
 
-__all__ = ["native_stderr_to_log", "import_tensorflow", "preload_ortools"]
+__all__ = ["native_stderr_to_log", "quiet_native_stderr", "import_tensorflow", "preload_ortools"]
 
 
 @contextlib.contextmanager
@@ -31,6 +33,47 @@ def native_stderr_to_log(logger: logging.Logger) -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+            sink.seek(0)
+            captured = sink.read().decode("utf-8", "replace").strip()
+            if captured:
+                logger.debug("native log: %s", captured[:4000])
+
+
+@contextlib.contextmanager
+def quiet_native_stderr(logger: logging.Logger) -> Iterator[None]:
+    """For a whole command: file descriptor 2 goes to a temporary file (what TensorFlow, XLA
+    and absl write from C++ at any point, including lazily loaded libraries), while Python's
+    `sys.stderr` keeps writing to the real stderr, so our own messages and warnings still show.
+    The captured text goes to `logger` at debug level at the end."""
+    try:
+        real_fd = os.dup(2)
+    except OSError:
+        yield
+        return
+    swap = False
+    try:  # replace sys.stderr only when it is the process's fd 2 (test runners substitute their own)
+        swap = sys.stderr is not None and sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        swap = False
+    saved_stderr = sys.stderr
+    with tempfile.TemporaryFile() as sink:
+        if swap:
+            sys.stderr.flush()
+            sys.stderr = open(real_fd, "w", buffering=1, encoding=getattr(saved_stderr, "encoding", None) or "utf-8",
+                              errors="backslashreplace", closefd=False)
+            # A native abort would otherwise die silently (its message goes to the sink): show
+            # Python's traceback of it on the real stderr.
+            faulthandler.enable(file=sys.stderr)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            if swap:
+                sys.stderr.flush()
+                faulthandler.disable()
+                sys.stderr = saved_stderr
+            os.dup2(real_fd, 2)
+            os.close(real_fd)
             sink.seek(0)
             captured = sink.read().decode("utf-8", "replace").strip()
             if captured:

@@ -92,7 +92,8 @@ def load_with_format(
 
     `module` picks one module of a file that holds several (HLO text separated by `// -----`).
     `target_format` is the format the graph will be written in: a StableHLO file bound for HLO
-    or StableHLO is lowered to HLO by XLA on the way in (the one cross-format path that maps ops).
+    is lowered to HLO by XLA on the way in (the one cross-format path that maps ops); StableHLO bound
+    for StableHLO is printed directly (dynamic and quantized modules have no HLO form).
     """
     from graph_ir.errors import CompilerOptError
 
@@ -104,7 +105,7 @@ def load_with_format(
             raise UnknownFormatError(f"--module applies to HLO text files, not {handler.name}", file=path)
         options["module"] = module
     try:
-        if handler.name == "stablehlo" and target_format in ("hlo", "stablehlo"):
+        if handler.name == "stablehlo" and target_format == "hlo":  # .mlir -> .mlir is printed directly
             from graph_ir.io.stablehlo_import import load_stablehlo_as_hlo
 
             return load_stablehlo_as_hlo(path), handler.name

@@ -79,6 +79,9 @@ def split_modules(text: str) -> list[tuple[int, str]]:
     return [(offset, chunk) for offset, chunk in chunks if any(not _COMMENT_OR_BLANK.match(l) for l in chunk.splitlines())]
 
 
+from graph_ir.io import limits  # noqa: E402
+
+
 def load_hlo_modules(path: str | os.PathLike[str], *, verify_shapes: bool = True) -> list[Graph]:
     """Every module of an HLO text file, one Graph each."""
     path = os.fspath(path)
@@ -96,6 +99,7 @@ def load_hlo_modules(path: str | os.PathLike[str], *, verify_shapes: bool = True
             graphs.append(import_hlo_text(chunk, file=path, line_offset=offset, verify_shapes=verify_shapes))
         except CompilerOptError as err:
             raise err.with_context(file=path)
+        limits.check_graph_size(graphs[-1], file=path)
     return graphs
 
 
@@ -123,6 +127,9 @@ _ELIDED_CONSTANT = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*\bconstant\(\{
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=\s")
 
 
+_PARAMETER = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*[^=]*?\bparameter\((-?\d+)\)")
+
+
 def _check_module_text(text: str, file: str | None, line_offset: int) -> None:
     lines = [re.sub(r"//.*$", "", line) for line in text.splitlines()]
     first = next((i for i, l in enumerate(lines) if l.strip()), None)
@@ -134,6 +141,62 @@ def _check_module_text(text: str, file: str | None, line_offset: int) -> None:
             "this is a fragment, not an HLO module: no computation ('name { ... }') found",
             line=first + 1 + line_offset, column=1, file=file,
         )
+    _check_parameter_numbers(lines, file, line_offset)
+    _check_sharding_sizes(lines, file, line_offset)
+
+
+_TILE_DIMS = re.compile(r"(?:devices=|<=)\[([\d,\s]+)\]")
+
+
+def _check_sharding_sizes(lines: list[str], file: str | None, line_offset: int) -> None:
+    """A sharding's tile assignment (`devices=[1,2147483648]...`, `<=[N]`) is materialized by
+    XLA's parser: 2**31 devices took 30 s and gigabytes (found by fuzzing)."""
+    for index, line in enumerate(lines):
+        if "devices=" not in line:
+            continue
+        for match in _TILE_DIMS.finditer(line):
+            count = 1
+            for dim in match.group(1).split(","):
+                count *= int(dim) if dim.strip() else 1
+            try:
+                limits.check("max_sharding_devices", count, "a sharding's device count", file=file)
+            except CompilerOptError as err:
+                err.line, err.column = index + 1 + line_offset, match.start() + 1
+                raise
+
+
+def _check_parameter_numbers(lines: list[str], file: str | None, line_offset: int) -> None:
+    """Each computation's parameter numbers must be 0..n-1: XLA's parser CHECK-fails (aborts the
+    process) on a gap such as parameter(9223372036854775807) (found by fuzzing). A `{` that ends a
+    line opens a body (a computation, or an inline `to_apply={`); other braces are attributes."""
+    stack: list[dict[int, int] | None] = []
+
+    def finish(numbers: dict[int, int] | None) -> None:
+        for number, index in sorted((numbers or {}).items()):
+            if number >= len(numbers):
+                raise HloSyntaxError(
+                    f"parameter({number}) but the computation has {len(numbers)} parameters (numbers must be 0..n-1)",
+                    line=index + 1 + line_offset, column=1, file=file,
+                )
+
+    for index, line in enumerate(lines):
+        match = _PARAMETER.match(line)
+        if match:
+            body = next((numbers for numbers in reversed(stack) if numbers is not None), None)
+            if body is not None:
+                number = int(match.group(1))
+                if number < 0 or number in body:
+                    what = "negative" if number < 0 else "used twice"
+                    raise HloSyntaxError(f"parameter({number}) is {what}", line=index + 1 + line_offset, column=1, file=file)
+                body[number] = index
+        code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line).rstrip()
+        for position, char in enumerate(code):
+            if char == "{":
+                stack.append({} if position == len(code) - 1 else None)
+            elif char == "}" and stack:
+                finish(stack.pop())
+    while stack:
+        finish(stack.pop())
 
 
 def _check_entry(text: str, proto: Any, file: str | None, line_offset: int) -> None:

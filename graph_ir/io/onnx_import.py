@@ -31,6 +31,7 @@ from graph_ir.errors import (
     UnsupportedOpError,
     UnsupportedOpsetError,
 )
+from graph_ir.verify import _check_constant_type
 from graph_ir.graph import Function, Graph, ModelInfo
 from graph_ir.io.decisions import read_decision
 from graph_ir.io.onnx_tensor import tensor_from_proto
@@ -49,7 +50,10 @@ MIN_OPSET = 1
 
 def load_onnx(path: str | os.PathLike[str]) -> Graph:
     """Read an ONNX file. External data is validated now and read when a tensor is used."""
+    from graph_ir.io import limits
+
     path = os.fspath(path)
+    limits.check_file_size(path, text=False)
     with open(path, "rb") as handle:
         data = handle.read()
     if not data:
@@ -60,9 +64,11 @@ def load_onnx(path: str | os.PathLike[str]) -> Graph:
     except (DecodeError, RuntimeError, ValueError) as err:
         raise CorruptModelError(f"not a valid ONNX protobuf (truncated or corrupt bytes): {err}", file=path) from None
     try:
-        return import_onnx(model, base_dir=os.path.dirname(os.path.abspath(path)), source_path=path)
+        graph = import_onnx(model, base_dir=os.path.dirname(os.path.abspath(path)), source_path=path)
     except CompilerOptError as err:
         raise err.with_context(file=path)
+    limits.check_graph_size(graph, file=path)
+    return graph
 
 
 def import_onnx(
@@ -77,6 +83,9 @@ def import_onnx(
         raise EmptyModelError("the model has no graph", field="graph")
     if model.ir_version <= 0:
         raise CorruptModelError(f"invalid ir_version {model.ir_version}", field="ir_version")
+    from graph_ir.io import limits
+
+    limits.check("max_nodes", len(model.graph.node), "the model's node count")
     opsets = _read_opsets(model.opset_import, "opset_import")
     for field in ("producer_name", "producer_version", "domain", "doc_string"):
         _require_text(getattr(model, field), field, field=field)
@@ -244,6 +253,10 @@ class _Importer:
             declared = read_type(info.type, info.name)
             if declared is not None:
                 value.type = declared
+                if value.const is not None:
+                    # An initializer listed as an input/output: its declared type must fit its
+                    # data (found by fuzzing: a graph that verify() refuses was handed out).
+                    _check_constant_type(value)
             self._value_info_extras(value, info)
             if graph.has_input(value):
                 raise DuplicateNameError(f"graph input '{info.name}' is listed twice", field=info.name)
@@ -267,6 +280,10 @@ class _Importer:
             declared = read_type(info.type, info.name)
             if declared is not None:
                 value.type = declared
+                if value.const is not None:
+                    # An initializer listed as an input/output: its declared type must fit its
+                    # data (found by fuzzing: a graph that verify() refuses was handed out).
+                    _check_constant_type(value)
             self._value_info_extras(value, info)
             graph.add_output(value)
         graph.metadata_props = _props(proto.metadata_props, "metadata_props")

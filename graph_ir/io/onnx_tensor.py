@@ -126,6 +126,9 @@ def _check_external(proto: TensorProto, base_dir: str | None, expected: int) -> 
         raise ExternalDataError(
             f"external data [{offset}, {offset + length}) lies outside '{location}' ({file_size} bytes)", field=name
         )
+    from graph_ir.io import limits
+
+    limits.check("max_external_data_bytes", length, f"the external data length of tensor {name!r}", node=name)
     if expected >= 0 and length < expected:
         raise ExternalDataError(f"external data holds {length} bytes, the dims need {expected}", field=name)
 
@@ -142,6 +145,9 @@ def tensor_from_proto(proto: TensorProto, base_dir: str | None = None) -> Tensor
     except InvalidShapeError as err:
         raise TensorDataError(f"invalid dims: {err.message}", field=name) from None
     numel = shape.numel() or 0
+    from graph_ir.io import limits
+
+    limits.check("max_tensor_elements", numel, f"the element count of tensor {name!r}", node=name)
     if proto.data_location == onnx.TensorProto.EXTERNAL:
         _check_external(proto, base_dir, dtype.nbytes(numel) if dtype.bitwidth else -1)
         return OnnxExternalTensor(proto, dtype, shape, base_dir or "")

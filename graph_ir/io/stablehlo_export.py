@@ -1,8 +1,9 @@
-"""IR -> StableHLO text, for graphs of XLA HLO ops, through XLA's own HLO -> StableHLO converter.
+"""IR -> StableHLO text.
 
-Graphs imported from StableHLO keep MLIR op names (domain "stablehlo") and have no printer of
-their own here; to rewrite a StableHLO file, load it as HLO (`load_stablehlo_as_hlo`, which is
-what `compiler-opt convert x.mlir y.hlo` does) and write it back with this module.
+- graphs imported from StableHLO (domain "stablehlo") are printed directly as MLIR
+  (`stablehlo_printer`), so dynamic ops and quantized types round trip; the text is parsed again
+  (MLIR verifies it) before it is returned;
+- graphs of XLA HLO ops go through XLA's own HLO -> StableHLO converter.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ def export_stablehlo_text(graph: Graph) -> str:
     from graph_ir.io.xla_bridge import hlo_to_stablehlo_bytecode, mlir_context
 
     from graph_ir.io.domains import require_domains
+    from graph_ir.io.stablehlo_import import STABLEHLO_DOMAIN
 
+    domains = {node.domain for node in graph.all_nodes()}
+    if domains <= {STABLEHLO_DOMAIN} and graph.model.source_format == "stablehlo" or domains == {STABLEHLO_DOMAIN}:
+        return _print_and_check(graph)
     # StableHLO is written from HLO graphs (XLA converts); a graph read from a .mlir file is one
     # when it was loaded with load_stablehlo_as_hlo, as `compiler-opt convert` does.
     require_domains(graph, {HLO_DOMAIN}, "StableHLO")
@@ -34,6 +39,19 @@ def export_stablehlo_text(graph: Graph) -> str:
         raise ExportError(f"XLA could not convert the module to StableHLO: {str(err).splitlines()[0]}") from None
     with mlir_context():
         return str(ir.Module.parse(bytecode))
+
+
+def _print_and_check(graph: Graph) -> str:
+    from graph_ir.errors import CompilerOptError
+    from graph_ir.io.stablehlo_import import import_stablehlo_text
+    from graph_ir.io.stablehlo_printer import print_stablehlo_module
+
+    text = print_stablehlo_module(graph)
+    try:
+        import_stablehlo_text(text, file="<exported StableHLO>")
+    except CompilerOptError as err:
+        raise ExportError(f"the printed module does not verify: {err}") from None
+    return text
 
 
 def save_stablehlo(graph: Graph, path: str | os.PathLike[str]) -> None:

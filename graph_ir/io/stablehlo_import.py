@@ -8,9 +8,15 @@ Mapping:
 - ops with regions (while, if, case, reduce, sort, scatter, reduce_window...) -> one owned
   subgraph per region in the GRAPHS attribute `regions`; region bodies may use outer values;
 - attributes: integers, floats, strings, symbol refs, i64 arrays and dense constants become
-  typed Attrs; anything else keeps its MLIR text (kind OPAQUE).
-Parsing goes through MLIR, which verifies the module: unknown dialects and malformed text are
-reported with file:line:column.
+  typed Attrs; anything else keeps its MLIR text (kind OPAQUE). Each attribute's MLIR text stays
+  in `node.meta["stablehlo.attrs"]` so that `stablehlo_export` writes unchanged ones verbatim;
+- quantized element types (`!quant.uniform`, see `stablehlo_quant`): the storage dtype (QINT8...)
+  with `QuantParams` in `value.meta["stablehlo.quant"]`;
+- a file of several modules (`// -----`, as StableHLO's interpreter tests hold): the functions of
+  all of them (clashing names get an `m<k>.` prefix); ops of StableHLO's test dialect `check`
+  are kept as side-effect nodes.
+Parsing goes through MLIR, which verifies the module: other unknown dialects and malformed text
+are reported with file:line:column.
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from graph_ir.core import Node, Value
 from graph_ir.dtypes import DType
 from graph_ir.errors import CompilerOptError, ModelFormatError, UnsupportedOpError
 from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io.decisions import read_decision
 from graph_ir.io.files import read_nonempty
 from graph_ir.io.hlo_ops import HLO_OP_KINDS
+from graph_ir.io.stablehlo_quant import QuantTable, hide_quant_types
 from graph_ir.io.xla_bridge import HloSyntaxError, mlir_context
 from graph_ir.op_kinds import OpKind, register_op_kinds
 from graph_ir.tensors import NumpyTensor
@@ -88,12 +96,20 @@ register_op_kinds(STABLEHLO_DOMAIN, STABLEHLO_OP_KINDS)
 
 
 def load_stablehlo(path: str | os.PathLike[str]) -> Graph:
+    from graph_ir.io import limits
+
     path = os.fspath(path)
-    raw = read_nonempty(path)
+    with open(path, "rb") as handle:
+        is_bytecode = handle.read(4) == _BYTECODE_MAGIC
+    raw = read_nonempty(path, text=not is_bytecode)
+    if not is_bytecode:
+        limits.check_nesting(raw, file=path, angle=True)
     try:
-        return import_stablehlo_text(raw, file=path)
+        graph = import_stablehlo_text(raw, file=path)
     except CompilerOptError as err:
         raise err.with_context(file=path)
+    limits.check_graph_size(graph, file=path)
+    return graph
 
 
 def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:
@@ -122,11 +138,29 @@ def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:
 _MLIR_ERROR = re.compile(r'error: "[^"]*":(\d+):(\d+): (.*)')
 
 
+_BYTECODE_MAGIC = b"ML\xefR"
+# StableHLO's reference-interpreter test dialect: ops such as `check.expect_eq_const` in testdata.
+_ALLOWED_UNREGISTERED = frozenset({"check"})
+_LOCATION = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
+
+
 def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Graph:
     """Parse StableHLO text (or MLIR bytecode) and convert it."""
     from jaxlib.mlir import ir
 
+    quant = QuantTable()
+    if isinstance(source, bytes) and not source.startswith(_BYTECODE_MAGIC):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise HloSyntaxError(f"invalid MLIR: byte {err.start} is not UTF-8 and the file is not MLIR bytecode", file=file) from None
+    if isinstance(source, str):
+        try:
+            source, quant = hide_quant_types(source)
+        except CompilerOptError as err:
+            raise err.with_context(file=file)
     context = mlir_context()
+    context.allow_unregistered_dialects = True  # for `check`; other unknown ops are refused below
     with context:
         try:
             module = ir.Module.parse(source)
@@ -137,10 +171,27 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
             line, column = (int(match.group(1)), int(match.group(2))) if match else (None, None)
             if "unregistered dialect" in message or "is unknown" in message:
                 raise UnsupportedOpError(f"unknown MLIR dialect or op: {detail}", file=file, line=line, column=column) from None
-            raise HloSyntaxError(f"invalid MLIR: {detail}", line=line, column=column, file=file) from None
+            raise HloSyntaxError(f"invalid MLIR: {quant.restore(detail)}", line=line, column=column, file=file) from None
+        _refuse_unregistered_ops(module.operation, context, file)
         with gc_paused():
-            graph = _Importer(file).run(module)
+            graph = _Importer(file, quant).run(module)
     return graph
+
+
+def _refuse_unregistered_ops(operation: Any, context: Any, file: str | None) -> None:
+    for region in operation.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                op = op.operation
+                name = op.name
+                if name.split(".", 1)[0] not in _ALLOWED_UNREGISTERED and not context.is_registered_operation(name):
+                    match = _LOCATION.search(str(op.location))
+                    line, column = (int(match.group(1)), int(match.group(2))) if match else (None, None)
+                    raise UnsupportedOpError(
+                        f"unknown MLIR dialect or op: {name!r} is not registered", file=file, line=line, column=column
+                    )
+                if len(op.regions):
+                    _refuse_unregistered_ops(op, context, file)
 
 
 def mlir_type(mlir_type_: Any) -> Type | None:
@@ -173,24 +224,40 @@ def _element(text: str) -> DType | None:
 
 
 class _Importer:
-    def __init__(self, file: str | None) -> None:
+    def __init__(self, file: str | None, quant: QuantTable | None = None) -> None:
         self.file = file
+        self.quant = quant or QuantTable()
         self.counter = itertools.count()
 
     def run(self, module: Any) -> Graph:
-        functions = [op for op in module.body.operations if op.operation.name == "func.func"]
+        top = [op.operation for op in module.body.operations]
+        functions = [op for op in top if op.name == "func.func"]
+        nested = [op for op in top if op.name == "builtin.module"]
+        names = [op.attributes["sym_name"].value for op in functions]
+        for index, inner in enumerate(nested):  # several modules in one file (`// -----`)
+            for op in inner.regions[0].blocks[0].operations:
+                if op.operation.name == "func.func":
+                    name = op.operation.attributes["sym_name"].value
+                    functions.append(op.operation)
+                    names.append(name if name not in names else f"m{index}.{name}")
         if not functions:
             raise ModelFormatError("the module has no func.func", file=self.file)
-        names = [op.attributes["sym_name"].value for op in functions]
         entry_index = names.index("main") if "main" in names else 0
         root = self.function_body(functions[entry_index], names[entry_index])
         for op, name in zip(functions, names):
             if op is not functions[entry_index]:
                 body = self.function_body(op, name)
                 root.functions[(STABLEHLO_DOMAIN, name, "")] = Function(STABLEHLO_DOMAIN, name, body)
-        module_name = module.operation.attributes["sym_name"].value if "sym_name" in module.operation.attributes else "module"
+        attributes = module.operation.attributes
+        module_name = attributes["sym_name"].value if "sym_name" in attributes else "module"
         root.name = module_name
         root.meta["stablehlo.entry_name"] = names[entry_index]
+        root.meta["stablehlo.module_attrs"] = {
+            attributes[i].name: self.quant.restore(str(attributes[i].attr)) for i in range(len(attributes))
+            if attributes[i].name != "sym_name"
+        }
+        if nested:
+            root.meta["stablehlo.module_count"] = len(nested)
         root.opset_imports = {STABLEHLO_DOMAIN: 1}
         root.model = ModelInfo(source_format="stablehlo", source_path=self.file)
         return root
@@ -200,14 +267,40 @@ class _Importer:
         if len(region.blocks) == 0:  # an external declaration
             graph = Graph(name)
             graph.meta["stablehlo.declaration"] = True
-            return graph
-        return self.block(region.blocks[0], name, outer={})
+            graph.meta["stablehlo.function_type"] = self.quant.restore(str(op.attributes["function_type"]))
+        else:
+            graph = self.block(region.blocks[0], name, outer={})
+        attributes = op.attributes
+        # visibility, arg/result attributes...: written back verbatim by the exporter
+        graph.meta["stablehlo.func_attrs"] = {
+            attributes[i].name: self.quant.restore(str(attributes[i].attr)) for i in range(len(attributes))
+            if attributes[i].name not in ("sym_name", "function_type")
+        }
+        return graph
+
+    def value(self, name: str, mlir_type_: Any) -> Value:
+        """A Value of an MLIR type, with the quantized element type or tensor encoding it hides."""
+        from jaxlib.mlir import ir
+
+        type_ = mlir_type(mlir_type_)
+        value = Value(name, type_)
+        if isinstance(mlir_type_, ir.RankedTensorType):
+            encoding = ir.RankedTensorType(mlir_type_).encoding
+            if encoding is not None:
+                tag = ir.StringAttr(encoding).value if isinstance(encoding, ir.StringAttr) else ""
+                params = self.quant.lookup(tag)
+                if params is not None:
+                    value.type = TensorType(params.dtype, type_.shape)
+                    value.meta["stablehlo.quant"] = params
+                else:  # bounds of a dynamic dimension and the like
+                    value.meta["stablehlo.encoding"] = str(encoding)
+        return value
 
     def block(self, block: Any, name: str, outer: dict[Any, Value]) -> Graph:
         graph = Graph(name)
         values = dict(outer)  # MLIR values visible here: outer scope plus this block's
         for index, argument in enumerate(block.arguments):
-            value = Value(argument.get_name().lstrip("%") or f"arg{index}", mlir_type(argument.type))
+            value = self.value(argument.get_name().lstrip("%") or f"arg{index}", argument.type)
             graph.add_input(value)
             values[argument] = value
         for op in block.operations:
@@ -215,6 +308,7 @@ class _Importer:
             if op.name in _TERMINATORS:
                 for operand in op.operands:
                     graph.add_output(self.lookup(values, operand, op))
+                graph.meta["stablehlo.terminator"] = op.name
                 continue
             node = self.node(op, values)
             graph.append(node)
@@ -236,17 +330,23 @@ class _Importer:
         return value
 
     def node(self, op: Any, values: dict[Any, Value]) -> Node:
-        short = op.name.split(".", 1)[-1]
+        from jaxlib.mlir import ir
+
+        op_name = op.name
+        outputs = [self.value(r.get_name().lstrip("%") if r.get_name() else "", r.type) for r in op.results]
+        inputs = [self.lookup(values, operand, op) for operand in op.operands]
+        if op_name == "stablehlo.convert":  # hide_quant_types spells the quantize ops `convert`
+            if any("stablehlo.quant" in v.meta for v in outputs):
+                op_name = "stablehlo.uniform_quantize"
+            elif any("stablehlo.quant" in v.meta for v in inputs):
+                op_name = "stablehlo.uniform_dequantize"
+        short = op_name.split(".", 1)[-1]
         name = f"{short}_{next(self.counter)}"
-        outputs = [Value(r.get_name().lstrip("%") if r.get_name() else "", mlir_type(r.type)) for r in op.results]
-        node = Node(
-            op.name,
-            [self.lookup(values, operand, op) for operand in op.operands],
-            outputs=outputs,
-            domain=STABLEHLO_DOMAIN,
-            name=name,
-            kind=STABLEHLO_OP_KINDS.get(op.name, OpKind.OTHER),
-        )
+        kind = STABLEHLO_OP_KINDS.get(op_name)
+        if kind is None:  # `check.*` asserts have effects; any other unmapped op is OTHER
+            kind = OpKind.IO if op_name.split(".", 1)[0] in _ALLOWED_UNREGISTERED else OpKind.OTHER
+        node = Node(op_name, inputs, outputs=outputs, domain=STABLEHLO_DOMAIN, name=name, kind=kind)
+        texts: dict[str, tuple[Attr, str]] = {}
         for index in range(len(op.attributes)):
             # Look attributes up by name: `NamedAttribute.attr` aborts the process (in C++) on
             # element types the bindings cannot cast (complex dense constants), lookup raises.
@@ -254,13 +354,53 @@ class _Importer:
             try:
                 attr = op.attributes[attr_name]
             except TypeError:
-                node.set_attr(Attr(attr_name, AttrKind.OPAQUE, op.get_asm(large_elements_limit=16)))
+                opaque = Attr(attr_name, AttrKind.OPAQUE, op.get_asm(large_elements_limit=16))
+                node.set_attr(opaque)
+                text = _attr_text_from_asm(op.get_asm(print_generic_op_form=True), attr_name)
+                if text is not None:
+                    texts[attr_name] = (opaque, self.quant.restore(text))
                 continue
-            node.set_attr(_attr(attr_name, attr))
+            if attr_name.startswith("compiler_opt.") and isinstance(attr, ir.StringAttr):
+                if read_decision(node, attr_name, ir.StringAttr(attr).value):
+                    continue
+            converted = _attr(attr_name, attr)
+            node.set_attr(converted)
+            texts[attr_name] = (converted, self.quant.restore(str(attr)))
+        node.meta["stablehlo.attrs"] = texts
         location = str(op.location)
         if location:
             node.meta["stablehlo.location"] = location
         return node
+
+
+_CLOSE = {"<": ">", "[": "]", "{": "}", "(": ")"}
+
+
+def _attr_text_from_asm(asm: str, name: str) -> str | None:
+    """The text of attribute `name` in an op's generic form (for attributes the bindings cannot
+    hand to Python, such as complex dense constants)."""
+    start = asm.find(f"{name} = ")
+    if start < 0:
+        return None
+    index = start + len(name) + 3
+    stack: list[str] = []
+    in_string = False
+    for position in range(index, len(asm)):
+        char = asm[position]
+        if in_string:
+            if char == "\\":
+                continue
+            if char == '"' and asm[position - 1] != "\\":
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in _CLOSE:
+            stack.append(_CLOSE[char])
+        elif stack and char == stack[-1]:
+            stack.pop()
+        elif not stack and char in ",}>":
+            return asm[index:position].strip()
+    return None
 
 
 def _attr(name: str, attr: Any) -> Attr:

@@ -23,8 +23,14 @@ Mapping:
   its functions by name (STRING attrs); nothing is inlined or owned as a subgraph;
 - NodeDef.device -> node.device; other decisions travel as `_compiler_opt.*` attrs;
 - types: dtypes from the OpDef, shapes from `_output_shapes`, the rest (option `infer_shapes`)
-  from TensorFlow's shape inference over the graph imported into a `tf.Graph`, which also
-  validates it;
+  from TensorFlow's shape inference over the graph imported into a `tf.Graph`. That enriches the
+  import, it does not veto it: where TF refuses a graph that its own tools (grappler, the JIT)
+  process -- node names starting with "_", a resource-typed loop variable, an op this build does
+  not register -- the graph keeps the types the file states and one warning says what TF objected
+  to (`strict=True`: an error instead);
+- ops TensorFlow does not register (TPU ops on a CPU build, custom op libraries) -> opaque nodes
+  (kind IO, `meta["tf.unregistered"]`): as many outputs as the graph reads (or `_output_shapes`
+  lists), of unknown element type; inputs, attributes and the NodeDef are kept, so they round trip;
 - graph outputs: the tensors named by `outputs=`, or else every output of every node that
   nothing consumes (data or control); a SavedModel's signatures are in `graph.meta`.
 """
@@ -47,17 +53,27 @@ from graph_ir.errors import (
     CycleError,
     DuplicateNameError,
     EmptyModelError,
+    LimitExceededError,
     ModelFormatError,
     TypeConsistencyError,
     UndefinedValueError,
     UnsupportedOpError,
 )
 from graph_ir.graph import Function, Graph, ModelInfo
+from graph_ir.io import limits
 from graph_ir.io.decisions import read_decision
 from graph_ir.core import CONTROL_PREDECESSORS
-from graph_ir.io._native_log import import_tensorflow
+from graph_ir.io._native_log import import_tensorflow, native_stderr_to_log
 from graph_ir.verify import topological_order
-from graph_ir.io.tf_ops import TF_DOMAIN, attr_from_tf, dtype_from_tf, op_kind, output_layout, shape_from_tf
+from graph_ir.io.tf_ops import (
+    TF_DOMAIN,
+    attr_from_tf,
+    dtype_from_tf,
+    expected_input_count,
+    op_kind,
+    output_layout,
+    shape_from_tf,
+)
 from graph_ir.types import Shape, TensorType
 
 __all__ = [
@@ -71,7 +87,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_TEXT_BYTES = 512 * 2**20
+DEFAULT_MAX_TEXT_BYTES = limits.Limits().max_text_bytes  # kept for callers; see graph_ir.io.limits
 # Decisions other than the device ride in NodeDef attrs; a leading "_" makes TF ignore them.
 DECISION_ATTR_PREFIX = "_compiler_opt."
 _SAVED_MODEL_NAMES = ("saved_model.pb", "saved_model.pbtxt")
@@ -84,17 +100,20 @@ def load_tf(
     path: str | os.PathLike[str],
     *,
     infer_shapes: bool = True,
-    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    max_text_bytes: int | None = None,
     meta_graph: int = 0,
     outputs: Sequence[str] | None = None,
+    strict: bool = False,
 ) -> Graph:
-    """Import a `.pb`/`.pbtxt` GraphDef, a SavedModel file, or a SavedModel folder."""
+    """Import a `.pb`/`.pbtxt` GraphDef, a SavedModel file, or a SavedModel folder (`strict`:
+    see `import_graphdef`)."""
     graph_def, extra = read_graphdef(path, max_text_bytes=max_text_bytes, meta_graph=meta_graph)
     file = os.fspath(path)
     try:
-        graph = import_graphdef(graph_def, file=file, infer_shapes=infer_shapes, outputs=outputs)
+        graph = import_graphdef(graph_def, file=file, infer_shapes=infer_shapes, outputs=outputs, strict=strict)
     except CompilerOptError as err:
         raise err.with_context(file=file)
+    limits.check_graph_size(graph, file=file)
     graph.model.extra.update(extra)
     if "tf.signatures" in extra:
         graph.meta["tf.signatures"] = extra["tf.signatures"]
@@ -102,9 +121,11 @@ def load_tf(
 
 
 def read_graphdef(
-    path: str | os.PathLike[str], *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES, meta_graph: int = 0
+    path: str | os.PathLike[str], *, max_text_bytes: int | None = None, meta_graph: int = 0
 ) -> tuple[Any, dict[str, Any]]:
-    """Parse a file into a GraphDef; for a SavedModel also return its signatures (in `extra`)."""
+    """Parse a file into a GraphDef; for a SavedModel also return its signatures (in `extra`).
+
+    Sizes are checked against `graph_ir.io.limits` (`max_text_bytes` overrides its text limit)."""
     import_tensorflow()
     path = Path(path)
     file = os.fspath(path)
@@ -121,12 +142,14 @@ def read_graphdef(
 
     is_text = path.name.lower().endswith(".pbtxt")
     if is_text:
-        if size > max_text_bytes:
-            raise ModelFormatError(
+        if max_text_bytes is not None and size > max_text_bytes:
+            raise LimitExceededError(
                 f"text GraphDef is {size} bytes, over the {max_text_bytes}-byte limit (raise max_text_bytes, "
                 "or convert it to binary .pb)", file=file, field="max_text_bytes",
             )
+        limits.check_file_size(file, text=True)
         raw = path.read_bytes()
+        limits.check_nesting(raw, file=file)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -135,6 +158,7 @@ def read_graphdef(
         message = saved_model_pb2.SavedModel() if saved else graph_pb2.GraphDef()
         _parse_text(text, message, file)
     else:
+        limits.check_file_size(file, text=False)
         raw = path.read_bytes()
         # SavedModel starts with field 1 as a varint (schema version); GraphDef's field 1 is a message.
         saved = path.name.lower().endswith(_SAVED_MODEL_NAMES[0]) or raw[:1] == b"\x08"
@@ -158,6 +182,8 @@ def read_graphdef(
         message = meta.graph_def
     if not message.node and not message.library.function:
         raise EmptyModelError("the GraphDef holds no nodes and no functions", file=file)
+    nodes = len(message.node) + sum(len(f.node_def) for f in message.library.function)
+    limits.check("max_nodes", nodes, "the GraphDef's node count", file=file)
     return message, extra
 
 
@@ -197,15 +223,45 @@ def _parse_binary(raw: bytes, message: Any, file: str) -> None:
 
 # -- GraphDef -> IR ----------------------------------------------------------------------------
 def import_graphdef(
-    graph_def: Any, *, file: str | None = None, infer_shapes: bool = True, outputs: Sequence[str] | None = None
+    graph_def: Any,
+    *,
+    file: str | None = None,
+    infer_shapes: bool = True,
+    outputs: Sequence[str] | None = None,
+    strict: bool = False,
 ) -> Graph:
-    """Convert a parsed GraphDef (see the module doc for the mapping)."""
+    """Convert a parsed GraphDef (see the module doc for the mapping).
+
+    TensorFlow's own importer enriches the graph with inferred types; it does not veto it.
+    Where it refuses the graph (node names it does not accept, a resource-typed loop variable,
+    an op this build does not register) the graph keeps the types the file states, unregistered
+    ops become opaque nodes, and one warning says what TensorFlow objected to (also kept in
+    `graph.meta["tf.import_warning"]`). `strict=True` turns those objections into errors.
+    """
     import_tensorflow()
     with gc_paused():
-        importer = _Importer(graph_def, file)
+        importer = _Importer(graph_def, file, strict=strict)
         graph = importer.run(outputs)
-    if infer_shapes:
-        _infer_shapes(graph, graph_def, file)
+    objections = []
+    if importer.unregistered:
+        import tensorflow as tf
+
+        listed = ", ".join(f"{op} (node {node!r})" for op, node in sorted(importer.unregistered.items()))
+        objections.append(
+            f"ops not registered in TensorFlow {tf.__version__}, kept as opaque nodes with unknown output types: {listed}"
+        )
+    if importer.arity_problems:
+        # TensorFlow's importer can hang on such a node (N = 2**31 - 1): do not hand it the graph.
+        objections.append("inputs disagree with the op definition, so TensorFlow's shape inference was skipped: "
+                          + "; ".join(importer.arity_problems[:3]))
+    elif infer_shapes:
+        refusal = _infer_shapes(graph, graph_def, file, strict=strict)
+        if refusal:
+            objections.append(f"TensorFlow's importer refused the graph ({refusal}); types are those the file states")
+    if objections:
+        message = "; ".join(objections)
+        graph.meta["tf.import_warning"] = message
+        logger.warning("%s: %s", file or "<GraphDef>", message)
     return graph
 
 
@@ -217,12 +273,24 @@ def _registered_op(op: str) -> Any | None:
 
 
 class _Importer:
-    def __init__(self, graph_def: Any, file: str | None) -> None:
+    def __init__(self, graph_def: Any, file: str | None, *, strict: bool = False) -> None:
         self.graph_def = graph_def
         self.file = file
+        self.strict = strict
+        self.unregistered: dict[str, str] = {}  # op -> first node using it
+        self.arity_problems: list[str] = []  # nodes whose inputs disagree with their OpDef
         self.library = {f.signature.name: f for f in graph_def.library.function}
         # node name -> output arg -> index of its first tensor, for the body being built
         self.arg_offsets: dict[str, dict[str, int]] = {}
+
+    def check_arity(self, node_def: Any, op_def: Any) -> None:
+        expected = expected_input_count(op_def, node_def.attr)
+        actual = sum(1 for text in node_def.input if not text.startswith("^"))
+        if expected is not None and expected != actual:
+            message = f"node {node_def.name!r} ({node_def.op}) has {actual} data inputs, its attrs say {expected}"
+            if self.strict:
+                raise ModelFormatError(message, file=self.file, node=node_def.name, field="input")
+            self.arity_problems.append(message)
 
     def run(self, outputs: Sequence[str] | None) -> Graph:
         graph_def = self.graph_def
@@ -252,18 +320,22 @@ class _Importer:
         )
         return root
 
-    def signature(self, node_def: Any) -> tuple[Any, bool]:
+    def signature(self, node_def: Any) -> tuple[Any | None, bool]:
+        """(OpDef or function signature, is a library function); None for an op this build of
+        TensorFlow does not register (a TPU op on a CPU build, a custom op library)."""
         function = self.library.get(node_def.op)
         if function is not None:
             return function.signature, True
         op_def = _registered_op(node_def.op)
         if op_def is None:
-            import tensorflow as tf
+            if self.strict:
+                import tensorflow as tf
 
-            raise UnsupportedOpError(
-                f"op {node_def.op!r} is neither registered in TensorFlow {tf.__version__} nor a function of the "
-                "graph's library", file=self.file, node=node_def.name, field="op",
-            )
+                raise UnsupportedOpError(
+                    f"op {node_def.op!r} is neither registered in TensorFlow {tf.__version__} nor a function of the "
+                    "graph's library", file=self.file, node=node_def.name, field="op",
+                )
+            self.unregistered.setdefault(node_def.op, node_def.name)
         return op_def, False
 
     def body(self, graph: Graph, node_defs: Iterable[Any], args: dict[str, Value], *, in_function: bool) -> None:
@@ -271,17 +343,32 @@ class _Importer:
         self.arg_offsets = {}
         node_defs = list(node_defs)
         references = _referenced_output_args(node_defs) if in_function else {}
+        opaque_counts: dict[str, int] | None = None
         for node_def in node_defs:
             if graph.find_node(node_def.name) is not None:
                 raise DuplicateNameError(f"two nodes are named {node_def.name!r}", file=self.file, node=node_def.name)
             signature, is_function = self.signature(node_def)
-            layout = output_layout(signature, node_def.attr)
-            if layout is None:  # a count set by a placeholder attr: trust the body's references
-                seen = references.get(node_def.name, {})
-                layout = [(arg.name, [0] * (seen.get(arg.name, -1) + 1)) for arg in signature.output_arg]
+            if signature is None:
+                # An unregistered op: an opaque node whose outputs are what the graph reads of
+                # it (or what `_output_shapes` lists), of unknown element type.
+                if opaque_counts is None:
+                    opaque_counts = _referenced_outputs(node_defs, in_function=in_function)
+                layout = _opaque_layout(node_def, opaque_counts, references, in_function=in_function)
                 guessed_layout = layout
             else:
-                guessed_layout = None
+                try:
+                    layout = output_layout(signature, node_def.attr)
+                except CompilerOptError as err:
+                    raise err.with_context(file=self.file, node=node_def.name)
+                if not is_function:
+                    self.check_arity(node_def, signature)
+                if layout is None:
+                    # a count set by a placeholder attr: trust the body's references
+                    seen = references.get(node_def.name, {})
+                    layout = [(arg.name, [0] * (seen.get(arg.name, -1) + 1)) for arg in signature.output_arg]
+                    guessed_layout = layout
+                else:
+                    guessed_layout = None
             offsets, flat = {}, []
             for arg_name, dtypes in layout:
                 offsets[arg_name] = len(flat)
@@ -295,9 +382,13 @@ class _Importer:
                 if is_ref:
                     value.meta["tf.ref"] = True
                 values.append(value)
-            kind = op_kind(node_def.op, is_stateful=bool(getattr(signature, "is_stateful", False)), is_function=is_function)
+            # An unknown op may have side effects: stateful (IO) so that DCE keeps it.
+            stateful = signature is None or bool(getattr(signature, "is_stateful", False))
+            kind = op_kind(node_def.op, is_stateful=stateful, is_function=is_function)
             node = Node(node_def.op, (), outputs=values, domain=TF_DOMAIN, name=node_def.name, kind=kind)
             graph.append(node)
+            if signature is None:
+                node.meta["tf.unregistered"] = True
             if node_def.device:
                 node.device = node_def.device
             node.meta["tf.node_def"] = node_def
@@ -405,6 +496,32 @@ def _referenced_output_args(node_defs: list[Any]) -> dict[str, dict[str, int]]:
     return seen
 
 
+def _referenced_outputs(node_defs: list[Any], *, in_function: bool) -> dict[str, int]:
+    """node -> how many outputs the other nodes read of it (highest `x:k` index + 1)."""
+    counts: dict[str, int] = {}
+    for node_def in node_defs:
+        for text in node_def.input:
+            if text.startswith("^"):
+                continue
+            parts = text.split(":")
+            if in_function and len(parts) == 3:
+                continue  # `node:out_arg:i`: counted per output arg by _referenced_output_args
+            index = int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else 0
+            counts[parts[0]] = max(counts.get(parts[0], 0), index + 1)
+    return counts
+
+
+def _opaque_layout(
+    node_def: Any, counts: dict[str, int], references: dict[str, dict[str, int]], *, in_function: bool
+) -> list[tuple[str, list[int]]]:
+    """Output args of an unregistered op, guessed from how the graph uses it."""
+    shapes = node_def.attr.get("_output_shapes")
+    listed = len(shapes.list.shape) if shapes is not None else 0
+    if in_function and node_def.name in references:
+        return [(arg, [0] * (index + 1)) for arg, index in references[node_def.name].items()]
+    return [("output", [0] * max(listed, counts.get(node_def.name, 0)))]
+
+
 def _add_sink_outputs(graph: Graph) -> None:
     controlled = {name for node in graph for name in node.meta.get(CONTROL_PREDECESSORS, ())}
     back = {text.split(":")[0] for node in graph for text in node.meta.get("tf.back_edges", {}).values()}
@@ -441,31 +558,37 @@ def _set_attrs(node: Node, node_def: Any) -> None:
 _TF_NODE_IN_MESSAGE = re.compile(r"\{\{node ([^}]+)\}\}|node '?([\w/.\-]+)'?", re.IGNORECASE)
 
 
-_TYPE_PROBLEM = re.compile(r"[Ss]hape|[Dd]imension|rank|type|DT_")
+_TYPE_PROBLEM = re.compile(r"[Ss]hape|[Dd]imension|rank|type|DT_|incompatible with expected")
 
 
 def _missing_shapes(graph: Graph) -> bool:
     return any(isinstance(v.type, TensorType) and v.type.shape is None for node in graph for v in node.outputs)
 
 
-def _infer_shapes(graph: Graph, graph_def: Any, file: str | None) -> None:
+def _infer_shapes(graph: Graph, graph_def: Any, file: str | None, *, strict: bool = False) -> str | None:
     """Fill unknown output types from TensorFlow's shape inference (the graph imported into a
-    tf.Graph, which also checks it); function bodies get what their signatures allow."""
+    tf.Graph); function bodies get what their signatures allow. Returns TensorFlow's objection
+    when it refuses the main graph (raised instead under `strict`)."""
     import tensorflow as tf
 
     tf_graph = tf.Graph()
+    refusal = None
     if _missing_shapes(graph):
         try:
-            with tf_graph.as_default():
+            with tf_graph.as_default(), native_stderr_to_log(logger):
                 tf.graph_util.import_graph_def(graph_def, name="")
-        except (ValueError, TypeError, tf.errors.OpError) as err:
+        except (ValueError, TypeError, KeyError, tf.errors.OpError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            match = _TF_NODE_IN_MESSAGE.search(str(err))
-            node = next((g for g in match.groups() if g), None) if match else None
-            # Shape and dtype conflicts are type errors; anything else (names...) a format error.
-            error = TypeConsistencyError if _TYPE_PROBLEM.search(message) else ModelFormatError
-            raise error(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
-        _copy_types(graph, tf_graph.get_operations())
+            if not strict:
+                refusal = message
+            else:
+                match = _TF_NODE_IN_MESSAGE.search(str(err))
+                node = next((g for g in match.groups() if g), None) if match else None
+                # Shape and dtype conflicts are type errors; anything else (names...) a format error.
+                error = TypeConsistencyError if _TYPE_PROBLEM.search(message) else ModelFormatError
+                raise error(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
+        else:
+            _copy_types(graph, tf_graph.get_operations())
     library = {f.signature.name: f for f in graph_def.library.function}
     for function in graph.functions.values():
         if not _missing_shapes(function.graph) or function.name not in library:
@@ -479,6 +602,7 @@ def _infer_shapes(graph: Graph, graph_def: Any, file: str | None) -> None:
             logger.debug("%s: no shape inference for function %s: %s", file, function.name, err)
             continue
         _copy_types(function.graph, func_graph.get_operations())
+    return refusal
 
 
 def _copy_types(graph: Graph, operations: Iterable[Any]) -> None:

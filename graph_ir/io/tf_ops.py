@@ -85,7 +85,7 @@ def output_layout(op_def: Any, attrs: Mapping[str, Any]) -> list[tuple[str, list
             value = _attr_value(arg.number_attr, attrs, op_def)
             if value is None or value.WhichOneof("value") != "i":
                 return None
-            count = value.i
+            count = _checked_count(value.i, arg.number_attr)
             dtype = arg.type or _type_of(arg.type_attr, attrs, op_def)
             layout.append((arg.name, [dtype] * count))
         elif arg.type_list_attr:
@@ -99,6 +99,37 @@ def output_layout(op_def: Any, attrs: Mapping[str, Any]) -> list[tuple[str, list
                 dtype += _REF_OFFSET
             layout.append((arg.name, [dtype]))
     return layout
+
+
+def _checked_count(count: int, attr_name: str) -> int:
+    """A count attr (N, num...) that sizes a list: negative is corrupt, huge over a limit (fuzzing
+    found N = 2**31 - 1: building that many outputs hangs)."""
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io import limits
+
+    if count < 0:
+        raise CorruptModelError(f"attr {attr_name} = {count} sizes a list and cannot be negative", field=attr_name)
+    limits.check("max_node_arity", count, f"attr {attr_name} (a list size)")
+    return count
+
+
+def expected_input_count(op_def: Any, attrs: Mapping[str, Any]) -> int | None:
+    """How many data inputs the OpDef says the node has (None where a count is unknown)."""
+    total = 0
+    for arg in op_def.input_arg:
+        if arg.number_attr:
+            value = _attr_value(arg.number_attr, attrs, op_def)
+            if value is None or value.WhichOneof("value") != "i":
+                return None
+            total += value.i
+        elif arg.type_list_attr:
+            value = _attr_value(arg.type_list_attr, attrs, op_def)
+            if value is None:
+                return None
+            total += len(value.list.type)
+        else:
+            total += 1
+    return total
 
 
 def _type_of(attr_name: str, attrs: Mapping[str, Any], op_def: Any) -> int:
@@ -301,6 +332,9 @@ class TFTensor(Tensor):
         shape = shape_from_tf(proto.tensor_shape)
         if dtype is None or is_ref or shape is None or None in shape:
             return None
+        from graph_ir.io import limits
+
+        limits.check("max_tensor_elements", shape.numel() or 0, "a constant tensor's element count")
         return cls(proto, dtype, shape)
 
     def numpy(self) -> Any:

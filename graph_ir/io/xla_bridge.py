@@ -21,8 +21,9 @@ import re
 from functools import cache
 from typing import Any
 
+from graph_ir.io._isolate import call_isolated, register
 from graph_ir.io._native_log import native_stderr_to_log
-from graph_ir.errors import CorruptModelError, ModelFormatError, TypeConsistencyError
+from graph_ir.errors import CompilerOptError, CorruptModelError, ModelFormatError, TypeConsistencyError
 
 __all__ = [
     "hlo_cost_analysis",
@@ -105,10 +106,14 @@ _POSITION = re.compile(r"(?:was parsing |^)(\d+):(\d+): error: (.*)", re.MULTILI
 
 def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) -> Any:
     """Parse one HLO module with XLA's parser; return its `HloModuleProto` message."""
-    hlo = _hlo_lib()
+    _hlo_lib()
     try:
         with native_stderr_to_log(logger):
-            module = hlo.hlo_module_from_text(text)
+            # XLA's parser CHECK-fails (aborts) on some malformed text: it runs in the helper.
+            serialized = call_isolated("hlo_parse", text.encode("utf-8"), what="XLA's HLO parser",
+                                       timeout_s=_native_timeout(len(text)), file=file)
+    except CompilerOptError:
+        raise
     except Exception as err:  # jaxlib raises its own runtime error type
         message = str(err)
         match = _POSITION.search(message)
@@ -117,7 +122,12 @@ def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) 
             raise HloSyntaxError(what.strip(), line=line, column=column, file=file) from None
         first = message.splitlines()[0] if message else type(err).__name__
         raise HloSyntaxError(first.replace("INVALID_ARGUMENT: ", ""), file=file) from None
-    return hlo_module_proto_class().FromString(module.as_serialized_hlo_module_proto())
+    return hlo_module_proto_class().FromString(serialized)
+
+
+def _native_timeout(size: int) -> float:
+    """Seconds a native parse or conversion of `size` bytes may take in its child."""
+    return 120.0 + 30.0 * size / 2**20
 
 
 def hlo_proto_to_text(proto: Any, *, elided: frozenset[str] | set[str] = frozenset()) -> str:
@@ -168,6 +178,7 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         from jaxlib.mlir import ir
     except ImportError:  # pragma: no cover
         return False
+    _check_convertible(proto, file)
     try:
         bytecode = hlo_to_stablehlo_bytecode(proto)
     except Exception:
@@ -185,6 +196,64 @@ def verify_with_stablehlo(proto: Any, *, file: str | None = None) -> bool:
         detail = detail.split(": ", 2)[-1] if ": " in detail else detail
         raise TypeConsistencyError(f"shape mismatch: {detail}", file=file, node=where.group(1) if where else None) from None
     return True
+
+
+def _check_convertible(proto: Any, file: str | None) -> None:
+    """What XLA's HLO -> MLIR importer assumes without checking (it aborts or segfaults)."""
+    _check_tuple_indices(proto, file)
+    _check_entry_layout(proto, file)
+
+
+def _check_entry_layout(proto: Any, file: str | None) -> None:
+    """XLA's HLO -> MLIR importer CHECK-fails (aborts the process) when the module's
+    entry_computation_layout disagrees with the ENTRY computation's parameters, which XLA's text
+    parser lets through: refuse that here (found by fuzzing)."""
+    from graph_ir.errors import ModelFormatError
+
+    if not proto.HasField("host_program_shape"):
+        return
+    entry = next((c for c in proto.computations if c.id == proto.entry_computation_id), None)
+    if entry is None:
+        return
+    params = sorted((i for i in entry.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+    layout = proto.host_program_shape.parameters
+    if len(layout) != len(params):
+        raise ModelFormatError(
+            f"entry_computation_layout lists {len(layout)} parameters, the ENTRY computation has {len(params)}",
+            file=file, node=entry.name, field="entry_computation_layout",
+        )
+    for instruction, shape in zip(params, layout):
+        if (instruction.shape.element_type, list(instruction.shape.dimensions)) != (shape.element_type, list(shape.dimensions)):
+            raise ModelFormatError(
+                f"entry_computation_layout's parameter {instruction.parameter_number} does not match the shape of "
+                f"parameter {instruction.name!r}", file=file, node=instruction.name, field="entry_computation_layout",
+            )
+    result = proto.host_program_shape.result
+    root = next((i for i in entry.instructions if i.id == entry.root_id), None)
+    if root is not None and (root.shape.element_type, list(root.shape.dimensions)) != (result.element_type, list(result.dimensions)):
+        raise ModelFormatError(
+            "entry_computation_layout's result does not match the ENTRY computation's root", file=file,
+            node=root.name, field="entry_computation_layout",
+        )
+
+
+def _check_tuple_indices(proto: Any, file: str | None) -> None:
+    """get-tuple-element's index must name an element: XLA's parser lets `index=-7` through and
+    its HLO -> MLIR importer then segfaults (found by fuzzing)."""
+    from graph_ir.errors import ModelFormatError
+
+    for computation in proto.computations:
+        by_id = {i.id: i for i in computation.instructions}
+        for instruction in computation.instructions:
+            if instruction.opcode != "get-tuple-element" or not instruction.operand_ids:
+                continue
+            operand = by_id.get(instruction.operand_ids[0])
+            count = len(operand.shape.tuple_shapes) if operand is not None else None
+            if count is not None and not 0 <= instruction.tuple_index < count:
+                raise ModelFormatError(
+                    f"get-tuple-element index {instruction.tuple_index} is outside the {count}-element tuple",
+                    file=file, node=instruction.name, field="index",
+                )
 
 
 def mlir_context() -> Any:
@@ -210,9 +279,25 @@ def mlir_context() -> Any:
 
 def hlo_to_stablehlo_bytecode(proto: Any) -> bytes:
     """XLA's HLO -> StableHLO converter (MLIR bytecode) for an `HloModuleProto`."""
+    _check_convertible(proto, None)
+    serialized = proto.SerializeToString()
+    # The converter CHECK-fails or segfaults on some modules the parser accepted: in the helper.
+    return call_isolated("hlo_to_stablehlo", serialized, what="XLA's HLO -> StableHLO converter",
+                         timeout_s=_native_timeout(len(serialized)))
+
+
+def _parse_hlo_bytes(text: bytes) -> bytes:
+    return _hlo_lib().hlo_module_from_text(text.decode("utf-8")).as_serialized_hlo_module_proto()
+
+
+def _hlo_to_stablehlo_bytes(serialized: bytes) -> bytes:
     from jaxlib import _jax
 
-    return _jax.mlir.hlo_to_stablehlo(proto.SerializeToString())
+    return bytes(_jax.mlir.hlo_to_stablehlo(serialized))
+
+
+register("hlo_parse", _parse_hlo_bytes)
+register("hlo_to_stablehlo", _hlo_to_stablehlo_bytes)
 
 
 # Compiling and running: JAX keeps these entry points private (`jax._src`), so they live here only.

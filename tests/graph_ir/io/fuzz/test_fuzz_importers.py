@@ -1,0 +1,43 @@
+"""Fuzzing every importer with atheris (graph_ir.io.fuzz): a 30-second smoke run in CI and a
+bounded campaign in the slow tier. Every input must end in a verified graph or a project error;
+a Python exception of another class, a graph that fails verify(), a native crash, a timeout or
+an out-of-memory is a found bug (goal: none)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("atheris")
+
+from graph_ir.io.fuzz.campaign import default_seeds, main_table, run_campaign  # noqa: E402
+from graph_ir.io.fuzz.targets import FORMATS  # noqa: E402
+
+
+def _assert_clean(report) -> None:
+    bugs = {key: bug["traceback"][-1500:] for key, bug in report.bugs.items()}
+    crashes = [(c["kind"], c["format"], c["artifact"], c["log"][-1500:]) for c in report.crashes]
+    assert not bugs, json.dumps(bugs, indent=1)
+    assert not crashes, crashes
+
+
+def test_smoke_fuzz_30_seconds(shared_testdata, tmp_path):
+    seeds = default_seeds(shared_testdata)
+    assert all(seeds[f.name] for f in FORMATS), {k: len(v) for k, v in seeds.items()}
+    # the smallest few seeds per format, so the 30 s go to mutations rather than to the seeds
+    small = {fmt: sorted(paths, key=lambda p: p.stat().st_size)[:3] for fmt, paths in seeds.items()}
+    report = run_campaign(small, 30, tmp_path / "fuzz", per_input_timeout_s=20)
+    print(main_table(report))
+    assert report.inputs >= report.seeds  # the seeds ran, then mutations
+    assert len(report.formats) == len(FORMATS)
+    assert report.distinct_errors >= 3  # the mutations reach the importers' error paths
+    _assert_clean(report)
+
+
+@pytest.mark.slow
+def test_bounded_fuzz_campaign(shared_testdata, tmp_path):
+    report = run_campaign(default_seeds(shared_testdata), 240, tmp_path / "fuzz")
+    print(main_table(report))
+    assert report.inputs >= 500
+    _assert_clean(report)

@@ -1,0 +1,190 @@
+"""Inputs the importer fuzzer found (graph_ir.io.fuzz), rebuilt by hand: each now ends in a
+project error. Native aborts are checked in a subprocess, so a regression fails the test
+instead of killing the test run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from graph_ir.errors import TypeConsistencyError
+from graph_ir.io.fuzz.targets import run_one
+from graph_ir.io.onnx_import import load_onnx
+
+ROOT = Path(__file__).resolve().parents[4]
+
+# XLA's text parser accepts a layout that disagrees with ENTRY; its HLO -> MLIR importer then
+# CHECK-fails ("parameter_shapes.size() == main.getNumArguments()") and aborts the process.
+LAYOUT_MISMATCH = """HloModule m, entry_computation_layout={(f32[], f32[])->f32[]}
+
+ENTRY main {
+  p = f32[] parameter(0)
+  ROOT n = f32[] negate(p)
+}
+"""
+
+
+def _in_subprocess(fmt: str, data: bytes, tmp_path: Path) -> str:
+    sample = tmp_path / "sample.bin"
+    sample.write_bytes(data)
+    code = (
+        "import sys; from graph_ir.io.fuzz.targets import run_one; "
+        f"o = run_one({fmt!r}, open(sys.argv[1], 'rb').read(), sys.argv[2]); print(o.kind, o.detail)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code, str(sample), str(tmp_path)], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"the importer crashed the process: {result.stderr[-2000:]}"
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_hlo_entry_layout_mismatch_is_refused_not_an_abort(tmp_path):
+    assert _in_subprocess("hlo", LAYOUT_MISMATCH.encode(), tmp_path) == "refused ModelFormatError"
+    wrong_shape = LAYOUT_MISMATCH.replace("(f32[], f32[])", "(f32[2])")
+    assert _in_subprocess("hlo", wrong_shape.encode(), tmp_path) == "refused ModelFormatError"
+
+
+def test_onnx_initializer_whose_declared_input_shape_disagrees(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])], "g",
+        [helper.make_tensor_value_info("w", TensorProto.INT64, [0, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 2])],
+        initializer=[helper.make_tensor("w", TensorProto.INT64, [2, 2], [1, 2, 3, 4])],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(TypeConsistencyError, match="has shape") as info:
+        load_onnx(path)
+    assert info.value.field == "w" and str(path) in str(info.value)
+    assert run_one("onnx", path.read_bytes(), tmp_path).kind == "refused"
+
+
+@pytest.mark.parametrize(
+    "quant_type",
+    ["!quant.uniform<i8:f32, 0.-1>", "!quant.uniform", "!quant.uniform<i8:f32, 0.5:-1", "!quant.uniform<i8:f32, 1e999x:0>"],
+    ids=["bad-float", "no-params", "unterminated", "junk-scale"],
+)
+def test_malformed_quantized_types_are_refused(quant_type, tmp_path):
+    from graph_ir.errors import UnsupportedOpError
+    from graph_ir.io.stablehlo_import import import_stablehlo_text
+
+    text = f"func.func @main(%a: tensor<2xf32>) -> tensor<2x{quant_type}> {{\n  return %a : tensor<2xf32>\n}}\n"
+    with pytest.raises(UnsupportedOpError, match="quant"):
+        import_stablehlo_text(text)
+    assert run_one("stablehlo", text.encode(), tmp_path).kind == "refused"
+
+
+# Merge's N (the input count) set to 2**31 - 1 by a mutation: TensorFlow's import_graph_def
+# hung on it past the 20 s per-input cap; a count attr sizing outputs that large hung our own
+# importer. Both now end quickly.
+MERGE_N = """
+node { name: "a" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } }
+node { name: "m" op: "Merge" input: "a" input: "a" attr { key: "N" value { i: 2147483647 } }
+       attr { key: "T" value { type: DT_FLOAT } } }
+"""
+UNPACK_NUM = """
+node { name: "a" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 2 } } float_val: 1 } } } }
+node { name: "u" op: "Unpack" input: "a" attr { key: "num" value { i: NUM } } attr { key: "T" value { type: DT_FLOAT } } }
+"""
+
+
+def test_tf_count_attrs_that_disagree_or_are_absurd(tmp_path):
+    import time
+
+    from graph_ir.errors import CorruptModelError, LimitExceededError, ModelFormatError
+    from graph_ir.io.tf_import import load_tf
+
+    from graph_ir.io._native_log import import_tensorflow
+
+    import_tensorflow()  # its start-up is not what is timed
+    path = tmp_path / "merge.pbtxt"
+    path.write_text(MERGE_N)
+    start = time.monotonic()
+    graph = load_tf(path)  # lenient: imported, TF not asked
+    assert time.monotonic() - start < 10
+    assert "has 2 data inputs, its attrs say 2147483647" in graph.meta["tf.import_warning"]
+    with pytest.raises(ModelFormatError, match="attrs say 2147483647") as info:
+        load_tf(path, strict=True)
+    assert info.value.node == "m"
+    for num, error in (("2147483647", LimitExceededError), ("-3", CorruptModelError)):
+        path.write_text(UNPACK_NUM.replace("NUM", num))
+        with pytest.raises(error) as info:
+            load_tf(path)
+        assert info.value.node == "u" and info.value.field in ("num", "max_node_arity")
+
+
+def test_hlo_parameter_number_gap_is_refused_not_an_abort(tmp_path):
+    # XLA's parser CHECK-fails ("param_no >= 0 && param_no < parameter_count") on a gap.
+    text = "HloModule m\n\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(9223372036854775807)\n  ROOT r = f32[] add(a, b)\n}\n"
+    assert _in_subprocess("hlo", text.encode(), tmp_path) == "refused HloSyntaxError"
+    twice = text.replace("parameter(9223372036854775807)", "parameter(0)")
+    assert _in_subprocess("hlo", twice.encode(), tmp_path) == "refused HloSyntaxError"
+
+
+def test_placement_json_out_of_range_numbers(tmp_path):
+    import json
+
+    from cost_model.profiled import ProfiledWorkloadError, load_profiled_workload
+
+    node = {"id": 0, "cpuLatency": 1.0, "fpgaLatency": 1.0, "size": 1.0}
+    for bad in ({"colorClass": 2**80}, {"id": -(2**70)}, {"cpuLatency": float("nan")}, {"size": 10**400}):
+        path = tmp_path / "w.json"
+        path.write_text(json.dumps({"nodes": [{**node, **bad}], "edges": [], "maxFPGAs": 2}))
+        with pytest.raises(ProfiledWorkloadError):
+            load_profiled_workload(path)
+
+
+def test_hlo_negative_tuple_index_is_refused_not_a_segfault(tmp_path):
+    # XLA's parser accepts `index=-7`; its HLO -> MLIR importer then segfaulted.
+    text = (
+        "HloModule m\n\nENTRY e {\n  p = (f32[], s32[]) parameter(0)\n"
+        "  ROOT g = f32[] get-tuple-element(p), index=-7\n}\n"
+    )
+    assert _in_subprocess("hlo", text.encode(), tmp_path) == "refused ModelFormatError"
+
+
+def test_hlo_parser_check_failure_is_an_error_not_an_abort(tmp_path):
+    # XLA's parser CHECK-fails on a reshape whose element counts differ (the operand's dim was
+    # mutated to 2**31); the parse runs in a forked child (graph_ir/io/_isolate.py), so the
+    # abort becomes a CorruptModelError quoting XLA's check. In process, not in a subprocess:
+    # this is what protects the caller.
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io.hlo_import import load_hlo
+
+    path = tmp_path / "reshape.hlo"
+    path.write_text(
+        "HloModule m\n\nENTRY e {\n  p = bf16[2,2147483648,8,16] parameter(0)\n"
+        "  ROOT r = bf16[2,2048,128] reshape(p)\n}\n"
+    )
+    with pytest.raises(CorruptModelError, match="XLA's HLO parser crashed on this input.*Check failed") as info:
+        load_hlo(path)
+    assert str(path) in str(info.value)
+
+
+def test_hlo_sharding_with_billions_of_devices_is_refused_fast(tmp_path):
+    # XLA's parser materializes the tile assignment: 2**31 devices took 30 s and gigabytes.
+    import time
+
+    from graph_ir.errors import LimitExceededError
+    from graph_ir.io import limits
+    from graph_ir.io.hlo_import import load_hlo
+
+    path = tmp_path / "shard.hlo"
+    text = "HloModule f\n\nENTRY f {\n  a = f32[2,2] parameter(0), sharding={devices=[1,2147483648]0,1}\n  ROOT r = f32[2,2] add(a, a)\n}\n"
+    path.write_text(text)
+    start = time.monotonic()
+    with pytest.raises(LimitExceededError) as info:
+        load_hlo(path)
+    assert time.monotonic() - start < 5 and info.value.field == "max_sharding_devices" and info.value.line == 4
+    path.write_text(text.replace("2147483648]0,1", "2]0,1"))
+    with limits.override(max_sharding_devices=1), pytest.raises(LimitExceededError):
+        load_hlo(path)
+    assert load_hlo(path) is not None  # two devices: fine under the default limit
