@@ -27,7 +27,8 @@ def test_smoke_fuzz_30_seconds(shared_testdata, tmp_path):
     assert all(seeds[f.name] for f in FORMATS), {k: len(v) for k, v in seeds.items()}
     # the smallest few seeds per format, so the 30 s go to mutations rather than to the seeds
     small = {fmt: sorted(paths, key=lambda p: p.stat().st_size)[:3] for fmt, paths in seeds.items()}
-    report = run_campaign(small, 30, tmp_path / "fuzz", per_input_timeout_s=20)
+    # A generous per-input cap: CI runs this beside other tests on two cores.
+    report = run_campaign(small, 30, tmp_path / "fuzz", per_input_timeout_s=60)
     print(main_table(report))
     assert report.inputs >= report.seeds  # the seeds ran, then mutations
     assert len(report.formats) == len(FORMATS)
