@@ -106,6 +106,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.train_lib import run_train, train_tables
+
+    render_tables(train_tables(run_train(args), args.out))
+    return 0
+
+
 def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
     """--debug and -v, accepted before or after the subcommand.
 
@@ -204,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--seed", type=int, default=0, help="seed of the randomised methods")
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
     bench_p.set_defaults(handler=_cmd_bench, file_arg=None)
+
+    from compiler_opt.cli.train_lib import add_train_parser
+
+    add_train_parser(sub, common).set_defaults(handler=_cmd_train, file_arg=None)
     return parser
 
 
