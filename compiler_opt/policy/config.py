@@ -16,7 +16,7 @@ class PolicyConfigError(CompilerOptError):
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    hidden: int = 64  # width of node, device and graph embeddings
+    hidden: int = 32  # width of node, device and graph embeddings (small: two CPU cores train it)
     kind_dim: int = 16  # op-kind embedding width
     sage_layers: int = 2  # GraphSAGE layers (each: forward-edge + backward-edge max-pool SAGEConv)
     attention_layers: int = 2  # segmented recurrent attention layers over the topological order

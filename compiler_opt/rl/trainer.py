@@ -129,7 +129,10 @@ def run_training(
     envs: Sequence[GraphEnvironment] | None = None,
     policy: GoPolicy | None = None,
     progress: bool = True,
+    save: bool = True,
 ) -> TrainResult:
+    """Run `config.mode` (module docstring). `save=False`: no checkpoints or scalar files (the
+    `go` pass's fine-tune and GO-one runs, whose result is the decisions)."""
     began = time.monotonic()
     torch.use_deterministic_algorithms(True, warn_only=True)
     envs = list(envs) if envs is not None else build_environments(config)
@@ -141,8 +144,8 @@ def run_training(
         return TrainResult(policy, best, 0, time.monotonic() - began)
 
     trainer = PPOTrainer(policy, config)
-    scalars = ScalarLogger(config.out_dir)
-    saver = CheckpointSaver(config.out_dir, every_s=config.checkpoint_every_s, train_config=config.to_dict(), command=command)
+    scalars = ScalarLogger(config.out_dir) if save else None
+    saver = CheckpointSaver(config.out_dir, every_s=config.checkpoint_every_s, train_config=config.to_dict(), command=command) if save else None
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     history: list[dict[str, float]] = []
@@ -174,10 +177,11 @@ def run_training(
                 "seconds": time.monotonic() - started,
             }
             history.append(record)
-            for key, value in record.items():
-                if key != "iteration":
-                    scalars.scalar(f"train/{key}", value, iteration)
-            saver.step(policy, record["reward_mean"], record)
+            if scalars is not None and saver is not None:
+                for key, value in record.items():
+                    if key != "iteration":
+                        scalars.scalar(f"train/{key}", value, iteration)
+                saver.step(policy, record["reward_mean"], record)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(best=_best_text(best, envs), reward=f"{record['reward_mean']:.3f}")
@@ -187,10 +191,12 @@ def run_training(
     finally:
         if bar is not None:
             bar.close()
-        scalars.flush()
-        scalars.close()
-    saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
-    return TrainResult(policy, best, iteration, time.monotonic() - began, scalars.backend, history)
+        if scalars is not None:
+            scalars.close()
+    if saver is not None:
+        saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
+    backend = scalars.backend if scalars is not None else "none"
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history)
 
 
 def _best_text(best: dict[str, BestFound], envs: Sequence[GraphEnvironment]) -> str:
