@@ -110,7 +110,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from compiler_opt.cli._render import render_tables
     from compiler_opt.cli.train_lib import run_train, train_tables
 
-    render_tables(train_tables(run_train(args), args.out))
+    render_tables(train_tables(run_train(args, args.argv), args.out))
     return 0
 
 
@@ -283,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # provenance for `train` checkpoints
     except SystemExit as exit_:  # --help or a usage error; argparse already printed
         return exit_.code if isinstance(exit_.code, int) else 0
     if args.version:
