@@ -36,6 +36,7 @@ class ScalarLogger:
             self._writer.add_scalar(tag, value, step)
         else:
             self._csv.writerow([step, tag, f"{value:.6g}"])
+            self._file.flush()  # a few rows per iteration: keep the file readable while training runs
 
     def flush(self) -> None:
         if self._writer is not None:
