@@ -8,7 +8,8 @@ placements get the framework's default greedy fusion (the `fuse` pass) and defau
 decides placement, fusion and priorities jointly. `go-fine-tune` and `go-one` run `--budget` PPO
 iterations of `--samples` episodes; `sa` and `random` get the same number of simulator
 evaluations as GO fine-tune used (not the same wall time: their evaluations are cheaper, and the
-wall times are in the table). Ratios: to the human-expert reference and to the lower bound
+wall times are in the table). `--placement-only` adds GO fine-tune deciding placement alone
+(default fusion and priorities), the joint-vs-placement ablation. Ratios: to the human-expert reference and to the lower bound
 (`step_time_lower_bound`, fusion-aware). Rows go to benchmarks/results/bench_go.json.
 """
 
@@ -73,19 +74,23 @@ def run(args: argparse.Namespace) -> list[dict]:
             found = zero_shot(policy, env, args.samples, seed=args.seed)
             add("go-zero-shot", found.decisions, time.perf_counter() - began, args.samples + 1)
             tuned_evals = args.budget * args.samples + 2
-            for mode in ("fine-tune", "go-one"):
+            variants = [("fine-tune", env), ("go-one", env)]
+            if args.placement_only:
+                variants.append(("fine-tune-placement", GraphEnvironment(name, graph, env.topology, problem=env.problem, placement_only=True)))
+            for mode, run_env in variants:
+                label = {"fine-tune": "go-fine-tune", "go-one": "go-one", "fine-tune-placement": "go-fine-tune-placement-only"}[mode]
+                mode = "fine-tune" if mode == "fine-tune-placement" else mode
                 config = TrainConfig(
                     mode=mode, workloads=[name], devices=[devices], iterations=args.budget, samples_per_graph=args.samples,
                     seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr,
                 )
                 began = time.perf_counter()
                 policy = make_policy(config)
-                candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" else []
-                result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
+                candidates = [zero_shot(policy, run_env, 1, seed=args.seed)] if mode == "fine-tune" else []
+                result = run_training(config, envs=[run_env], policy=policy, progress=False, save=False)
                 candidates.extend(result.best.values())
                 fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
                 best = min(fitting, key=lambda c: c.score.step_time_s)
-                label = "go-fine-tune" if mode == "fine-tune" else "go-one"
                 add(label, best.decisions, time.perf_counter() - began, tuned_evals if mode == "fine-tune" else args.budget * args.samples)
             for method in ("sa", "random"):
                 add(method, *_classical(env, method, budget=tuned_evals, seed=args.seed))
@@ -126,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=6)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--placement-only", action="store_true", help="also GO fine-tune deciding placement only (default fusion, priorities 0)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)

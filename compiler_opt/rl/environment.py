@@ -55,6 +55,7 @@ class GraphEnvironment:
         oom_penalty: float = 1.0,
         invalid_penalty: float = 4.0,
         problem: SimulationProblem | None = None,
+        placement_only: bool = False,
     ) -> None:
         self.name = name
         self.graph = graph
@@ -62,6 +63,9 @@ class GraphEnvironment:
         self.problem = problem if problem is not None else SimulationProblem.from_graph(graph, topology)
         self.inputs: PolicyInputs = policy_inputs(self.problem)
         self.decoder = DecisionDecoder(self.problem)
+        # Placement-only ablation: the policy's fusion and priority actions are ignored; the
+        # default greedy fusion and priorities are used, as for the classical methods.
+        self.placement_only = placement_only
         self.oom_penalty = oom_penalty
         self.invalid_penalty = invalid_penalty
         self.capacity = np.array([d.memory_bytes for d in topology.devices], dtype=np.float64)
@@ -83,6 +87,9 @@ class GraphEnvironment:
         return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
 
     def decisions(self, actions: np.ndarray) -> Decisions:
+        if self.placement_only:
+            device = np.asarray(actions)[:, 0].astype(np.int32)
+            return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
         return self.decoder.decisions(actions)
 
     def score_decisions(self, decisions: Decisions) -> EpisodeScore:

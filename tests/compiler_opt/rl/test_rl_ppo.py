@@ -94,3 +94,15 @@ def test_config_errors_name_the_field() -> None:
         TrainConfig(mode="go-one", workloads=["a", "b"])
     with pytest.raises(TrainConfigError, match="samples_per_graph"):
         TrainConfig(mode="pretrain", workloads=["a"], samples_per_graph=1)
+
+
+def test_placement_only_environment_ignores_fusion_and_priority_actions() -> None:
+    env = GraphEnvironment("chain", matmul_chain(4, 128), load_topology("2xV100"))
+    ablation = GraphEnvironment("chain", env.graph, env.topology, problem=env.problem, placement_only=True)
+    n = env.problem.num_nodes
+    actions = np.stack([np.full(n, 1), np.zeros(n, dtype=np.int64), np.full(n, 5)], axis=1)
+    joint = env.decisions(actions)
+    only = ablation.decisions(actions)
+    assert (joint.fusion_group == -1).all() and (joint.priority == 5).all()  # level 0: no merge starts
+    np.testing.assert_array_equal(only.fusion_group, env.decoder.default_fusion(only.device))
+    assert (only.fusion_group >= 0).any() and (only.priority == 0).all()
