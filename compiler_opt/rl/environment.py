@@ -9,10 +9,14 @@ fusion (the `fuse` pass) and default priorities. A placement that runs out of me
 simulator pays `oom_penalty * (1 + overflow)` on top (overflow: the worst device's peak / capacity
 - 1, capped at 4); decisions the simulator rejects score `-invalid_penalty`. The cost source is
 whatever the problem was built with: the reward code never asks which.
+
+The reference is computed on first use: the `fuse` pass's search on a 10k-node graph takes tens
+of seconds, and zero-shot inference (which ranks episodes by step time) never needs it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -38,10 +42,15 @@ _MAX_OVERFLOW = 4.0
 
 @dataclass(frozen=True)
 class EpisodeScore:
-    reward: float
+    reward: float  # NaN when scored without a reward (zero-shot ranking)
     step_time_s: float  # inf when invalid
     oom: bool
     invalid: bool
+
+    @property
+    def rank_key(self) -> tuple[bool, bool, float]:
+        """Valid before invalid, fitting before OOM, then faster first."""
+        return (self.invalid, self.oom, self.step_time_s)
 
 
 class GraphEnvironment:
@@ -70,10 +79,16 @@ class GraphEnvironment:
         self.invalid_penalty = invalid_penalty
         self.capacity = np.array([d.memory_bytes for d in topology.devices], dtype=np.float64)
         self.reference_name = reference
-        self.reference_decisions = self.classical(reference)
-        result = simulate(self.problem, self.reference_decisions)
-        self.reference_step_s = max(result.step_time_s, 1e-12)
-        logger.info("%s on %s: %d nodes, reference %s %.4g s", name, topology.name, self.problem.num_nodes, reference, self.reference_step_s)
+
+    @functools.cached_property
+    def reference_decisions(self) -> Decisions:
+        return self.classical(self.reference_name)
+
+    @functools.cached_property
+    def reference_step_s(self) -> float:
+        step = max(simulate(self.problem, self.reference_decisions).step_time_s, 1e-12)
+        logger.info("%s: %d nodes, reference %s %.4g s", self.label, self.problem.num_nodes, self.reference_name, step)
+        return step
 
     @property
     def label(self) -> str:
@@ -92,20 +107,22 @@ class GraphEnvironment:
             return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
         return self.decoder.decisions(actions)
 
-    def score_decisions(self, decisions: Decisions) -> EpisodeScore:
+    def score_decisions(self, decisions: Decisions, *, with_reward: bool = True) -> EpisodeScore:
         try:
             result = simulate(self.problem, decisions)
         except DecisionError as err:
             logger.debug("%s: invalid decisions: %s", self.label, err)
             return EpisodeScore(-self.invalid_penalty, math.inf, False, True)
         step = result.step_time_s
-        reward = -math.sqrt(step / self.reference_step_s)
         overflow = float(np.max(result.peak_memory_bytes / self.capacity - 1.0))
         oom = overflow > 0
+        if not with_reward:
+            return EpisodeScore(math.nan, step, oom, False)
+        reward = -math.sqrt(step / self.reference_step_s)
         if oom:
             reward -= self.oom_penalty * (1.0 + min(overflow, _MAX_OVERFLOW))
         return EpisodeScore(reward, step, oom, False)
 
-    def score(self, actions: np.ndarray) -> EpisodeScore:
+    def score(self, actions: np.ndarray, *, with_reward: bool = True) -> EpisodeScore:
         """Score one episode's final actions, int (N, 3)."""
-        return self.score_decisions(self.decisions(actions))
+        return self.score_decisions(self.decisions(actions), with_reward=with_reward)

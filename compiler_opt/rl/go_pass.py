@@ -84,7 +84,7 @@ class GoPass(Pass):
         if fitting:
             best = min(fitting, key=lambda c: c.score.step_time_s)
             decisions = best.decisions
-            logger.info("go (%s): %.4g s, %.3fx the reference", self.mode, best.score.step_time_s, best.ratio)
+            logger.info("go (%s): simulated step %.4g s", self.mode, best.score.step_time_s)
         else:
             logger.warning("go (%s): no decision fit in memory; writing the reference placement", self.mode)
             decisions = env.reference_decisions

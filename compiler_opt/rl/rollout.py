@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
 import torch
 
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
@@ -34,7 +33,8 @@ class GraphRollout:
         return torch.tensor([s.reward for s in self.scores], dtype=torch.float32)
 
     def best(self) -> tuple[int, EpisodeScore]:
-        index = int(np.argmax([s.reward for s in self.scores]))
+        """The episode to keep as an answer: valid, fitting, fastest (`EpisodeScore.rank_key`)."""
+        index = min(range(len(self.scores)), key=lambda k: self.scores[k].rank_key)
         return index, self.scores[index]
 
 
@@ -45,6 +45,7 @@ def collect_rollouts(
     *,
     generator: torch.Generator | None = None,
     greedy_first: bool = False,
+    with_reward: bool = True,
 ) -> list[GraphRollout]:
     """Sample and score `samples` episodes per environment (greedy_first: episode 0 is the
     policy's most likely decision, the rest are sampled)."""
@@ -60,7 +61,7 @@ def collect_rollouts(
                 actions = torch.cat([greedy.actions, actions[:, 1:]], dim=1)
                 log_prob = torch.cat([greedy.log_prob, log_prob[1:]])
             final = actions[-1].numpy()
-            scores = [env.score(final[k]) for k in range(final.shape[0])]
+            scores = [env.score(final[k], with_reward=with_reward) for k in range(final.shape[0])]
             out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores))
     finally:
         policy.train(was_training)

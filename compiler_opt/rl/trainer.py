@@ -45,7 +45,11 @@ logger = logging.getLogger(__name__)
 class BestFound:
     decisions: Decisions
     score: EpisodeScore
-    reference_step_s: float
+    env: GraphEnvironment
+
+    @property
+    def reference_step_s(self) -> float:
+        return self.env.reference_step_s  # computed on first use
 
     @property
     def ratio(self) -> float:
@@ -109,17 +113,17 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
         return
     known = best.get(env.label)
     if known is None or score.step_time_s < known.score.step_time_s:
-        best[env.label] = BestFound(decisions, score, env.reference_step_s)
+        best[env.label] = BestFound(decisions, score, env)
 
 
 def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0) -> BestFound:
-    """The policy's greedy decision and `samples` sampled ones, simulated; the best is kept
-    (the greedy one even when it runs out of memory, if nothing fits)."""
+    """The policy's greedy decision and `samples` sampled ones, simulated; the best by
+    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference."""
     generator = torch.Generator().manual_seed(seed)
-    rollout = collect_rollouts(policy, [env], max(samples, 1) + 1, generator=generator, greedy_first=True)[0]
+    rollout = collect_rollouts(policy, [env], max(samples, 1) + 1, generator=generator, greedy_first=True, with_reward=False)[0]
     index, score = rollout.best()
     final = rollout.actions[-1].numpy()
-    return BestFound(env.decisions(final[index]), score, env.reference_step_s)
+    return BestFound(env.decisions(final[index]), score, env)
 
 
 def run_training(
