@@ -16,6 +16,7 @@ from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
 
 if TYPE_CHECKING:
     from compiler_opt.policy.network import GoPolicy
+    from cost_model.decisions import Decisions
 
 __all__ = ["GraphRollout", "collect_rollouts"]
 
@@ -27,6 +28,7 @@ class GraphRollout:
     old_log_prob: torch.Tensor  # (K,)
     value: float
     scores: list[EpisodeScore]
+    decisions: list[Decisions]  # decoded once per episode (fusion decoding is the costly part)
 
     @property
     def rewards(self) -> torch.Tensor:
@@ -54,15 +56,20 @@ def collect_rollouts(
     policy.eval()
     try:
         for env in envs:
-            sampled = policy.sample(env.inputs, samples, generator=generator)
-            actions, log_prob = sampled.actions, sampled.log_prob
-            if greedy_first:
+            if greedy_first and samples == 1:
+                sampled = policy.sample(env.inputs, 1, greedy=True)
+                actions, log_prob = sampled.actions, sampled.log_prob
+            else:
+                sampled = policy.sample(env.inputs, samples, generator=generator)
+                actions, log_prob = sampled.actions, sampled.log_prob
+            if greedy_first and samples > 1:
                 greedy = policy.sample(env.inputs, 1, greedy=True)
                 actions = torch.cat([greedy.actions, actions[:, 1:]], dim=1)
                 log_prob = torch.cat([greedy.log_prob, log_prob[1:]])
             final = actions[-1].numpy()
-            scores = [env.score(final[k], with_reward=with_reward) for k in range(final.shape[0])]
-            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores))
+            decisions = [env.decisions(final[k]) for k in range(final.shape[0])]
+            scores = [env.score_decisions(d, with_reward=with_reward) for d in decisions]
+            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions))
     finally:
         policy.train(was_training)
     return out

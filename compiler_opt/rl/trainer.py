@@ -120,10 +120,9 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference."""
     generator = torch.Generator().manual_seed(seed)
-    rollout = collect_rollouts(policy, [env], max(samples, 1) + 1, generator=generator, greedy_first=True, with_reward=False)[0]
+    rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False)[0]
     index, score = rollout.best()
-    final = rollout.actions[-1].numpy()
-    return BestFound(env.decisions(final[index]), score, env)
+    return BestFound(rollout.decisions[index], score, env)
 
 
 def run_training(
@@ -163,7 +162,7 @@ def run_training(
             rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator)
             for rollout in rollouts:
                 index, score = rollout.best()
-                _update_best(best, rollout.env, rollout.env.decisions(rollout.actions[-1, index].numpy()), score)
+                _update_best(best, rollout.env, rollout.decisions[index], score)
             stats = trainer.update(rollouts)
             rewards = torch.cat([r.rewards for r in rollouts])
             ratios = [b.ratio for b in best.values()]
