@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graph_ir.io.fuzz.campaign import default_seeds, iter_bugs, main_table, run_campaign  # noqa: E402
+from compiler_opt.fuzz.campaign import default_seeds, iter_bugs, main_table, run_campaign  # noqa: E402
 
 
 def main() -> int:

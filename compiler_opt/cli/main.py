@@ -111,6 +111,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from compiler_opt.cli._render import render_tables
+    from compiler_opt.cli.train_lib import run_train, train_tables
+
+    render_tables(train_tables(run_train(args, args.argv), args.out))
+    return 0
+
+
 def _common_options(*, top_level: bool) -> argparse.ArgumentParser:
     """--debug and -v, accepted before or after the subcommand.
 
@@ -230,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
     bench_p.add_argument("--no-default-fusion", action="store_true", help="place the unfused graph instead of the framework's default GPU fusion")
     bench_p.set_defaults(handler=_cmd_bench, file_arg=None)
+
+    from compiler_opt.cli.train_lib import add_train_parser
+
+    add_train_parser(sub, common).set_defaults(handler=_cmd_train, file_arg=None)
     return parser
 
 
@@ -297,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # provenance for `train` checkpoints
     except SystemExit as exit_:  # --help or a usage error; argparse already printed
         return exit_.code if isinstance(exit_.code, int) else 0
     if args.version:

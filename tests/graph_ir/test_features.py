@@ -6,6 +6,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,3 +134,20 @@ def test_random_dag_views_match_uses_and_sort_restores_order(dag: tuple[Graph, i
             assert position[producer] < position[node]
     graph.verify()
     assert topological_order(graph) == graph.nodes  # already sorted: the order is kept
+
+
+def test_depth_fan_and_flops_columns() -> None:
+    graph = diamond()
+    column = {name: i for i, name in enumerate(NODE_FEATURE_NAMES)}
+    arrays = graph_arrays(graph, flops=np.array([0.0, 6.0, 6.0, 6.0, 12.0]))
+    features = arrays.node_features
+    # a -> b, c -> d -> e: depths 0, 1, 1, 2, 3 out of 3
+    np.testing.assert_allclose(features[:, column["topo_depth"]], [0, 1 / 3, 1 / 3, 2 / 3, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(features[:, column["log_flops"]], np.log1p([0, 6, 6, 6, 12]), rtol=1e-6)
+    np.testing.assert_allclose(features[:, column["log_fan_in"]], np.log1p([0, 1, 1, 2, 1]), rtol=1e-6)
+    # A reversed row order gives the same depths per node (the unsorted path).
+    reordered = graph_arrays(graph, nodes=list(reversed(list(graph))))
+    by_name = dict(zip([n.name for n in reordered.nodes], reordered.node_features[:, column["topo_depth"]]))
+    assert by_name == pytest.approx({"a": 0.0, "b": 1 / 3, "c": 1 / 3, "d": 2 / 3, "e": 1.0})
+    with pytest.raises(ValueError, match="flops"):
+        graph_arrays(graph, flops=np.zeros(3))

@@ -1,4 +1,4 @@
-"""Fuzzing every importer with atheris (graph_ir.io.fuzz): a 30-second smoke run in CI and a
+"""Fuzzing every importer with atheris (compiler_opt.fuzz): a 30-second smoke run in CI and a
 bounded campaign in the slow tier. Every input must end in a verified graph or a project error;
 a Python exception of another class, a graph that fails verify(), a native crash, a timeout or
 an out-of-memory is a found bug (goal: none)."""
@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("atheris")
 
-from graph_ir.io.fuzz.campaign import default_seeds, main_table, run_campaign  # noqa: E402
-from graph_ir.io.fuzz.targets import FORMATS  # noqa: E402
+from compiler_opt.fuzz.campaign import default_seeds, main_table, run_campaign  # noqa: E402
+from compiler_opt.fuzz.targets import FORMATS  # noqa: E402
 
 
 def _assert_clean(report) -> None:

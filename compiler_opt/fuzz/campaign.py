@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from graph_ir.io.fuzz.targets import FORMATS
+from compiler_opt.fuzz.targets import FORMATS
 
 __all__ = ["CampaignReport", "default_seeds", "run_campaign"]
 
@@ -123,7 +123,7 @@ def run_campaign(
         stats_path = out / f"stats-{run}.json"
         with tempfile.TemporaryDirectory(prefix="fuzz-work-") as workdir:
             command = [
-                sys.executable, "-m", "graph_ir.io.fuzz.worker", "--stats", str(stats_path), "--workdir", workdir,
+                sys.executable, "-m", "compiler_opt.fuzz.worker", "--stats", str(stats_path), "--workdir", workdir,
                 "--deadline", str(time.time() + remaining), "--",
                 str(corpus), f"-max_total_time={int(remaining)}", f"-timeout={per_input_timeout_s}",
                 f"-rss_limit_mb={rss_limit_mb}", f"-max_len={max_len}", f"-artifact_prefix={artifacts}{os.sep}",

@@ -1,4 +1,4 @@
-"""Inputs the importer fuzzer found (graph_ir.io.fuzz), rebuilt by hand: each now ends in a
+"""Inputs the importer fuzzer found (compiler_opt.fuzz), rebuilt by hand: each now ends in a
 project error. Native aborts are checked in a subprocess, so a regression fails the test
 instead of killing the test run."""
 
@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from graph_ir.errors import TypeConsistencyError
-from graph_ir.io.fuzz.targets import run_one
+from compiler_opt.fuzz.targets import run_one
 from graph_ir.io.onnx_import import load_onnx
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -34,7 +34,7 @@ def _in_subprocess(fmt: str, data: bytes, tmp_path: Path) -> str:
     sample = tmp_path / "sample.bin"
     sample.write_bytes(data)
     code = (
-        "import sys; from graph_ir.io.fuzz.targets import run_one; "
+        "import sys; from compiler_opt.fuzz.targets import run_one; "
         f"o = run_one({fmt!r}, open(sys.argv[1], 'rb').read(), sys.argv[2]); print(o.kind, o.detail)"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")

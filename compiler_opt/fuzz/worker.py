@@ -1,4 +1,4 @@
-"""The atheris process: `python -m graph_ir.io.fuzz.worker --stats S.json --workdir D -- <libFuzzer args>`.
+"""The atheris process: `python -m compiler_opt.fuzz.worker --stats S.json --workdir D -- <libFuzzer args>`.
 
 The first byte of an input picks the format (`targets.FORMATS`), the rest is the file. Coverage
 feedback comes from our importer modules (instrumented on import). Counts go to the stats file
@@ -62,7 +62,7 @@ class _Stats:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
-    parser = argparse.ArgumentParser(prog="graph_ir.io.fuzz.worker")
+    parser = argparse.ArgumentParser(prog="compiler_opt.fuzz.worker")
     parser.add_argument("--stats", required=True)
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--deadline", type=float, help="wall-clock end (time.time()); start-up counts against it")
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     with atheris.instrument_imports(include=["graph_ir.io", "cost_model.profiled"]):
         import cost_model.profiled  # noqa: F401
         from graph_ir.io import hlo_import, onnx_import, stablehlo_import, tf_import  # noqa: F401
-        from graph_ir.io.fuzz import mutators, targets
+        from compiler_opt.fuzz import mutators, targets
 
     stats = _Stats(args.stats)
     stats.write()

@@ -1,0 +1,97 @@
+"""`compiler-opt train`: train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune).
+
+    compiler-opt train --mode pretrain --workloads rnnlm-2,gnmt-2:inference --devices 2xV100,4xV100 \\
+        --iterations 200 --out runs/pretrain
+    compiler-opt train --mode zero-shot --workloads inception-v3 --devices 4xV100 --checkpoint default
+    compiler-opt train --mode fine-tune --workloads model.onnx --devices 8xV100 --checkpoint default --iterations 20
+
+Checkpoints (`best.pt`, `latest.pt`) and scalars (TensorBoard, or `scalars.csv` without the
+tensorboard package) go to `--out`; each checkpoint records the configuration and this command.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from typing import Any, Sequence
+
+from compiler_opt.cli._render import Table
+from compiler_opt.rl.config import TrainConfig
+from compiler_opt.rl.trainer import TrainResult, run_training
+
+__all__ = ["add_train_parser", "run_train", "train_tables"]
+
+logger = logging.getLogger(__name__)
+
+
+def _split(items: Sequence[str] | None) -> list[str]:
+    return [part.strip() for item in items or [] for part in item.split(",") if part.strip()]
+
+
+def add_train_parser(sub: Any, common: Any) -> Any:
+    p = sub.add_parser(
+        "train", parents=[common], help="train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune)",
+        description="PPO training of the GO policy on suite workloads or model files, scored by the simulator.",
+    )
+    p.add_argument("--mode", choices=("go-one", "pretrain", "zero-shot", "fine-tune"), default="pretrain")
+    p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
+    p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies (default 4xV100)")
+    p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--graphs-per-iteration", type=int, default=4)
+    p.add_argument("--samples", type=int, default=8, help="episodes per graph per iteration (zero-shot: samples beside the greedy answer)")
+    p.add_argument("--epochs", type=int, default=2, help="PPO epochs per iteration")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--entropy", type=float, default=0.01, help="entropy bonus coefficient")
+    p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
+    p.add_argument("--checkpoint", default="", help="initial weights ('default': the shipped checkpoint); needed by zero-shot and fine-tune")
+    p.add_argument("--checkpoint-every", type=float, default=300.0, metavar="S", help="save latest.pt every S seconds")
+    p.add_argument("--out", default="runs/go", help="folder for checkpoints and scalars")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    return p
+
+
+def config_from_args(args: Any) -> TrainConfig:
+    return TrainConfig(
+        mode=args.mode,
+        workloads=_split(args.workloads),
+        devices=_split(args.devices) or ["4xV100"],
+        iterations=args.iterations,
+        graphs_per_iteration=args.graphs_per_iteration,
+        samples_per_graph=args.samples,
+        zero_shot_samples=args.samples,
+        ppo_epochs=args.epochs,
+        learning_rate=args.lr,
+        entropy_coef=args.entropy,
+        reference=args.reference,
+        seed=args.seed,
+        max_seconds=args.max_minutes * 60.0,
+        checkpoint_every_s=args.checkpoint_every,
+        out_dir=args.out,
+        init_checkpoint=args.checkpoint,
+    )
+
+
+def run_train(args: Any, argv: Sequence[str] | None = None) -> TrainResult:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = config_from_args(args)
+    command = shlex.join(["compiler-opt", *(sys.argv[1:] if argv is None else argv)])
+    return run_training(config, command=command)
+
+
+def train_tables(result: TrainResult, out_dir: str) -> list[Table]:
+    table = Table(
+        f"GO: best found ({result.iterations} iterations, {result.seconds:.1f} s)",
+        ["environment", "reference (ms)", "best (ms)", "ratio to reference"],
+        numeric=frozenset({1, 2, 3}),
+    )
+    for label, best in sorted(result.best.items()):
+        table.rows.append([label, f"{best.reference_step_s * 1e3:.4g}", f"{best.score.step_time_s * 1e3:.4g}", f"{best.ratio:.3f}"])
+    if result.iterations:
+        table.title += f"; checkpoints in {out_dir}; scalars: {result.scalar_backend}"
+    return [table]

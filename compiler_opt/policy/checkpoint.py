@@ -1,0 +1,87 @@
+"""Policy checkpoints: weights, the policy config, the training config and the command line.
+
+Saved with `torch.save` of plain containers (tensors, str, int, float, lists, dicts) and loaded
+with `torch.load(weights_only=True)` only, so a checkpoint file can never run code. Written
+atomically (temp file + rename). `DEFAULT_CHECKPOINT` is the small pretrained policy shipped in
+the package (see WORKSPACE.md for how it was trained).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from compiler_opt.policy.config import PolicyConfig, PolicyConfigError
+from compiler_opt.policy.network import GoPolicy
+from graph_ir.errors import CompilerOptError
+from graph_ir.io.atomic import atomic_path
+
+__all__ = ["CHECKPOINT_FORMAT", "DEFAULT_CHECKPOINT", "CheckpointError", "load_checkpoint", "save_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = 1
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "go_small.pt"
+
+
+class CheckpointError(CompilerOptError):
+    """A checkpoint that is missing, unreadable, of another format or for another network."""
+
+
+def save_checkpoint(
+    path: str | Path,
+    policy: GoPolicy,
+    *,
+    train_config: Mapping[str, Any] | None = None,
+    command: str = "",
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write `policy` and its provenance to `path` atomically; returns the path."""
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "policy_config": policy.config.to_dict(),
+        # JSON text: any nesting of plain values survives weights_only loading unchanged.
+        "train_config": json.dumps(dict(train_config or {}), sort_keys=True, default=str),
+        "command": command,
+        "extra": json.dumps(dict(extra or {}), sort_keys=True, default=str),
+        "state_dict": {k: v.detach().clone() for k, v in policy.state_dict().items()},
+    }
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(buffer.getvalue())
+    return target
+
+
+def load_checkpoint(path: str | Path | None = None) -> tuple[GoPolicy, dict[str, Any]]:
+    """(policy in eval mode, metadata: train_config, command, extra, policy_config) from `path`
+    (default: the shipped checkpoint)."""
+    source = Path(path) if path is not None else DEFAULT_CHECKPOINT
+    if not source.is_file():
+        raise CheckpointError(f"no checkpoint at {source}", file=str(source))
+    try:
+        payload = torch.load(source, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises many types for a bad file
+        raise CheckpointError(f"cannot read checkpoint: {err}", file=str(source)) from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"not a compiler-opt policy checkpoint (format {CHECKPOINT_FORMAT})", file=str(source), field="format")
+    try:
+        config = PolicyConfig.from_dict(payload["policy_config"])
+        policy = GoPolicy(config)
+        policy.load_state_dict(payload["state_dict"])
+    except (KeyError, PolicyConfigError, RuntimeError) as err:
+        raise CheckpointError(f"checkpoint does not match the network: {err}", file=str(source), field="state_dict") from None
+    policy.eval()
+    meta = {
+        "policy_config": config.to_dict(),
+        "train_config": json.loads(payload.get("train_config") or "{}"),
+        "command": payload.get("command", ""),
+        "extra": json.loads(payload.get("extra") or "{}"),
+    }
+    return policy, meta

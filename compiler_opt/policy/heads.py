@@ -1,0 +1,123 @@
+"""The three task heads, linked by shared cross-task attention, and the value head.
+
+Per node there are three task tokens (placement, fusion, scheduling). Each token is the node
+state plus a task embedding plus the embedding of that task's decision at the previous
+refinement iteration (a learned "none" at the first). One attention layer, shared by the three
+tasks, runs over each node's three tokens, so every task sees the others' previous decisions;
+graph-conditioned superposition scales the tokens first. Then:
+- placement: the token is projected and scored against device embeddings (an MLP of each
+  device's features and the graph embedding), so the number of devices is free; plus a learned
+  contiguity term `c * -(depth - ordinal)^2` (node's topological depth vs the device's ordinal
+  among its kind, both 0..1) that lets the policy express the layer-wise split
+  with one weight, initialised at 1 so an untrained policy starts near a layer-wise split
+  (a random placement is 3-5x slower than the human expert and PPO on two cores cannot climb
+  out of that in hours); masked devices get -inf;
+- fusion priority: logits over `fusion_levels` classes (level 0 starts no merge), biased at
+  initialisation toward the top level (see the comment there);
+- scheduling priority: logits over `priority_levels` classes.
+The value head reads the graph embedding and the mean node state.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from compiler_opt.policy.config import PolicyConfig
+from compiler_opt.policy.encoder import Superposition
+from compiler_opt.policy.features import DEVICE_FEATURE_NAMES
+
+__all__ = ["JointHeads", "ValueHead", "TASKS"]
+
+TASKS = ("placement", "fusion", "scheduling")
+
+
+class JointHeads(nn.Module):
+    def __init__(self, config: PolicyConfig) -> None:
+        super().__init__()
+        h = config.hidden
+        self.config = config
+        self.task = nn.Parameter(torch.randn(3, h) * 0.02)
+        self.none = nn.Parameter(torch.randn(3, h) * 0.02)  # "no previous decision" per task
+        self.device_mlp = nn.Sequential(nn.Linear(len(DEVICE_FEATURE_NAMES) + h, h), nn.ReLU(), nn.Linear(h, h))
+        self.prev_device = nn.Linear(h, h)
+        self.prev_fusion = nn.Embedding(config.fusion_levels, h)
+        self.prev_priority = nn.Embedding(config.priority_levels, h)
+        self.superposition = Superposition(h)
+        self.norm = nn.LayerNorm(h)
+        self.qkv = nn.Linear(h, 3 * h)
+        self.mix = nn.Linear(h, h)
+        self.place_query = nn.Linear(h, h)
+        self.contiguity = nn.Parameter(torch.ones(()))
+        self.fusion_out = nn.Linear(h, config.fusion_levels)
+        with torch.no_grad():
+            # Start by fusing: the top level gets +2 (p ~ 0.7 with 4 levels). Unfused, the many small
+            # elementwise kernels of a real graph each pay a launch: an untrained policy whose
+            # argmax was "no merge" for most nodes was 7.5x slower than the human expert on
+            # rnnlm-8, and 40 PPO iterations had not learned fusion's value.
+            self.fusion_out.bias.zero_()
+            self.fusion_out.bias[-1] = 2.0
+        self.priority_out = nn.Linear(h, config.priority_levels)
+
+    def device_embeddings(self, device_x: torch.Tensor, graph_embedding: torch.Tensor) -> torch.Tensor:
+        g = graph_embedding.expand(device_x.shape[0], -1)
+        return self.device_mlp(torch.cat([device_x, g], dim=1))
+
+    def forward(
+        self,
+        nodes: torch.Tensor,
+        graph_embedding: torch.Tensor,
+        devices: torch.Tensor,
+        mask: torch.Tensor,
+        previous: torch.Tensor | None,
+        batch: int,
+        position: torch.Tensor | None = None,
+        ordinal: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Logits for `batch` samples: placement (B, N, D), fusion (B, N, F), scheduling (B, N, P).
+
+        `previous`: (B, N, 3) int64 decisions of the previous iteration (device, fusion level,
+        priority level), or None at the first iteration.
+        """
+        count, h = nodes.shape
+        tokens = nodes[None, :, None, :] + self.task[None, None]  # (1, N, 3, H)
+        if previous is None:
+            prev = self.none[None, None].expand(batch, count, 3, h)
+        else:
+            prev = torch.stack(
+                [
+                    self.prev_device(devices)[previous[..., 0]],
+                    self.prev_fusion(previous[..., 1]),
+                    self.prev_priority(previous[..., 2]),
+                ],
+                dim=2,
+            )
+        tokens = self.superposition(tokens + prev, graph_embedding)  # (B, N, 3, H)
+        tokens = tokens + self._cross_task(self.norm(tokens))
+        place = self.place_query(tokens[:, :, 0]) @ devices.T / (h**0.5)  # (B, N, D)
+        if position is not None and ordinal is not None:
+            place = place - self.contiguity * (position[:, None] - ordinal[None, :]).pow(2) * 10.0
+        place = place.masked_fill(~mask[None], float("-inf"))
+        return place, self.fusion_out(tokens[:, :, 1]), self.priority_out(tokens[:, :, 2])
+
+
+    def _cross_task(self, x: torch.Tensor) -> torch.Tensor:
+        """Multi-head attention among each node's three task tokens (B, N, 3, H), as einsums:
+        with three tokens, batched matmuls beat a generic attention kernel's per-call overhead."""
+        heads = self.config.heads
+        *lead, tasks, h = x.shape
+        q, k, v = self.qkv(x).view(*lead, tasks, 3, heads, h // heads).unbind(-3)
+        scores = torch.einsum("...thd,...shd->...hts", q, k) / (h // heads) ** 0.5
+        out = torch.einsum("...hts,...shd->...thd", scores.softmax(-1), v)
+        return self.mix(out.reshape(*lead, tasks, h))
+
+
+class ValueHead(nn.Module):
+    def __init__(self, config: PolicyConfig) -> None:
+        super().__init__()
+        h = config.hidden
+        self.mlp = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, 1))
+
+    def forward(self, nodes: torch.Tensor, graph_embedding: torch.Tensor) -> torch.Tensor:
+        mean = nodes.mean(0) if nodes.shape[0] else nodes.new_zeros(nodes.shape[1])
+        return self.mlp(torch.cat([graph_embedding, mean])).squeeze(-1)

@@ -1,0 +1,117 @@
+"""`GoPolicy`: encoder + joint heads + value head, with iterative non-autoregressive sampling.
+
+One call encodes the graph once (GraphSAGE and segmented attention do not depend on the
+decisions), then runs the heads `iterations` times: iteration t samples every node's three
+actions in parallel, conditioned on iteration t-1's samples. `sample` draws `samples` episodes
+at once (a batch dimension through the heads), `evaluate` recomputes log-probabilities and
+entropies of stored actions for PPO (all iterations in one batch, teacher-forced on the stored
+previous iteration). An episode's log-probability is the sum over iterations, nodes and tasks.
+
+Actions are int64 (iterations, samples, N, 3): device index, fusion level, priority level; the
+last iteration's actions are the episode's decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from compiler_opt.policy.config import PolicyConfig
+from compiler_opt.policy.encoder import GraphEncoder
+from compiler_opt.policy.features import DEVICE_FEATURE_NAMES, PolicyInputs
+from compiler_opt.policy.heads import JointHeads, ValueHead
+
+__all__ = ["Encoded", "GoPolicy", "Sampled"]
+
+
+@dataclass
+class Encoded:
+    nodes: torch.Tensor  # (N, H)
+    graph: torch.Tensor  # (H,)
+    devices: torch.Tensor  # (D, H)
+    mask: torch.Tensor  # (N, D) bool
+    position: torch.Tensor  # (N,) topological depth 0..1
+    ordinal: torch.Tensor  # (D,) device ordinal among its kind 0..1
+
+
+@dataclass
+class Sampled:
+    actions: torch.Tensor  # (T, K, N, 3) int64
+    log_prob: torch.Tensor  # (K,) summed over iterations, nodes and tasks
+    value: torch.Tensor  # () the value head's estimate for the graph
+
+
+def _log_softmax_parts(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log-probabilities and per-row entropy; -inf logits (masked) contribute nothing."""
+    logp = torch.log_softmax(logits, dim=-1)
+    p = logp.exp()
+    # Masked entries: p = 0 and logp = -inf; zero the log first so no NaN reaches the gradient.
+    entropy = -(p * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1)
+    return logp, entropy
+
+
+class GoPolicy(nn.Module):
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or PolicyConfig()
+        self.encoder = GraphEncoder(self.config)
+        self.heads = JointHeads(self.config)
+        self.value_head = ValueHead(self.config)
+
+    def encode(self, inputs: PolicyInputs) -> Encoded:
+        nodes, graph = self.encoder(inputs)
+        devices = self.heads.device_embeddings(inputs.device_x, graph)
+        ordinal = inputs.device_x[:, DEVICE_FEATURE_NAMES.index("ordinal")]
+        return Encoded(nodes, graph, devices, inputs.device_mask, inputs.position, ordinal)
+
+    def value(self, encoded: Encoded) -> torch.Tensor:
+        return self.value_head(encoded.nodes, encoded.graph)
+
+    def _logits(self, enc: Encoded, previous: torch.Tensor | None, batch: int) -> tuple[torch.Tensor, ...]:
+        return self.heads(enc.nodes, enc.graph, enc.devices, enc.mask, previous, batch, enc.position, enc.ordinal)
+
+    @torch.no_grad()
+    def sample(
+        self, inputs: PolicyInputs, samples: int = 1, *, generator: torch.Generator | None = None, greedy: bool = False
+    ) -> Sampled:
+        """Draw `samples` episodes (greedy: the most likely action at every iteration)."""
+        enc = self.encode(inputs)
+        previous = None
+        steps = []
+        total = torch.zeros(samples)
+        for _ in range(self.config.iterations):
+            chosen = []
+            for logits in self._logits(enc, previous, samples):
+                logp = torch.log_softmax(logits, dim=-1)
+                if greedy:
+                    action = logits.argmax(-1)
+                else:
+                    uniform = torch.rand(logits.shape, generator=generator).clamp_(1e-20, 1.0)
+                    # Gumbel-max: a masked device (-inf) can never win.
+                    action = (logits - torch.log(-torch.log(uniform))).argmax(-1)
+                total += logp.gather(-1, action.unsqueeze(-1)).squeeze(-1).sum(-1)
+                chosen.append(action)
+            previous = torch.stack(chosen, dim=-1)
+            steps.append(previous)
+        return Sampled(torch.stack(steps), total, self.value(enc))
+
+    def evaluate(self, inputs: PolicyInputs, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log_prob (K,), mean entropy per node (K,), value ()) of stored `actions` (T, K, N, 3)."""
+        enc = self.encode(inputs)
+        iterations, samples, count, _ = actions.shape
+        parts = [(None, actions[0], samples)]
+        if iterations > 1:
+            flat_prev = actions[:-1].reshape((iterations - 1) * samples, count, 3)
+            flat_act = actions[1:].reshape((iterations - 1) * samples, count, 3)
+            parts.append((flat_prev, flat_act, (iterations - 1) * samples))
+        log_prob = torch.zeros(samples)
+        entropy = torch.zeros(samples)
+        for previous, act, batch in parts:
+            for task, logits in enumerate(self._logits(enc, previous, batch)):
+                logp, ent = _log_softmax_parts(logits)
+                chosen = logp.gather(-1, act[..., task : task + 1]).squeeze(-1).sum(-1)  # (batch,)
+                log_prob = log_prob + chosen.view(-1, samples).sum(0)
+                entropy = entropy + ent.mean(-1).view(-1, samples).sum(0)
+        return log_prob, entropy / iterations, self.value(enc)

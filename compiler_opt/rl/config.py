@@ -1,0 +1,66 @@
+"""`TrainConfig`: everything a training run depends on, at the driver edge only (MLGO style).
+
+Stored in every checkpoint (with the command line) so a run can be reproduced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from graph_ir.errors import CompilerOptError
+
+__all__ = ["MODES", "TrainConfig", "TrainConfigError"]
+
+MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
+
+
+class TrainConfigError(CompilerOptError):
+    """A training configuration that cannot run (unknown mode, empty workload list, bad sizes)."""
+
+
+@dataclass
+class TrainConfig:
+    mode: str = "pretrain"
+    workloads: list[str] = field(default_factory=list)  # suite names ("rnnlm-2", "gnmt-4:inference") or model files
+    devices: list[str] = field(default_factory=lambda: ["4xV100"])  # one environment per (workload, devices)
+    iterations: int = 100  # PPO iterations (zero-shot: ignored)
+    graphs_per_iteration: int = 4  # environments sampled per iteration
+    samples_per_graph: int = 8  # episodes per environment per iteration (K)
+    ppo_epochs: int = 2
+    learning_rate: float = 3e-4
+    clip: float = 0.2
+    entropy_coef: float = 0.01
+    value_coef: float = 0.5
+    max_grad_norm: float = 1.0
+    reference: str = "human-expert"  # classical placement whose step time scales the reward
+    oom_penalty: float = 1.0
+    invalid_penalty: float = 4.0
+    seed: int = 0
+    max_seconds: float = 0.0  # stop after this much wall time (0: no limit)
+    checkpoint_every_s: float = 300.0
+    out_dir: str = "runs/go"
+    init_checkpoint: str = ""  # start from these weights (fine-tune; zero-shot)
+    zero_shot_samples: int = 8  # zero-shot: greedy answer plus this many samples, best kept
+    policy: dict[str, int] = field(default_factory=dict)  # PolicyConfig overrides
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise TrainConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}", field="mode")
+        if not self.workloads:
+            raise TrainConfigError("no workloads to train on", field="workloads")
+        if self.mode in ("go-one", "fine-tune", "zero-shot") and len(self.workloads) * len(self.devices) != 1:
+            raise TrainConfigError(f"mode {self.mode} works on one graph and one topology", field="workloads")
+        for name in ("iterations", "graphs_per_iteration", "samples_per_graph", "ppo_epochs"):
+            if getattr(self, name) < 1:
+                raise TrainConfigError(f"{name} must be at least 1, got {getattr(self, name)}", field=name)
+        if self.samples_per_graph < 2 and self.mode != "zero-shot":
+            raise TrainConfigError("samples_per_graph must be at least 2 (advantages are normalised per graph)", field="samples_per_graph")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,128 @@
+"""One training environment: a graph on a topology, compiled once, scored by the simulator.
+
+An episode is one joint decision for the whole graph (device, fusion group, priority per node).
+`GraphEnvironment.score(actions)` decodes it to `Decisions` (no IR rewriting) and runs one
+`simulate()` on the `SimulationProblem` built at construction. The reward is
+`-sqrt(step_time / reference_step_time)` where the reference is a classical placement
+(`reference`, default the human-expert layer-wise split) with the framework's default greedy
+fusion (the `fuse` pass) and default priorities. A placement that runs out of memory in the
+simulator pays `oom_penalty * (1 + overflow)` on top (overflow: the worst device's peak / capacity
+- 1, capped at 4); decisions the simulator rejects score `-invalid_penalty`. The cost source is
+whatever the problem was built with: the reward code never asks which.
+
+The reference is computed on first use: the `fuse` pass's search on a 10k-node graph takes tens
+of seconds, and zero-shot inference (which ranks episodes by step time) never needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from compiler_opt.policy.decode import DecisionDecoder
+from compiler_opt.policy.features import PolicyInputs, policy_inputs
+from cost_model.decisions import DecisionError, Decisions
+from cost_model.costs import SimulationProblem, simulate
+
+if TYPE_CHECKING:
+    from cost_model.devices.topology import Topology
+    from graph_ir.graph import Graph
+
+__all__ = ["EpisodeScore", "GraphEnvironment"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_OVERFLOW = 4.0
+
+
+@dataclass(frozen=True)
+class EpisodeScore:
+    reward: float  # NaN when scored without a reward (zero-shot ranking)
+    step_time_s: float  # inf when invalid
+    oom: bool
+    invalid: bool
+
+    @property
+    def rank_key(self) -> tuple[bool, bool, float]:
+        """Valid before invalid, fitting before OOM, then faster first."""
+        return (self.invalid, self.oom, self.step_time_s)
+
+
+class GraphEnvironment:
+    def __init__(
+        self,
+        name: str,
+        graph: Graph,
+        topology: Topology,
+        *,
+        reference: str = "human-expert",
+        oom_penalty: float = 1.0,
+        invalid_penalty: float = 4.0,
+        problem: SimulationProblem | None = None,
+        placement_only: bool = False,
+    ) -> None:
+        self.name = name
+        self.graph = graph
+        self.topology = topology
+        self.problem = problem if problem is not None else SimulationProblem.from_graph(graph, topology)
+        self.inputs: PolicyInputs = policy_inputs(self.problem)
+        self.decoder = DecisionDecoder(self.problem)
+        # Placement-only ablation: the policy's fusion and priority actions are ignored; the
+        # default greedy fusion and priorities are used, as for the classical methods.
+        self.placement_only = placement_only
+        self.oom_penalty = oom_penalty
+        self.invalid_penalty = invalid_penalty
+        self.capacity = np.array([d.memory_bytes for d in topology.devices], dtype=np.float64)
+        self.reference_name = reference
+
+    @functools.cached_property
+    def reference_decisions(self) -> Decisions:
+        return self.classical(self.reference_name)
+
+    @functools.cached_property
+    def reference_step_s(self) -> float:
+        step = max(simulate(self.problem, self.reference_decisions).step_time_s, 1e-12)
+        logger.info("%s: %d nodes, reference %s %.4g s", self.label, self.problem.num_nodes, self.reference_name, step)
+        return step
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.topology.name}"
+
+    def classical(self, method: str) -> Decisions:
+        """A classical placement with the default greedy fusion and priorities."""
+        from passes.placement import place
+
+        device = place(self.graph, method, self.topology).device
+        return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
+
+    def decisions(self, actions: np.ndarray) -> Decisions:
+        if self.placement_only:
+            device = np.asarray(actions)[:, 0].astype(np.int32)
+            return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
+        return self.decoder.decisions(actions)
+
+    def score_decisions(self, decisions: Decisions, *, with_reward: bool = True) -> EpisodeScore:
+        try:
+            result = simulate(self.problem, decisions)
+        except DecisionError as err:
+            logger.debug("%s: invalid decisions: %s", self.label, err)
+            return EpisodeScore(-self.invalid_penalty, math.inf, False, True)
+        step = result.step_time_s
+        overflow = float(np.max(result.peak_memory_bytes / self.capacity - 1.0))
+        oom = overflow > 0
+        if not with_reward:
+            return EpisodeScore(math.nan, step, oom, False)
+        reward = -math.sqrt(step / self.reference_step_s)
+        if oom:
+            reward -= self.oom_penalty * (1.0 + min(overflow, _MAX_OVERFLOW))
+        return EpisodeScore(reward, step, oom, False)
+
+    def score(self, actions: np.ndarray, *, with_reward: bool = True) -> EpisodeScore:
+        """Score one episode's final actions, int (N, 3)."""
+        return self.score_decisions(self.decisions(actions), with_reward=with_reward)

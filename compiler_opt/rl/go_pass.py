@@ -1,0 +1,95 @@
+"""The `go` pass: the learned GO policy as a pipeline pass.
+
+    run_pipeline(graph, "go{mode=zero-shot}", target=Target.resolve(devices="4xV100"))
+    run_pipeline(graph, "go{mode=zero-shot,devices=4xV100}")     # the same, the target from the pass
+    run_pipeline(graph, "go{mode=fine-tune,budget=20,checkpoint=runs/pretrain/best.pt}")
+
+Modes: `zero-shot` (the checkpoint's greedy decision and `budget` samples, best kept), `fine-tune`
+(`budget` PPO iterations from the checkpoint), `one` (GO-one: `budget` PPO iterations from fresh
+weights on this graph alone). The best decisions the simulator saw are written onto the nodes'
+`device`, `fusion_group` and `priority`; if no episode fit in memory the reference placement
+(human-expert with default fusion) is written instead and a warning says so.
+
+`passes/` never imports `compiler_opt`: the pass is registered by importing this module and,
+for installed copies, through the `compiler_opt.passes` entry point in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from passes.infra.base import Pass, PassError, PassResult, option
+from passes.infra.registry import register_pass
+
+if TYPE_CHECKING:
+    from graph_ir.graph import Graph
+    from passes.infra.context import PassContext
+
+__all__ = ["GoPass", "GO_MODES"]
+
+logger = logging.getLogger(__name__)
+
+GO_MODES = ("zero-shot", "fine-tune", "one")
+
+
+@register_pass
+@dataclass(frozen=True)
+class GoPass(Pass):
+    """Joint placement, fusion and scheduling by the learned GO policy."""
+
+    name = "go"
+    mode: str = option("zero-shot", "zero-shot | fine-tune | one")
+    checkpoint: str = option("", "policy checkpoint (empty: the one shipped in the package)")
+    budget: int = option(8, "zero-shot: samples beside the greedy answer; fine-tune/one: PPO iterations")
+    devices: str = option("", "override the target's topology (a preset, NxGPU, or a YAML/JSON file); empty: the target's")
+    samples: int = option(8, "episodes per PPO iteration (fine-tune, one)")
+    seed: int = option(0, "random seed")
+
+    def __post_init__(self) -> None:
+        if self.mode not in GO_MODES:
+            raise PassError(f"go: mode must be one of {', '.join(GO_MODES)}, got {self.mode!r}", pass_name=self.name, field="mode")
+        if self.budget < 0 or self.samples < 2:
+            raise PassError("go: budget must be >= 0 and samples >= 2", pass_name=self.name, field="budget")
+
+    def call(self, graph: Graph, context: PassContext) -> PassResult:
+        import torch
+
+        from compiler_opt.rl.config import TrainConfig
+        from compiler_opt.rl.environment import GraphEnvironment
+        from compiler_opt.rl.trainer import make_policy, run_training, zero_shot
+
+        target = context.target
+        topology = target.topology
+        # Rollouts are scored through the cost door: the target's devices and kernel cost source.
+        env = GraphEnvironment(graph.name or "graph", graph, topology, problem=target.problem(graph))
+        mode = {"one": "go-one"}.get(self.mode, self.mode)
+        config = TrainConfig(
+            mode=mode,
+            workloads=[env.name],
+            devices=[target.devices_label],
+            iterations=max(self.budget, 1),
+            graphs_per_iteration=1,
+            samples_per_graph=self.samples,
+            zero_shot_samples=self.budget,
+            seed=self.seed,
+            init_checkpoint="" if mode == "go-one" else (self.checkpoint or "default"),
+            out_dir="",
+        )
+        policy = make_policy(config)
+        with torch.random.fork_rng():
+            candidates = [] if mode == "go-one" else [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed)]
+            if mode != "zero-shot" and self.budget > 0:
+                result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
+                candidates.extend(result.best.values())
+        fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)]
+        if fitting:
+            best = min(fitting, key=lambda c: c.score.step_time_s)
+            decisions = best.decisions
+            logger.info("go (%s): simulated step %.4g s", self.mode, best.score.step_time_s)
+        else:
+            logger.warning("go (%s): no decision fit in memory; writing the reference placement", self.mode)
+            decisions = env.reference_decisions
+        decisions.apply(graph, topology, nodes=env.problem.nodes)
+        return PassResult(graph, True)

@@ -1,0 +1,81 @@
+"""PPO over a set of graphs (clipped objective, value loss, entropy bonus).
+
+One episode is one joint decision for a whole graph; its log-probability is the sum over
+refinement iterations, nodes and tasks (`GoPolicy.evaluate`). Advantages are normalised within
+each graph: the K episodes of a graph are compared with each other, so a graph whose step times
+are naturally larger does not dominate. (With a value that depends on the graph only, the
+normalised advantage equals the normalised reward; the value head is still trained on the
+rewards and reported, as GO's is.) The ratio of summed log-probabilities is clipped in log space
+at +-20 before `exp` so one large-graph episode cannot overflow it; PPO's clip does the rest.
+Entropy is the mean per-node entropy summed over tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import torch
+
+if TYPE_CHECKING:
+    from compiler_opt.policy.network import GoPolicy
+    from compiler_opt.rl.config import TrainConfig
+    from compiler_opt.rl.rollout import GraphRollout
+
+__all__ = ["PPOStats", "PPOTrainer", "normalized_advantages"]
+
+
+@dataclass(frozen=True)
+class PPOStats:
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    clip_fraction: float
+    grad_norm: float
+
+
+def normalized_advantages(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(r - mean) / std within one graph's episodes; all-equal rewards give zeros."""
+    centered = rewards - rewards.mean()
+    std = centered.pow(2).mean().sqrt()
+    return centered / (std + eps) if std > eps else torch.zeros_like(rewards)
+
+
+class PPOTrainer:
+    def __init__(self, policy: GoPolicy, config: TrainConfig) -> None:
+        self.policy = policy
+        self.config = config
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+
+    def update(self, rollouts: Sequence[GraphRollout]) -> PPOStats:
+        cfg = self.config
+        self.policy.train()
+        totals = {"policy": 0.0, "value": 0.0, "entropy": 0.0, "clipped": 0.0, "grad": 0.0}
+        steps = 0
+        for _ in range(cfg.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for rollout in rollouts:
+                rewards = rollout.rewards
+                advantages = normalized_advantages(rewards)
+                log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions)
+                log_ratio = (log_prob - rollout.old_log_prob).clamp(-20.0, 20.0)
+                ratio = log_ratio.exp()
+                unclipped = ratio * advantages
+                clipped = ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * advantages
+                policy_loss = -torch.min(unclipped, clipped).mean()
+                value_loss = (value - rewards).pow(2).mean()
+                entropy_mean = entropy.mean()
+                loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy_mean
+                (loss / len(rollouts)).backward()
+                totals["policy"] += float((policy_loss).detach())
+                totals["value"] += float((value_loss).detach())
+                totals["entropy"] += float((entropy_mean).detach())
+                totals["clipped"] += float(((ratio.detach() - 1.0).abs() > cfg.clip).float().mean())
+            grad = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            totals["grad"] += float(grad)
+            self.optimizer.step()
+            steps += 1
+        count = max(steps * len(rollouts), 1)
+        return PPOStats(
+            totals["policy"] / count, totals["value"] / count, totals["entropy"] / count, totals["clipped"] / count, totals["grad"] / max(steps, 1)
+        )

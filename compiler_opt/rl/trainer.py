@@ -1,0 +1,218 @@
+"""The training loop and the four modes.
+
+- `go-one`: a fresh policy trained by PPO on one graph; the answer is the best episode seen.
+- `pretrain`: PPO over many graphs (each iteration samples `graphs_per_iteration` environments).
+- `zero-shot`: a pretrained policy, no training: its greedy decision and `zero_shot_samples`
+  samples are simulated and the best is kept.
+- `fine-tune`: a pretrained policy trained further on one graph for `iterations` iterations.
+
+Seeded: the policy's initial weights, environment choice and every sample come from
+`config.seed` (torch is set to deterministic algorithms where it has them). Progress shows the
+best step time so far (as a ratio to the reference, averaged over graphs when there are many).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import torch
+
+from compiler_opt.policy.checkpoint import load_checkpoint
+from compiler_opt.policy.config import PolicyConfig
+from compiler_opt.policy.network import GoPolicy
+from compiler_opt.rl.config import TrainConfig, TrainConfigError
+from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
+from compiler_opt.rl.ppo import PPOTrainer
+from compiler_opt.rl.rollout import collect_rollouts
+from compiler_opt.rl.saver import CheckpointSaver
+from compiler_opt.rl.scalars import ScalarLogger
+
+if TYPE_CHECKING:
+    from cost_model.decisions import Decisions
+    from graph_ir.graph import Graph
+
+__all__ = ["BestFound", "TrainResult", "build_environments", "load_graph", "make_policy", "run_training", "zero_shot"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BestFound:
+    decisions: Decisions
+    score: EpisodeScore
+    env: GraphEnvironment
+
+    @property
+    def reference_step_s(self) -> float:
+        return self.env.reference_step_s  # computed on first use
+
+    @property
+    def ratio(self) -> float:
+        return self.score.step_time_s / self.reference_step_s
+
+
+@dataclass
+class TrainResult:
+    policy: GoPolicy
+    best: dict[str, BestFound]
+    iterations: int
+    seconds: float
+    scalar_backend: str = ""
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def load_graph(spec: str) -> tuple[str, Graph]:
+    """A suite workload (`name` or `name:mode`, default sizes) or a model file."""
+    from compiler_opt.workloads import build_workload
+    from compiler_opt.workloads.registry import parse_workload_spec
+
+    parsed = parse_workload_spec(spec)
+    if parsed is not None:
+        workload, mode = parsed
+        return f"{workload.name}:{mode}", build_workload(workload.name, mode)
+    import graph_ir
+
+    return spec, graph_ir.load(spec)
+
+
+def build_environments(config: TrainConfig, graphs: Sequence[tuple[str, Graph]] | None = None) -> list[GraphEnvironment]:
+    from cost_model.devices.loader import load_topology
+
+    loaded = list(graphs) if graphs is not None else [load_graph(spec) for spec in config.workloads]
+    envs = []
+    for devices in config.devices:
+        topology = load_topology(devices)
+        for name, graph in loaded:
+            envs.append(
+                GraphEnvironment(
+                    name, graph, topology, reference=config.reference, oom_penalty=config.oom_penalty, invalid_penalty=config.invalid_penalty
+                )
+            )
+    return envs
+
+
+def make_policy(config: TrainConfig) -> GoPolicy:
+    """Fresh weights from the seed, or the checkpoint `init_checkpoint` (required for
+    zero-shot and fine-tune; "default" means the checkpoint shipped in the package)."""
+    torch.manual_seed(config.seed)
+    if config.init_checkpoint:
+        policy, _ = load_checkpoint(None if config.init_checkpoint == "default" else config.init_checkpoint)
+        return policy
+    if config.mode in ("zero-shot", "fine-tune"):
+        raise TrainConfigError(f"mode {config.mode} needs a pretrained checkpoint (init_checkpoint)", field="init_checkpoint")
+    return GoPolicy(PolicyConfig.from_dict(config.policy))
+
+
+def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: Decisions, score: EpisodeScore) -> None:
+    if score.invalid or score.oom:
+        return
+    known = best.get(env.label)
+    if known is None or score.step_time_s < known.score.step_time_s:
+        best[env.label] = BestFound(decisions, score, env)
+
+
+def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0) -> BestFound:
+    """The policy's greedy decision and `samples` sampled ones, simulated; the best by
+    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference."""
+    generator = torch.Generator().manual_seed(seed)
+    rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False)[0]
+    index, score = rollout.best()
+    return BestFound(rollout.decisions[index], score, env)
+
+
+def run_training(
+    config: TrainConfig,
+    *,
+    command: str = "",
+    envs: Sequence[GraphEnvironment] | None = None,
+    policy: GoPolicy | None = None,
+    progress: bool = True,
+    save: bool = True,
+) -> TrainResult:
+    """Run `config.mode` (module docstring). `save=False`: no checkpoints or scalar files (the
+    `go` pass's fine-tune and GO-one runs, whose result is the decisions)."""
+    began = time.monotonic()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    envs = list(envs) if envs is not None else build_environments(config)
+    policy = policy if policy is not None else make_policy(config)
+    best: dict[str, BestFound] = {}
+    if config.mode == "zero-shot":
+        for env in envs:
+            best[env.label] = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed)
+        return TrainResult(policy, best, 0, time.monotonic() - began)
+
+    trainer = PPOTrainer(policy, config)
+    scalars = ScalarLogger(config.out_dir) if save else None
+    saver = CheckpointSaver(config.out_dir, every_s=config.checkpoint_every_s, train_config=config.to_dict(), command=command) if save else None
+    rng = np.random.default_rng(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    history: list[dict[str, float]] = []
+    bar = _progress(config.iterations, progress)
+    iteration = 0
+    try:
+        for iteration in range(1, config.iterations + 1):
+            started = time.monotonic()
+            chosen = rng.choice(len(envs), size=min(config.graphs_per_iteration, len(envs)), replace=False)
+            batch = [envs[i] for i in sorted(chosen.tolist())]
+            rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator)
+            for rollout in rollouts:
+                index, score = rollout.best()
+                _update_best(best, rollout.env, rollout.decisions[index], score)
+            stats = trainer.update(rollouts)
+            rewards = torch.cat([r.rewards for r in rollouts])
+            ratios = [b.ratio for b in best.values()]
+            record = {
+                "iteration": iteration,
+                "reward_mean": float(rewards.mean()),
+                "reward_max": float(rewards.max()),
+                "oom_fraction": float(np.mean([s.oom for r in rollouts for s in r.scores])),
+                "best_ratio_geomean": float(np.exp(np.mean(np.log(ratios)))) if ratios else math.nan,
+                "policy_loss": stats.policy_loss,
+                "value_loss": stats.value_loss,
+                "entropy": stats.entropy,
+                "clip_fraction": stats.clip_fraction,
+                "grad_norm": stats.grad_norm,
+                "seconds": time.monotonic() - started,
+            }
+            history.append(record)
+            if scalars is not None and saver is not None:
+                for key, value in record.items():
+                    if key != "iteration":
+                        scalars.scalar(f"train/{key}", value, iteration)
+                saver.step(policy, record["reward_mean"], record)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(best=_best_text(best, envs), reward=f"{record['reward_mean']:.3f}")
+            if config.max_seconds and time.monotonic() - began >= config.max_seconds:
+                logger.info("stopping after %.0f s (max_seconds)", time.monotonic() - began)
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+        if scalars is not None:
+            scalars.close()
+    if saver is not None:
+        saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
+    backend = scalars.backend if scalars is not None else "none"
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history)
+
+
+def _best_text(best: dict[str, BestFound], envs: Sequence[GraphEnvironment]) -> str:
+    if len(envs) == 1 and best:
+        found = next(iter(best.values()))
+        return f"{found.score.step_time_s * 1e3:.3f} ms ({found.ratio:.3f}x ref)"
+    ratios = [b.ratio for b in best.values()]
+    return f"{float(np.exp(np.mean(np.log(ratios)))):.3f}x ref" if ratios else "-"
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="PPO", unit="it", dynamic_ncols=True)

@@ -1,0 +1,113 @@
+"""The GO network: shapes, masking, stop-gradient segment memory, variable device counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from compiler_opt.policy import GoPolicy, PolicyConfig, allowed_devices, policy_inputs
+from compiler_opt.policy.encoder import SegmentAttention, Superposition
+from compiler_opt.workloads.synthetic import random_onnx_dag
+from cost_model.devices.loader import load_topology
+from cost_model.simulator import SimulationProblem
+from graph_ir.io.onnx_import import import_onnx
+
+SMALL = PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=1, attention_layers=1)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():  # type: ignore[no-untyped-def]
+    """Two shared cores: torch's own thread pool only adds contention (and 10x wall time)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def problem() -> SimulationProblem:
+    graph = import_onnx(random_onnx_dag(120, seed=3))
+    return SimulationProblem.from_graph(graph, load_topology("4xV100"))
+
+
+def test_shapes_and_log_prob_consistency(problem: SimulationProblem) -> None:
+    torch.manual_seed(0)
+    policy = GoPolicy(SMALL).eval()
+    inputs = policy_inputs(problem)
+    n, d = problem.num_nodes, problem.num_devices
+    assert inputs.node_x.shape[0] == n and inputs.device_x.shape[0] == d and inputs.device_mask.shape == (n, d)
+    sampled = policy.sample(inputs, 5, generator=torch.Generator().manual_seed(1))
+    assert sampled.actions.shape == (SMALL.iterations, 5, n, 3)
+    assert sampled.log_prob.shape == (5,) and torch.isfinite(sampled.log_prob).all()
+    actions = sampled.actions
+    assert int(actions[..., 1].max()) < SMALL.fusion_levels and int(actions[..., 2].max()) < SMALL.priority_levels
+    # evaluate() teacher-forces the stored iterations and must give the sampler's log-probability.
+    log_prob, entropy, value = policy.evaluate(inputs, actions)
+    torch.testing.assert_close(log_prob, sampled.log_prob, rtol=1e-4, atol=1e-2)
+    assert entropy.shape == (5,) and (entropy > 0).all() and value.shape == ()
+    log_prob.sum().backward()
+    grads = [p.grad for p in policy.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_no_masked_device_is_ever_sampled(problem: SimulationProblem) -> None:
+    torch.manual_seed(0)
+    policy = GoPolicy(SMALL).eval()
+    inputs = policy_inputs(problem)
+    # The host CPU of 4xV100 is masked for every node by default.
+    cpu = [i for i, dev in enumerate(problem.topology.devices) if dev.kind == "cpu"]
+    assert cpu and not inputs.device_mask[:, cpu].any()
+    rng = np.random.default_rng(0)
+    mask = rng.random(inputs.device_mask.shape) < 0.5
+    mask[np.arange(mask.shape[0]), rng.integers(0, mask.shape[1], mask.shape[0])] = True  # one device each
+    inputs.device_mask = torch.from_numpy(mask)
+    sampled = policy.sample(inputs, 64, generator=torch.Generator().manual_seed(2))
+    device = sampled.actions[..., 0].numpy()  # (T, K, N)
+    allowed = mask[np.arange(mask.shape[0])[None, None, :], device]
+    assert allowed.all()
+    greedy = policy.sample(inputs, 1, greedy=True).actions[..., 0].numpy()
+    assert mask[np.arange(mask.shape[0])[None, None, :], greedy].all()
+
+
+def test_memory_mask_forbids_devices_too_small() -> None:
+    graph = import_onnx(random_onnx_dag(30, seed=1))
+    topology = load_topology("2xV100")
+    problem = SimulationProblem.from_graph(graph, topology)
+    problem.node_bytes[:5] = topology.devices[0].memory_bytes * 2  # five nodes fit nowhere
+    mask = allowed_devices(problem)
+    assert mask.any(axis=1).all()  # every node keeps a device (the simulator then reports OOM)
+    assert not mask[5:, [i for i, d in enumerate(topology.devices) if d.kind == "cpu"]].any()
+
+
+@pytest.mark.parametrize("devices", ["2xV100", "8xV100"])
+def test_one_policy_serves_any_device_count(devices: str) -> None:
+    torch.manual_seed(0)
+    policy = GoPolicy(SMALL).eval()
+    problem = SimulationProblem.from_graph(import_onnx(random_onnx_dag(50, seed=2)), load_topology(devices))
+    sampled = policy.sample(policy_inputs(problem), 3, generator=torch.Generator().manual_seed(0))
+    gpus = {i for i, d in enumerate(problem.topology.devices) if d.kind != "cpu"}
+    assert set(np.unique(sampled.actions[..., 0].numpy()).tolist()) <= gpus
+
+
+def test_segment_memory_carries_no_gradient() -> None:
+    torch.manual_seed(0)
+    layer = SegmentAttention(hidden=8, heads=2, segment=4)
+    x = torch.randn(10, 8, requires_grad=True)  # segments [0:4], [4:8], [8:10] (padded)
+    out = layer(x)
+    assert out.shape == (10, 8)
+    # The second segment reads the first as memory: its output depends on it ...
+    bumped = x.detach().clone()
+    bumped[:4] += torch.randn(4, 8)  # (a constant shift would vanish in the LayerNorm)
+    assert not torch.allclose(layer(bumped)[4:8], out[4:8])
+    # ... but no gradient flows back into the previous segment (Transformer-XL's stop-gradient).
+    (grad,) = torch.autograd.grad(out[4:8].sum(), x)
+    assert torch.count_nonzero(grad[:4]) == 0 and torch.count_nonzero(grad[4:8]) > 0
+
+
+def test_superposition_starts_near_one() -> None:
+    torch.manual_seed(0)
+    module = Superposition(16)
+    x = torch.randn(5, 16)
+    scaled = module(x, torch.randn(16))
+    torch.testing.assert_close(scaled, x, rtol=0.05, atol=0.05)

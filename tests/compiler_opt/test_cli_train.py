@@ -1,0 +1,41 @@
+"""`compiler-opt train` in-process: go-one writes checkpoints carrying config and command;
+zero-shot applies one; errors exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from compiler_opt.cli.main import main
+from compiler_opt.policy import load_checkpoint
+from compiler_opt.workloads.synthetic import random_onnx_dag
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("train") / "dag.onnx"
+    onnx.save(random_onnx_dag(40, seed=2), str(path))
+    return path
+
+
+def test_go_one_then_zero_shot(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--mode", "go-one", "--workloads", str(model), "--devices", "2xV100", "--iterations", "2", "--samples", "2", "--out", str(out), "--threads", "1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "ratio to reference" in printed and "@2xV100" in printed
+    policy, meta = load_checkpoint(out / "latest.pt")
+    assert meta["command"].startswith("compiler-opt train --mode go-one")
+    assert meta["train_config"]["mode"] == "go-one" and meta["train_config"]["iterations"] == 2
+    assert (out / "best.pt").is_file() and (out / "scalars.csv").is_file() or (out / "tensorboard").is_dir()
+    argv = ["train", "--mode", "zero-shot", "--workloads", str(model), "--devices", "4xV100", "--checkpoint", str(out / "best.pt"), "--samples", "2", "--threads", "1"]
+    assert main(argv) == 0
+    assert "@4xV100" in capsys.readouterr().out
+
+
+def test_fine_tune_without_a_checkpoint_fails_cleanly(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "--mode", "fine-tune", "--workloads", str(model), "--out", str(tmp_path), "--threads", "1"]
+    assert main(argv) == 2
+    assert "init_checkpoint" in capsys.readouterr().err
