@@ -204,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--seed", type=int, default=0, help="seed of the randomised methods")
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
     bench_p.set_defaults(handler=_cmd_bench, file_arg=None)
+    from compiler_opt.cli.costmodel_lib import add_parsers as add_costmodel_parsers  # stdlib-only at import
+
+    add_costmodel_parsers(sub, common)
     return parser
 
 

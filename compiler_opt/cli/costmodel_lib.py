@@ -1,0 +1,146 @@
+"""`compiler-opt costmodel collect|train|evaluate` and `compiler-opt autotune`.
+
+This module imports only the standard library at import time (the CLI's start-up rule); every
+handler imports what it needs.
+
+    compiler-opt costmodel collect --task tile --out data/tile --configs 50 --seed 0
+    compiler-opt costmodel collect --task fusion --out data/fusion --configs 100 --seed 0
+    compiler-opt costmodel train data/tile -o model.pt --loss listmle --split program
+    compiler-opt costmodel evaluate model.pt data/tile --split program
+    compiler-opt autotune model.onnx --task tile --model model.pt --budget 5 -o tuned.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from typing import Any
+
+__all__ = ["add_parsers"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HLO_DIR = os.path.join("..", "shared", "testdata", "external", "hlo")
+
+
+def _cache(path: str | None, out: str) -> Any:
+    from cost_model.profiling.cache import ProfileCache
+
+    return ProfileCache(path or os.path.join(out, "measurements.sqlite"))
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    if args.task == "tile":
+        from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, suite_kernels, write_spec_list
+
+        os.makedirs(args.out, exist_ok=True)
+        listing = os.path.join(args.out, "kernels.json")
+        if os.path.isfile(listing):
+            specs = read_spec_list(listing)
+        else:
+            hlo_dir = args.hlo_dir if args.hlo_dir is not None else (DEFAULT_HLO_DIR if os.path.isdir(DEFAULT_HLO_DIR) else None)
+            specs = suite_kernels(hlo_dir=hlo_dir, max_flops=args.max_flops)
+            write_spec_list(specs, listing)
+        if args.max_kernels:
+            import numpy as np
+
+            keep = sorted(np.random.default_rng(args.seed).permutation(len(specs))[: args.max_kernels].tolist())
+            specs = [specs[i] for i in keep]
+        with _cache(args.cache, args.out) as cache:
+            summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
+                                           repeats=args.repeats, threads=args.threads, progress=not args.no_progress)
+    else:
+        from cost_model.measure.fusion.dataset import collect_fusion_dataset
+
+        with _cache(args.cache, args.out) as cache:
+            summary = collect_fusion_dataset(args.workloads or None, args.out, cache=cache, configs=args.configs, seed=args.seed,
+                                             repeats=args.repeats, progress=not args.no_progress)
+    noise = summary["noise_floor"]
+    print(f"{args.task}: {summary['kernels']} files in {args.out}, {summary['configs_per_kernel']} configs each; "
+          f"noise floor (test-retest |min2/min1-1|): median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from cost_model.learned.train import TrainConfig, train_and_save
+
+    config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
+                         lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads)
+    report = train_and_save(args.data, args.output, config)
+    print(json.dumps(report["metrics"], indent=2))
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from cost_model.learned.train import evaluate_saved
+
+    report = evaluate_saved(args.model, args.data, split=args.split, seed=args.seed, test_fraction=args.test_fraction)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    from passes.autotune.driver import autotune_file
+
+    report = autotune_file(args.model, args.output, task=args.task, cost_model=args.cost_model, budget=args.budget,
+                           top_k=args.top_k, cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
+    print(report.summary_line())
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register `costmodel` (collect/train/evaluate) and `autotune` on the CLI's subparsers."""
+    cm = sub.add_parser("costmodel", parents=[common], help="learned kernel cost model: collect data, train, evaluate")
+    cm_sub = cm.add_subparsers(dest="costmodel_command", metavar="STEP", required=True)
+
+    collect = cm_sub.add_parser("collect", parents=[common], help="measure kernels x configs on this machine into TpuGraphs-style .npz files")
+    collect.add_argument("--task", choices=("tile", "fusion"), required=True)
+    collect.add_argument("--out", required=True, metavar="DIR", help="dataset folder (one .npz per kernel/graph, dataset.json)")
+    collect.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite); reruns resume from it")
+    collect.add_argument("--configs", type=int, default=50, help="configurations per kernel/graph (default 50)")
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument("--repeats", type=int, default=5, help="timed rounds per config (default 5)")
+    collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
+    collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
+    collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
+    collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
+    collect.add_argument("--workloads", action="append", metavar="NAME[:MODE]", help="fusion: workloads to draw graphs from (default: a built-in list)")
+    collect.add_argument("--no-progress", action="store_true")
+    collect.set_defaults(handler=_cmd_collect, file_arg=None)
+
+    train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
+    train.add_argument("data", metavar="DIR")
+    train.add_argument("-o", "--output", required=True, metavar="MODEL.pt")
+    train.add_argument("--loss", choices=("mse", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--epochs", type=int, default=60)
+    train.add_argument("--hidden", type=int, default=64)
+    train.add_argument("--layers", type=int, default=3)
+    train.add_argument("--pooling", choices=("mean", "max", "mean+max", "attention"), default="mean+max")
+    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--split", choices=("random", "program"), default="random")
+    train.add_argument("--test-fraction", type=float, default=0.2)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threads", type=int, default=1)
+    train.set_defaults(handler=_cmd_train, file_arg="data")
+
+    evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
+    evaluate.add_argument("model", metavar="MODEL.pt")
+    evaluate.add_argument("data", metavar="DIR")
+    evaluate.add_argument("--split", choices=("random", "program", "all"), default="random")
+    evaluate.add_argument("--test-fraction", type=float, default=0.2)
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.set_defaults(handler=_cmd_evaluate, file_arg="model")
+
+    tune = sub.add_parser("autotune", parents=[common], help="pick tile sizes / fusions with the learned model, measuring only the top-k")
+    tune.add_argument("model", metavar="MODEL", help="model file (any importable format)")
+    tune.add_argument("-o", "--output", required=True, metavar="OUT")
+    tune.add_argument("--task", choices=("tile", "fusion"), required=True)
+    tune.add_argument("--cost-model", metavar="MODEL.pt", help="trained cost model (default: the one shipped in the package)")
+    tune.add_argument("--budget", type=int, default=200, metavar="N", help="candidates ranked by the model per kernel/graph")
+    tune.add_argument("--top-k", type=int, help="candidates measured for real (default 5 tile, 10 fusion)")
+    tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--no-progress", action="store_true")
+    tune.set_defaults(handler=_cmd_autotune, file_arg="model")
