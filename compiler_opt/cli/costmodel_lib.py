@@ -18,7 +18,7 @@ import logging
 import os
 from typing import Any
 
-__all__ = ["add_parsers"]
+__all__ = ["add_parsers", "autotune_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +81,34 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_autotune(args: argparse.Namespace) -> int:
-    from passes.autotune.driver import autotune_file
+def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5,
+                   cache_path: str | None = None, seed: int = 0, progress: bool = False) -> list[Any]:
+    """Load `model`, tune its tile kernels (see passes.autotune.tile), write the result to `output`."""
+    from compiler_opt.cli.convert_lib import save_atomically
+    from compiler_opt.cli.inspect_lib import load_model
+    from cost_model.learned.predictor import TilePredictor
+    from cost_model.measure.harness import Harness
+    from cost_model.measure.machine import machine_key
+    from cost_model.measure.tile.runner import host_target_text
+    from cost_model.profiling.cache import ProfileCache
+    from passes.autotune.tile import TileTuner, tvm_threads
 
-    report = autotune_file(args.model, args.output, task=args.task, cost_model=args.cost_model, budget=args.budget,
-                           top_k=args.top_k, cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
-    print(report.summary_line())
+    graph, _ = load_model(model)
+    predictor = TilePredictor.load(cost_model) if cost_model else TilePredictor.packaged()
+    with ProfileCache(cache_path) as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
+        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed).tune_graph(graph, progress=progress)
+    graph.verify()
+    save_atomically(graph, output)
+    return tunings
+
+
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget, top_k=args.top_k or 5,
+                             cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
+    for t in tunings:
+        print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
+    print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
     return 0
 
 
@@ -136,10 +158,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune = sub.add_parser("autotune", parents=[common], help="pick tile sizes / fusions with the learned model, measuring only the top-k")
     tune.add_argument("model", metavar="MODEL", help="model file (any importable format)")
     tune.add_argument("-o", "--output", required=True, metavar="OUT")
-    tune.add_argument("--task", choices=("tile", "fusion"), required=True)
+    tune.add_argument("--task", choices=("tile",), required=True, help="tile (fusion autotuning is not built yet)")
     tune.add_argument("--cost-model", metavar="MODEL.pt", help="trained cost model (default: the one shipped in the package)")
     tune.add_argument("--budget", type=int, default=200, metavar="N", help="candidates ranked by the model per kernel/graph")
-    tune.add_argument("--top-k", type=int, help="candidates measured for real (default 5 tile, 10 fusion)")
+    tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (default 5)")
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--no-progress", action="store_true")

@@ -24,11 +24,11 @@ from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import Harness, noise_floor, per_call_timer
 from cost_model.measure.machine import machine_key, machine_record
 from cost_model.measure.tile.collect import KernelResult, collect_kernel
-from cost_model.measure.tile.kernels import KernelSpec
+from cost_model.measure.tile.kernels import KernelSpec, TileKernel
 from cost_model.measure.tile.shapes import kernels_from_graph, scale_to_budget, unique_kernels
 from cost_model.profiling.cache import ProfileCache
 
-__all__ = ["collect_tile_dataset", "kernel_record", "program_of", "suite_kernels", "write_spec_list", "read_spec_list"]
+__all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "suite_kernels", "write_spec_list", "read_spec_list"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +74,20 @@ def read_spec_list(path: str | os.PathLike[str]) -> list[KernelSpec]:
     return [KernelSpec(d["kind"], tuple(d["dims"]), d.get("source", "")) for d in json.loads(Path(path).read_text(encoding="utf-8"))]
 
 
-def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int) -> KernelRecord:
-    """The TpuGraphs-schema record of one measured kernel."""
-    spec, kernel = result.spec, result.space.kernel
+def kernel_graph(kernel: TileKernel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(node_feat, node_opcode, edge_index [consumer, producer]) of a kernel's stage graph."""
     main = len(kernel.stages) - 1
-    feats = np.stack([node_features(st.shape, layout=st.layout, reduce_extents=st.reduce_extents, flops=spec.flops if i == main else 0.0)
+    feats = np.stack([node_features(st.shape, layout=st.layout, reduce_extents=st.reduce_extents, flops=kernel.spec.flops if i == main else 0.0)
                       for i, st in enumerate(kernel.stages)])
     opcodes = np.array([opcode_id(st.op) for st in kernel.stages], dtype=np.int64)
     edges = np.array([[i, j] for i, st in enumerate(kernel.stages) for j in st.inputs], dtype=np.int64).reshape(-1, 2)
+    return feats, opcodes, edges
+
+
+def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int) -> KernelRecord:
+    """The TpuGraphs-schema record of one measured kernel."""
+    spec = result.spec
+    feats, opcodes, edges = kernel_graph(result.space.kernel)
     texts = [c.text() for c in result.configs]
     runtime = np.array([result.measured.measurements[t].min_s for t in texts])
     median = np.array([result.measured.measurements[t].median_s for t in texts])

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["kernels_from_graph", "scale_to_budget", "unique_kernels"]
+__all__ = ["kernels_from_graph", "kernels_from_node", "scale_to_budget", "unique_kernels"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,9 @@ def _dot(node: Node, source: str) -> KernelSpec | None:
     lhs, rhs, out = _shape(node.inputs[0]), _shape(node.inputs[1]) if len(node.inputs) > 1 else None, _shape(node.outputs[0])
     if lhs is None or rhs is None or out is None:
         return None
+    if node.op_type == "Gemm" and len(out) == 2:
+        k = lhs[0] if node.attr("transA") else lhs[-1]
+        return KernelSpec("matmul", (out[0], out[1], k), source)
     dnums = node.attr("dot_dimension_numbers")
     if dnums is not None:
         contracting = list(getattr(dnums, "lhs_contracting_dimensions", ()))
@@ -75,7 +78,11 @@ def _dot(node: Node, source: str) -> KernelSpec | None:
 def _conv(node: Node, source: str) -> KernelSpec | None:
     data, weight, out = _shape(node.inputs[0]), _shape(node.inputs[1]) if len(node.inputs) > 1 else None, _shape(node.outputs[0])
     dnums = node.attr("convolution_dimension_numbers")
-    if data is None or weight is None or out is None or dnums is None:
+    if data is None or weight is None or out is None:
+        return None
+    if dnums is None and node.op_type == "Conv" and len(data) == 4 and len(weight) == 4:
+        return _onnx_conv(node, data, weight, source)
+    if dnums is None:
         return None
     spatial = list(getattr(dnums, "input_spatial_dimensions", ()))
     kspatial = list(getattr(dnums, "kernel_spatial_dimensions", ()))
@@ -98,6 +105,21 @@ def _conv(node: Node, source: str) -> KernelSpec | None:
     return KernelSpec("conv2d_nchw" if nchw else "conv2d_nhwc", (n, h, w, c, f, kh, kw, stride), source)
 
 
+def _onnx_conv(node: Node, data: tuple[int, ...], weight: tuple[int, ...], source: str) -> KernelSpec | None:
+    # ONNX Conv: NCHW data, OIHW weights; square strides only (the kernels take one stride).
+    n, c, h, w = data
+    f, _, kh, kw = weight
+    strides = tuple(node.attr("strides") or (1, 1))
+    group = int(node.attr("group") or 1)
+    if len(set(strides)) != 1:
+        return None
+    if group > 1 and group == c:
+        return KernelSpec("depthwise_nhwc", (n, h, w, c, kh, kw, int(strides[0])), source)
+    if group > 1:
+        return None
+    return KernelSpec("conv2d_nchw", (n, h, w, c, f, kh, kw, int(strides[0])), source)
+
+
 def _reduce(node: Node, source: str) -> KernelSpec | None:
     data, out = _shape(node.inputs[0]), _shape(node.outputs[0])
     if data is None or out is None:
@@ -111,23 +133,23 @@ def _reduce(node: Node, source: str) -> KernelSpec | None:
     return KernelSpec("ew_reduce" if chain else "reduce", (rows, cols), source)
 
 
+def kernels_from_node(node: Node, source: str = "") -> KernelSpec | None:
+    """The tile kernel of one dot / MatMul / Gemm, convolution or reduce node (None otherwise)."""
+    try:
+        if node.kind is OpKind.MATMUL and len(node.inputs) >= 2:
+            return _dot(node, source)
+        if node.kind is OpKind.CONV and len(node.inputs) >= 2:
+            return _conv(node, source)
+        if node.kind is OpKind.REDUCE and node.inputs:
+            return _reduce(node, source)
+    except (ValueError, TypeError, IndexError) as error:  # odd dims: skip the op, say so
+        logger.debug("%s: skipped %s (%s)", source, node.name, error)
+    return None
+
+
 def kernels_from_graph(graph: Graph, source: str) -> list[KernelSpec]:
     """Every dot, convolution and reduce of `graph` (subgraphs included) as a `KernelSpec`."""
-    found: list[KernelSpec] = []
-    for node in _nodes(graph):
-        spec = None
-        try:
-            if node.kind is OpKind.MATMUL:
-                spec = _dot(node, source)
-            elif node.kind is OpKind.CONV:
-                spec = _conv(node, source)
-            elif node.kind is OpKind.REDUCE and node.inputs:
-                spec = _reduce(node, source)
-        except (ValueError, TypeError, IndexError) as error:  # odd dims: skip the op, say so
-            logger.debug("%s: skipped %s (%s)", source, node.name, error)
-        if spec is not None:
-            found.append(spec)
-    return found
+    return [spec for spec in (kernels_from_node(node, source) for node in _nodes(graph)) if spec is not None]
 
 
 _SHRINK_ORDER = {  # which dims may shrink (windows and strides never do)

@@ -123,6 +123,10 @@ class TileSpace:
 
     def schedule(self, config: TileConfig) -> Any:
         """The scheduled IRModule of `config`."""
+        return self.schedule_object(config).mod
+
+    def schedule_object(self, config: TileConfig) -> Any:
+        """The `tvm.s_tir.Schedule` of `config` (MetaSchedule's feature extractor reads these)."""
         from tvm.s_tir import Schedule
 
         self.validate(config)
@@ -150,7 +154,7 @@ class TileSpace:
         if config.unroll > 0:
             sch.annotate(outer[0] if outer else order[0], "pragma_auto_unroll_max_step", config.unroll)
             sch.annotate(outer[0] if outer else order[0], "pragma_unroll_explicit", 1)
-        return sch.mod
+        return sch
 
     def _last_spatial(self) -> int:
         return max(i for i, r in enumerate(self.is_reduce) if not r)
