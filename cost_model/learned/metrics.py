@@ -68,4 +68,8 @@ def mean_metrics(rows: Iterable[dict[str, float]]) -> dict[str, float]:
     rows = list(rows)
     if not rows:
         return {}
-    return {key: float(np.nanmean([r[key] for r in rows])) for key in rows[0]} | {"kernels": len(rows)}
+    out: dict[str, float] = {}
+    for key in rows[0]:
+        values = np.array([r[key] for r in rows], dtype=np.float64)
+        out[key] = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else float("nan")
+    return out | {"kernels": len(rows)}
