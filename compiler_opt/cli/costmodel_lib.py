@@ -4,6 +4,7 @@ This module imports only the standard library at import time (the CLI's start-up
 handler imports what it needs.
 
     compiler-opt costmodel collect --task tile --out data/tile --configs 50 --seed 0
+    compiler-opt costmodel collect --task fusion --out data/fusion --configs 30 --seed 0
     compiler-opt costmodel train data/tile -o model.pt --loss listmle --split program
     compiler-opt costmodel evaluate model.pt data/tile --split program
     compiler-opt autotune model.onnx --task tile --model model.pt --budget 5 -o tuned.onnx
@@ -50,8 +51,14 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         with _cache(args.cache, args.out) as cache:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
                                            repeats=args.repeats, threads=args.threads, progress=not args.no_progress)
-    else:  # the parser only offers "tile"
-        raise ValueError(f"unknown task {args.task!r}")
+    else:
+        from cost_model.measure.fusion.collect import collect_fusion_dataset
+        from cost_model.measure.fusion.graphs import fusion_graphs
+
+        graphs = fusion_graphs(tuple(int(s) for s in args.scales.split(",")))
+        with _cache(args.cache, args.out) as cache:
+            summary = collect_fusion_dataset(graphs, args.out, cache=cache, configs=args.configs, seed=args.seed,
+                                             repeats=args.repeats, progress=not args.no_progress)
     noise = summary["noise_floor"]
     print(f"{args.task}: {summary['kernels']} files in {args.out}, {summary['configs_per_kernel']} configs each; "
           f"noise floor (test-retest |min2/min1-1|): median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
@@ -116,7 +123,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     cm_sub = cm.add_subparsers(dest="costmodel_command", metavar="STEP", required=True)
 
     collect = cm_sub.add_parser("collect", parents=[common], help="measure kernels x configs on this machine into TpuGraphs-style .npz files")
-    collect.add_argument("--task", choices=("tile",), required=True, help="tile (fusion data collection is not built yet)")
+    collect.add_argument("--task", choices=("tile", "fusion"), required=True)
     collect.add_argument("--out", required=True, metavar="DIR", help="dataset folder (one .npz per kernel/graph, dataset.json)")
     collect.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite); reruns resume from it")
     collect.add_argument("--configs", type=int, default=50, help="configurations per kernel/graph (default 50)")
@@ -126,6 +133,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
     collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
     collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
+    collect.add_argument("--scales", default="1,2", help="fusion: sizes of the built-in JAX programs (default 1,2)")
     collect.add_argument("--no-progress", action="store_true")
     collect.set_defaults(handler=_cmd_collect, file_arg=None)
 

@@ -1,8 +1,9 @@
 """Baselines beside the learned model, on the same splits and metrics (predicted log runtimes):
 
-- `roofline_predictions`: max(FLOPs / peak, bytes / bandwidth) + launch on this host as
-  `measure_host_device` measures it; one number per kernel, blind to the configuration (which
-  is the point: it cannot rank tiles; ties are scored at their expected value);
+- `roofline_predictions`: tile kernels: max(FLOPs / peak, bytes / bandwidth) + launch on this
+  host as `measure_host_device` measures it; one number per kernel, blind to the configuration
+  (which is the point: it cannot rank tiles; ties are scored at their expected value). Fusion
+  configurations: the simulator's step time with roofline kernels of this host, per config;
 - `GbdtBaseline`: gradient-boosted trees (XGBoost) on flat features: mean and max of the node
   features, the last (output) node's features and opcode, and the configuration's knob vector;
 Not here: MetaSchedule's own XGBModel. Its PerStoreFeature extractor segfaults in the
@@ -27,7 +28,11 @@ logger = logging.getLogger(__name__)
 
 
 def roofline_predictions(record: KernelRecord, device: object | None = None) -> np.ndarray:
+    """Log seconds; fusion files carry the simulator's roofline step time per config (`roofline_s`)."""
     from cost_model.roofline import roofline_time
+
+    if "roofline_s" in record.meta:
+        return np.log(np.asarray(record.meta["roofline_s"], dtype=np.float64))
 
     if device is None:
         from cost_model.profiling.host import measure_host_device
