@@ -28,6 +28,7 @@ DEFAULT_HLO_DIR = os.path.join("..", "shared", "testdata", "external", "hlo")
 def _cache(path: str | None, out: str) -> Any:
     from cost_model.profiling.cache import ProfileCache
 
+    os.makedirs(out, exist_ok=True)
     return ProfileCache(path or os.path.join(out, "measurements.sqlite"))
 
 
