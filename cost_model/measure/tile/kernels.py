@@ -10,7 +10,6 @@ stages that the learned model reads (`stages`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,8 +172,3 @@ def _conv(spec: KernelSpec, d: dict[str, int]) -> TileKernel:
 
 def _shape_ints(tensor: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in tensor.shape)
-
-
-def flops_per_byte(spec: KernelSpec, arg_shapes: tuple[tuple[int, ...], ...]) -> float:
-    total = sum(math.prod(s) for s in arg_shapes) * 4
-    return spec.flops / max(total, 1)

@@ -4,8 +4,8 @@ The space is MetaSchedule's CPU design space for a block with reductions, writte
 - multi-level tiling: every spatial loop split into 3 levels (S0, S1, S2), every reduction loop
   into 2 (R0, R1), by perfect factors (MetaSchedule's `sample_perfect_tile`, innermost factor at
   most `max_innermost`);
-- the loop order, one of `ORDERS`: "SRSRS" is MetaSchedule's "SSRSRS" structure with one spatial
-  level fewer; the others are the orders a hand schedule would try (reduction outside the inner
+- the loop order, one of `ORDERS`: "S0 S1 R0 S2 R1" is MetaSchedule's CPU "SSRSRS" structure
+  with one spatial level fewer; the others are the orders a hand schedule would try (reduction outside the inner
   spatial tile, or innermost);
 - vectorize the innermost loop when it is spatial (ParallelizeVectorizeUnroll's vectorize);
 - unroll: `pragma_auto_unroll_max_step` on the outer loop, from MetaSchedule's CPU list
