@@ -51,3 +51,17 @@ def test_bad_arguments() -> None:
         tune_candidates([], rank=lambda cs: [], measure=lambda cs: [], top_k=1)
     with pytest.raises(ValueError, match="scores"):
         tune_candidates([1, 2], rank=lambda cs: [0.0], measure=lambda cs: [1.0], top_k=1)
+
+
+def test_autotune_tiles_pass_is_registered_and_names_a_bad_model_file(repo_root, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("tvm")
+    import graph_ir
+    from graph_ir.errors import CompilerOptError
+    from passes.autotune import AutotuneTiles
+    from passes.infra.registry import get_pass_class
+
+    assert get_pass_class("autotune-tiles") is AutotuneTiles
+    graph = graph_ir.load(str(repo_root / "examples" / "small_cnn.onnx"))
+    bad = tmp_path / "missing.pt"
+    with pytest.raises(CompilerOptError, match="missing.pt"):
+        AutotuneTiles(model=str(bad))(graph)
