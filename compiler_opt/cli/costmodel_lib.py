@@ -85,7 +85,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5,
-                   cache_path: str | None = None, seed: int = 0, progress: bool = False) -> list[Any]:
+                   cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
+                   save_model: str | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile), write the result to `output`."""
     from compiler_opt.cli.convert_lib import save_atomically
     from compiler_opt.cli.inspect_lib import load_model
@@ -103,15 +104,20 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     predictor = TilePredictor.load(cost_model) if cost_model else TilePredictor.packaged()
     with ProfileCache(cache_path) as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
-        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed).tune_graph(graph, progress=progress)
+        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps).tune_graph(graph, progress=progress)
     graph.verify()
     save_atomically(graph, output)
+    if save_model:
+        from cost_model.learned.train import save_model as save_checkpoint
+
+        save_checkpoint(predictor.model, save_model, extra=predictor.extra | {"finetuned_on": os.path.basename(model)})
     return tunings
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget, top_k=args.top_k or 5,
-                             cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
+                             cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
+                             save_model=args.save_model)
     for t in tunings:
         print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
     print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
@@ -170,5 +176,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (default 5)")
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="fine-tune the model on each kernel's top-k measurements (0: off)")
+    tune.add_argument("--save-model", metavar="MODEL.pt", help="write the (fine-tuned) model here")
     tune.add_argument("--no-progress", action="store_true")
     tune.set_defaults(handler=_cmd_autotune, file_arg="model")

@@ -54,3 +54,28 @@ class TilePredictor:
 
     def predict_seconds(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         return np.exp(self.predict_log(space, configs))
+
+    def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, lr: float = 5e-4, loss: str = "listmle") -> float:
+        """A few optimizer steps on new measurements of one kernel (the autotuner's online
+        update); returns the last loss. The rank loss plus 0.05 x MSE keeps times in seconds."""
+        from cost_model.learned.losses import loss_fn
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        if len(configs) < 2 or steps <= 0:
+            return float("nan")
+        feats, opcodes, edges = kernel_graph(space.kernel)
+        config_feat = torch.from_numpy(np.stack([space.features(c) for c in configs])).float()
+        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        runtime = torch.tensor(list(seconds), dtype=torch.float64)
+        objective = loss_fn(loss, mse_weight=0.05)
+        optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+        self.model.train()
+        value = float("nan")
+        for _ in range(steps):
+            optimizer.zero_grad()
+            out = objective(self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index, config_feat).double(), runtime)
+            out.backward()
+            optimizer.step()
+            value = float(out.detach())
+        self.model.eval()
+        return value

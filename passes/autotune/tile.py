@@ -46,9 +46,10 @@ class KernelTuning:
 class TileTuner:
     """Tunes tile kernels with a `TilePredictor` (ranking) and a `Harness` (measuring)."""
 
-    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None) -> None:
+    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None, finetune_steps: int = 0) -> None:
         self.predictor, self.harness = predictor, harness
         self.budget, self.top_k, self.seed, self.target = budget, top_k, seed, target
+        self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
@@ -77,8 +78,12 @@ class TileTuner:
 
         space = TileSpace(build_kernel(spec))
         candidates = kernel_configs(space, self.seed, self.budget)
-        return tune_candidates(candidates, rank=lambda cs: self.predictor.predict_log(space, cs),
-                               measure=lambda cs: self.measure(space, cs), top_k=self.top_k)
+        outcome = tune_candidates(candidates, rank=lambda cs: self.predictor.predict_log(space, cs),
+                                  measure=lambda cs: self.measure(space, cs), top_k=self.top_k)
+        if self.finetune_steps > 0:
+            chosen = list(outcome.measured)
+            self.predictor.finetune(space, [candidates[i] for i in chosen], [outcome.measured[i] for i in chosen], steps=self.finetune_steps)
+        return outcome
 
     def tune_graph(self, graph: Graph, *, progress: bool = False) -> list[KernelTuning]:
         from tqdm import tqdm

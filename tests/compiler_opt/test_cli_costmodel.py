@@ -67,5 +67,11 @@ def test_collect_train_evaluate_autotune(tmp_path, capsys) -> None:  # type: ign
     import sqlite3
 
     rows = sqlite3.connect(cache).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
-    assert main(args) == 0
+    tuned_model = tmp_path / "tuned.pt"
+    assert main(args + ["--finetune", "5", "--save-model", str(tuned_model)]) == 0
     assert sqlite3.connect(cache).execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == rows
+    # The online update changed the weights (and the checkpoint loads back).
+    from cost_model.learned.train import load_model
+
+    before, after = load_model(model)[0].state_dict(), load_model(tuned_model)[0].state_dict()
+    assert any(not np.allclose(before[k].numpy(), after[k].numpy()) for k in before)
