@@ -1,6 +1,7 @@
 """The learned tile cost model beside its baselines, on a dataset collected on this machine.
 
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile [--epochs 60] [--seed 0] [--losses listmle,hinge,logistic,mse]
+    PYTHONPATH=. python benchmarks/bench_costmodel.py out/fusion --losses mse,listmle   # layout-form (fusion) files
 
 For both splits (random kernels; whole programs held out) it trains the GraphSAGE model once
 per loss (the rank-loss ablation), fits the XGBoost flat-feature baseline, and scores the
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         gbdt = GbdtBaseline(seed=args.seed).fit(train)
         rows.append(score("XGBoost, flat features", [gbdt.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
-        rows.append(score("roofline (config-blind)", [roofline_predictions(r, host) for r in test], test, random_needs) | {"train_s": 0.0})
+        label = "roofline simulator" if test[0].layout_form else "roofline (config-blind)"
+        rows.append(score(label, [roofline_predictions(r, host) for r in test], test, random_needs) | {"train_s": 0.0})
         for row in rows:
             row.update(split=split, train_kernels=len(train), test_kernels=len(test))
         results += rows
