@@ -34,7 +34,8 @@ def _cache(path: str | None, out: str) -> Any:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     if args.task == "tile":
-        from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, suite_kernels, write_spec_list
+        from compiler_opt.costmodel.suite import suite_kernels
+        from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list
 
         os.makedirs(args.out, exist_ok=True)
         listing = os.path.join(args.out, "kernels.json")
@@ -53,8 +54,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
                                            repeats=args.repeats, threads=args.threads, progress=not args.no_progress)
     else:
-        from cost_model.measure.fusion.collect import collect_fusion_dataset
-        from cost_model.measure.fusion.graphs import fusion_graphs
+        from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset
+        from compiler_opt.costmodel.fusion_graphs import fusion_graphs
 
         graphs = fusion_graphs(tuple(int(s) for s in args.scales.split(",")))
         with _cache(args.cache, args.out) as cache:

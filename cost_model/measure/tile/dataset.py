@@ -1,7 +1,7 @@
 """The tile dataset: kernels from the workload suite and HLO files, measured with `collect_kernel`,
 one TpuGraphs-schema `.npz` per kernel (see cost_model.learned.tpugraphs).
 
-    specs = suite_kernels(hlo_dir="../shared/testdata/external/hlo")
+    specs = suite_kernels(hlo_dir="../shared/testdata/external/hlo")   # compiler_opt.costmodel.suite
     collect_tile_dataset(specs, "data/tile", cache=ProfileCache("data/tile.sqlite"), configs=50)
 
 A kernel's file is (re)written after it is measured; a rerun skips kernels whose file already
@@ -10,7 +10,6 @@ holds all their configurations, and measures the rest from the cache.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -25,10 +24,9 @@ from cost_model.measure.harness import Harness, noise_floor, per_call_timer
 from cost_model.measure.machine import machine_key, machine_record
 from cost_model.measure.tile.collect import KernelResult, collect_kernel
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
-from cost_model.measure.tile.shapes import kernels_from_graph, scale_to_budget, unique_kernels
 from cost_model.profiling.cache import ProfileCache
 
-__all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "suite_kernels", "write_spec_list", "read_spec_list"]
+__all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "write_spec_list", "read_spec_list"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,34 +34,6 @@ logger = logging.getLogger(__name__)
 def program_of(spec: KernelSpec) -> str:
     """The program a kernel came from (workload name without mode, or HLO file stem)."""
     return spec.source.split("/")[0].removesuffix(".hlo") or "unknown"
-
-
-def suite_kernels(*, hlo_dir: str | None = None, max_flops: float = 8e6, min_flops: float = 1e4, nchw_every: int = 3, include_slow: bool = False) -> list[KernelSpec]:
-    """Unique kernels of the workload suite (train and inference) and of `hlo_dir`'s HLO files,
-    scaled to `max_flops`. Every `nchw_every`-th NHWC conv is added again in NCHW (the suite's
-    convs are NHWC, as JAX writes them; ONNX/PyTorch graphs use NCHW)."""
-    import graph_ir
-    from compiler_opt.workloads import build_workload, list_workloads
-
-    found: list[KernelSpec] = []
-    for workload in list_workloads():
-        if workload.slow and not include_slow:
-            continue
-        for mode in workload.modes:
-            found += kernels_from_graph(build_workload(workload.name, mode), f"{workload.name}/{mode}")
-    if hlo_dir:
-        for path in sorted(glob.glob(os.path.join(hlo_dir, "*.hlo"))):
-            try:
-                graph = graph_ir.load(path)
-            except Exception as error:  # an HLO file the importer rejects contributes no kernels
-                logger.info("skipped %s: %s", path, error)
-                continue
-            found += kernels_from_graph(graph, os.path.basename(path))
-    scaled = [s for s in (scale_to_budget(s, max_flops, min_flops=min_flops) for s in unique_kernels(found)) if s is not None]
-    specs = unique_kernels(scaled)
-    convs = [s for s in specs if s.kind == "conv2d_nhwc"]
-    specs += [KernelSpec("conv2d_nchw", s.dims, s.source) for s in convs[::nchw_every]] if nchw_every else []
-    return unique_kernels(specs)
 
 
 def write_spec_list(specs: Sequence[KernelSpec], path: str | os.PathLike[str]) -> None:

@@ -9,8 +9,8 @@ pytest.importorskip("jax")
 
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.devices import DeviceSpec, Topology  # noqa: E402
-from cost_model.measure.fusion.collect import collect_fusion_dataset, random_fusion  # noqa: E402
-from cost_model.measure.fusion.graphs import fusion_graphs  # noqa: E402
+from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset, random_fusion  # noqa: E402
+from compiler_opt.costmodel.fusion_graphs import fusion_graphs  # noqa: E402
 from cost_model.profiling.calibration import kernel_groups  # noqa: E402
 from cost_model.simulator import SimulationProblem, simulate  # noqa: E402
 
