@@ -242,6 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     from compiler_opt.cli.train_lib import add_train_parser
 
     add_train_parser(sub, common).set_defaults(handler=_cmd_train, file_arg=None)
+
+    from compiler_opt.cli.costmodel_lib import add_parsers as add_costmodel_parsers  # stdlib-only at import
+
+    add_costmodel_parsers(sub, common)
     return parser
 
 

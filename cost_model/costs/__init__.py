@@ -2,8 +2,8 @@
 
 - `Target` (devices + kernel cost source + objective), resolved once by the driver;
   `target.problem(graph)` compiles a graph for the simulator with the target's kernel costs.
-- `KernelCostSource` and the registry of sources by name (`roofline`, `profiled`, `recorded`;
-  new ones through `register_cost_source`): node and fused-kernel times.
+- `KernelCostSource` and the registry of sources by name (`roofline`, `profiled`, `recorded`,
+  `learned`; new ones through `register_cost_source`): node and fused-kernel times.
 - `CostModel` / `SimulatorCostModel` / `Cost`: a whole graph under a set of decisions.
 - What passes need of the simulator, re-exported so that no pass reaches into
   `cost_model.simulator` (which stays an implementation detail behind this door):
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from cost_model.costs.model import Cost, CostModel, SimulatorCostModel
 from cost_model.costs.recorded import RecordedCosts  # registers "recorded"
+from cost_model.costs import learned_source as _learned_source  # noqa: F401 - registers "learned"
 from cost_model.costs.source import (
     COST_SOURCES,
     CostSourceError,

@@ -164,3 +164,23 @@ def test_recorded_source_simulates_a_profiled_workload_with_its_own_latencies(sh
     assert workload.supported.all()  # this file: every node may run on an accelerator
     # One accelerator, values without sizes (no transfers): the sum of the accelerator latencies.
     assert simulate(problem, decisions).step_time_s == pytest.approx(float(workload.accel_latency.sum()), rel=1e-9)
+
+
+def test_learned_source_answers_matmuls_on_cpu_devices_through_the_door() -> None:
+    pytest.importorskip("tvm")
+    jnp = pytest.importorskip("jax").numpy
+    from cost_model.learned.costs import LearnedCosts
+    from cost_model.profiling.calibration import hlo_workload
+
+    def mlp(x, w):  # type: ignore[no-untyped-def]
+        return jnp.tanh(x @ w)
+
+    graph = hlo_workload("mlp", mlp, np.ones((64, 256), np.float32), np.ones((256, 128), np.float32)).graph
+    learned = Target.resolve(devices="cpu", costs="learned").problem(graph)
+    roofline = Target.resolve(devices="cpu").problem(graph)
+    assert isinstance(learned.kernel_costs, LearnedCosts)
+    dots = [i for i, n in enumerate(learned.nodes) if n.op_type == "dot"]
+    others = [i for i, n in enumerate(learned.nodes) if n.op_type != "dot"]
+    assert dots and np.isfinite(learned.node_time[dots]).all()
+    assert not np.allclose(learned.node_time[dots], roofline.node_time[dots])  # the model answered
+    np.testing.assert_array_equal(learned.node_time[others], roofline.node_time[others])  # the roofline stays

@@ -1,0 +1,182 @@
+"""`compiler-opt costmodel collect|train|evaluate` and `compiler-opt autotune`.
+
+This module imports only the standard library at import time (the CLI's start-up rule); every
+handler imports what it needs.
+
+    compiler-opt costmodel collect --task tile --out data/tile --configs 50 --seed 0
+    compiler-opt costmodel collect --task fusion --out data/fusion --configs 30 --seed 0
+    compiler-opt costmodel train data/tile -o model.pt --loss listmle --split program
+    compiler-opt costmodel evaluate model.pt data/tile --split program
+    compiler-opt autotune model.onnx --task tile --model model.pt --budget 5 -o tuned.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from typing import Any
+
+__all__ = ["add_parsers", "autotune_model"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HLO_DIR = os.path.join("..", "shared", "testdata", "external", "hlo")
+
+
+def _cache(path: str | None, out: str) -> Any:
+    from cost_model.profiling.cache import ProfileCache
+
+    os.makedirs(out, exist_ok=True)
+    return ProfileCache(path or os.path.join(out, "measurements.sqlite"))
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    if args.task == "tile":
+        from compiler_opt.costmodel.suite import suite_kernels
+        from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list
+
+        os.makedirs(args.out, exist_ok=True)
+        listing = os.path.join(args.out, "kernels.json")
+        if os.path.isfile(listing):
+            specs = read_spec_list(listing)
+        else:
+            hlo_dir = args.hlo_dir if args.hlo_dir is not None else (DEFAULT_HLO_DIR if os.path.isdir(DEFAULT_HLO_DIR) else None)
+            specs = suite_kernels(hlo_dir=hlo_dir, max_flops=args.max_flops)
+            write_spec_list(specs, listing)
+        if args.max_kernels:
+            import numpy as np
+
+            keep = sorted(np.random.default_rng(args.seed).permutation(len(specs))[: args.max_kernels].tolist())
+            specs = [specs[i] for i in keep]
+        with _cache(args.cache, args.out) as cache:
+            summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
+                                           repeats=args.repeats, threads=args.threads, progress=not args.no_progress)
+    else:
+        from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset
+        from compiler_opt.costmodel.fusion_graphs import fusion_graphs
+
+        graphs = fusion_graphs(tuple(int(s) for s in args.scales.split(",")))
+        with _cache(args.cache, args.out) as cache:
+            summary = collect_fusion_dataset(graphs, args.out, cache=cache, configs=args.configs, seed=args.seed,
+                                             repeats=args.repeats, progress=not args.no_progress)
+    noise = summary["noise_floor"]
+    print(f"{args.task}: {summary['kernels']} files in {args.out}, {summary['configs_per_kernel']} configs each; "
+          f"noise floor (test-retest |min2/min1-1|): median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from cost_model.learned.train import TrainConfig, train_and_save
+
+    config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
+                         lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads)
+    report = train_and_save(args.data, args.output, config)
+    print(json.dumps(report["metrics"], indent=2))
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from cost_model.learned.train import evaluate_saved
+
+    report = evaluate_saved(args.model, args.data, split=args.split, seed=args.seed, test_fraction=args.test_fraction)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5,
+                   cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
+                   save_model: str | None = None) -> list[Any]:
+    """Load `model`, tune its tile kernels (see passes.autotune.tile), write the result to `output`."""
+    import graph_ir
+    from cost_model.learned.predictor import TilePredictor
+    from cost_model.measure.harness import Harness
+    from cost_model.measure.machine import machine_key
+    from cost_model.measure.tile.runner import host_target_text
+    from cost_model.profiling.cache import ProfileCache
+    from passes.autotune.tile import TileTuner, tvm_threads
+
+    from passes import run_pipeline
+
+    graph = graph_ir.load(model)
+    graph = run_pipeline(graph, "shape-infer").graph  # kernel shapes come from value types
+    predictor = TilePredictor.load(cost_model) if cost_model else TilePredictor.packaged()
+    with ProfileCache(cache_path) as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
+        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps).tune_graph(graph, progress=progress)
+    graph.verify()
+    graph_ir.save(graph, output)
+    if save_model:
+        from cost_model.learned.train import save_model as save_checkpoint
+
+        save_checkpoint(predictor.model, save_model, extra=predictor.extra | {"finetuned_on": os.path.basename(model)})
+    return tunings
+
+
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget, top_k=args.top_k or 5,
+                             cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
+                             save_model=args.save_model)
+    for t in tunings:
+        print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
+    print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register `costmodel` (collect/train/evaluate) and `autotune` on the CLI's subparsers."""
+    cm = sub.add_parser("costmodel", parents=[common], help="learned kernel cost model: collect data, train, evaluate")
+    cm_sub = cm.add_subparsers(dest="costmodel_command", metavar="STEP", required=True)
+
+    collect = cm_sub.add_parser("collect", parents=[common], help="measure kernels x configs on this machine into TpuGraphs-style .npz files")
+    collect.add_argument("--task", choices=("tile", "fusion"), required=True)
+    collect.add_argument("--out", required=True, metavar="DIR", help="dataset folder (one .npz per kernel/graph, dataset.json)")
+    collect.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite); reruns resume from it")
+    collect.add_argument("--configs", type=int, default=50, help="configurations per kernel/graph (default 50)")
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument("--repeats", type=int, default=5, help="timed rounds per config (default 5)")
+    collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
+    collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
+    collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
+    collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
+    collect.add_argument("--scales", default="1,2", help="fusion: sizes of the built-in JAX programs (default 1,2)")
+    collect.add_argument("--no-progress", action="store_true")
+    collect.set_defaults(handler=_cmd_collect, file_arg=None)
+
+    train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
+    train.add_argument("data", metavar="DIR")
+    train.add_argument("-o", "--output", required=True, metavar="MODEL.pt")
+    train.add_argument("--loss", choices=("mse", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--epochs", type=int, default=60)
+    train.add_argument("--hidden", type=int, default=64)
+    train.add_argument("--layers", type=int, default=3)
+    train.add_argument("--pooling", choices=("mean", "max", "mean+max", "attention"), default="mean+max")
+    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--split", choices=("random", "program"), default="random")
+    train.add_argument("--test-fraction", type=float, default=0.2)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threads", type=int, default=1)
+    train.set_defaults(handler=_cmd_train, file_arg="data")
+
+    evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
+    evaluate.add_argument("model", metavar="MODEL.pt")
+    evaluate.add_argument("data", metavar="DIR")
+    evaluate.add_argument("--split", choices=("random", "program", "all"), default="random")
+    evaluate.add_argument("--test-fraction", type=float, default=0.2)
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.set_defaults(handler=_cmd_evaluate, file_arg="model")
+
+    tune = sub.add_parser("autotune", parents=[common], help="pick tile sizes / fusions with the learned model, measuring only the top-k")
+    tune.add_argument("model", metavar="MODEL", help="model file (any importable format)")
+    tune.add_argument("-o", "--output", required=True, metavar="OUT")
+    tune.add_argument("--task", choices=("tile",), required=True, help="tile (fusion autotuning is not built yet)")
+    tune.add_argument("--cost-model", metavar="MODEL.pt", help="trained cost model (default: the one shipped in the package)")
+    tune.add_argument("--budget", type=int, default=200, metavar="N", help="candidates ranked by the model per kernel/graph")
+    tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (default 5)")
+    tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="fine-tune the model on each kernel's top-k measurements (0: off)")
+    tune.add_argument("--save-model", metavar="MODEL.pt", help="write the (fine-tuned) model here")
+    tune.add_argument("--no-progress", action="store_true")
+    tune.set_defaults(handler=_cmd_autotune, file_arg="model")

@@ -1,0 +1,70 @@
+"""Kernel records as tensors, and the two splits (random kernels; whole programs held out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+__all__ = ["KernelTensors", "split_records", "to_tensors"]
+
+
+@dataclass
+class KernelTensors:
+    record: KernelRecord
+    node_feat: torch.Tensor
+    node_opcode: torch.Tensor
+    edge_index: torch.Tensor  # (2, E) producer -> consumer
+    config_feat: torch.Tensor  # (C, Fc) or (C, M, Fn)
+    node_config_ids: torch.Tensor | None
+    runtime: torch.Tensor  # (C,) seconds (float64 kept for metrics)
+
+    def configs(self, index: torch.Tensor | None = None) -> torch.Tensor:
+        return self.config_feat if index is None else self.config_feat[index]
+
+
+def to_tensors(record: KernelRecord) -> KernelTensors:
+    runtime = np.asarray(record.config_runtime, dtype=np.float64)
+    if (runtime <= 0).any() or not np.isfinite(runtime).all():
+        raise DatasetError("config_runtime must be positive and finite", file=record.path)
+    if record.layout_form:
+        configs = torch.from_numpy(record.node_config_feat).float()
+        ids = torch.from_numpy(record.node_config_ids).long()
+    else:
+        configs = torch.from_numpy(record.config_feat).float()
+        ids = None
+    edges = torch.from_numpy(record.edge_index[:, ::-1].T.copy()).long() if record.edge_index.size else torch.zeros((2, 0), dtype=torch.long)
+    return KernelTensors(record, torch.from_numpy(record.node_feat).float(), torch.from_numpy(record.node_opcode).long(), edges,
+                         configs, ids, torch.from_numpy(runtime))
+
+
+def split_records(records: Sequence[KernelRecord], split: str, *, test_fraction: float = 0.2, seed: int = 0) -> tuple[list[int], list[int]]:
+    """(train, test) indices. `random`: kernels at random; `program`: whole programs held out
+    (programs drawn at random until the test side holds `test_fraction` of the kernels)."""
+    rng = np.random.default_rng(seed)
+    n = len(records)
+    if n < 2:
+        raise DatasetError(f"a split needs at least 2 kernels, got {n}")
+    if split == "random":
+        order = rng.permutation(n).tolist()
+        cut = max(1, int(round(test_fraction * n)))
+        return sorted(order[cut:]), sorted(order[:cut])
+    if split == "program":
+        programs = sorted({r.program for r in records})
+        if len(programs) < 2:
+            raise DatasetError("the program split needs kernels of at least 2 programs")
+        test_programs: set[str] = set()
+        for program in rng.permutation(programs).tolist():
+            if sum(r.program in test_programs for r in records) >= test_fraction * n:
+                break
+            test_programs.add(program)
+        test = [i for i, r in enumerate(records) if r.program in test_programs]
+        train = [i for i, r in enumerate(records) if r.program not in test_programs]
+        if not train:
+            raise DatasetError("the program split left no training kernels")
+        return train, test
+    raise ValueError(f"unknown split {split!r} (random, program)")

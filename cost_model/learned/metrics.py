@@ -1,0 +1,75 @@
+"""Metrics of a cost model on the configurations of one kernel, and their means over kernels.
+
+- top-k slowdown: runtime of the best of the k configurations the model ranks first, over the
+  true best runtime, minus 1 (0 = the model's top-k contains the optimum);
+- Kendall tau (scipy's tau-b) between predicted and measured runtimes; NaN-free: a constant
+  prediction scores 0;
+- MAPE of exp(pred) against runtime, over configurations whose runtime is at least `min_runtime`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+__all__ = ["kernel_metrics", "mean_metrics", "top_k_slowdown", "kendall_tau", "mape"]
+
+
+def top_k_slowdown(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
+    """Ties in `pred` are broken by the expected value over the tied candidates (no luck)."""
+    pred, runtime = np.asarray(pred, dtype=np.float64), np.asarray(runtime, dtype=np.float64)
+    best = runtime.min()
+    order = np.argsort(pred, kind="stable")
+    kth = pred[order[min(k, len(pred)) - 1]]
+    sure = runtime[pred < kth]
+    tied = np.sort(runtime[pred == kth])
+    need = min(k, len(pred)) - sure.size
+    if need >= tied.size:
+        chosen = min(sure.min() if sure.size else math.inf, tied.min())
+        return float(chosen / best - 1.0)
+    # Expected minimum of `need` draws without replacement from the tied runtimes, combined with `sure`.
+    n = tied.size
+    floor = sure.min() if sure.size else math.inf
+    expected = 0.0
+    for i, value in enumerate(tied):  # P(min of the draw is the i-th smallest)
+        p = math.comb(n - i - 1, need - 1) / math.comb(n, need) if n - i - 1 >= need - 1 else 0.0
+        expected += p * min(value, floor)
+    return float(expected / best - 1.0)
+
+
+def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
+    from scipy.stats import kendalltau
+
+    if np.ptp(pred) == 0 or np.ptp(runtime) == 0:
+        return 0.0
+    return float(kendalltau(pred, runtime).statistic)
+
+
+def mape(pred_seconds: np.ndarray, runtime: np.ndarray, min_runtime: float = 0.0) -> float:
+    runtime = np.asarray(runtime, dtype=np.float64)
+    keep = runtime >= min_runtime
+    if not keep.any():
+        return float("nan")
+    return float(np.mean(np.abs(np.asarray(pred_seconds)[keep] - runtime[keep]) / runtime[keep]))
+
+
+def kernel_metrics(pred_log: np.ndarray, runtime: np.ndarray, *, min_runtime: float = 5e-6) -> dict[str, float]:
+    return {
+        "top1": top_k_slowdown(pred_log, runtime, 1),
+        "top5": top_k_slowdown(pred_log, runtime, 5),
+        "kendall": kendall_tau(pred_log, runtime),
+        "mape": mape(np.exp(pred_log), runtime, min_runtime),
+    }
+
+
+def mean_metrics(rows: Iterable[dict[str, float]]) -> dict[str, float]:
+    rows = list(rows)
+    if not rows:
+        return {}
+    out: dict[str, float] = {}
+    for key in rows[0]:
+        values = np.array([r[key] for r in rows], dtype=np.float64)
+        out[key] = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else float("nan")
+    return out | {"kernels": len(rows)}

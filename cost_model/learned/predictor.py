@@ -1,0 +1,81 @@
+"""Predictions of a trained tile model for arbitrary kernels and configurations (no measurement).
+
+    predictor = TilePredictor.load("model.pt")          # or TilePredictor.packaged()
+    seconds = predictor.predict_seconds(space, configs)  # one number per configuration
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from cost_model.learned.model import CostModel
+from cost_model.learned.train import load_model
+
+__all__ = ["PACKAGED_MODEL", "TilePredictor"]
+
+PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
+
+
+class TilePredictor:
+    def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
+        if model.config.layout_form:
+            raise ValueError("a layout-form (fusion) model cannot rank tile configurations")
+        self.model = model
+        self.extra = extra or {}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TilePredictor:
+        model, extra = load_model(path)
+        return cls(model, extra)
+
+    @classmethod
+    def packaged(cls) -> TilePredictor:
+        from graph_ir.errors import CompilerOptError
+
+        if not PACKAGED_MODEL.is_file():
+            raise CompilerOptError("no tile cost model ships with this installation; pass one (compiler-opt costmodel train)", file=str(PACKAGED_MODEL))
+        return cls.load(PACKAGED_MODEL)
+
+    def predict_log(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
+        """Predicted log seconds of each configuration of the kernel behind `space` (a TileSpace)."""
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        feats, opcodes, edges = kernel_graph(space.kernel)
+        config_feat = np.stack([space.features(c) for c in configs])
+        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        with torch.no_grad():
+            out = self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index, torch.from_numpy(config_feat).float())
+        return out.double().numpy()
+
+    def predict_seconds(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
+        return np.exp(self.predict_log(space, configs))
+
+    def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, lr: float = 5e-4, loss: str = "listmle") -> float:
+        """A few optimizer steps on new measurements of one kernel (the autotuner's online
+        update); returns the last loss. The rank loss plus 0.05 x MSE keeps times in seconds."""
+        from cost_model.learned.losses import loss_fn
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        if len(configs) < 2 or steps <= 0:
+            return float("nan")
+        feats, opcodes, edges = kernel_graph(space.kernel)
+        config_feat = torch.from_numpy(np.stack([space.features(c) for c in configs])).float()
+        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        runtime = torch.tensor(list(seconds), dtype=torch.float64)
+        objective = loss_fn(loss, mse_weight=0.05)
+        optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+        self.model.train()
+        value = float("nan")
+        for _ in range(steps):
+            optimizer.zero_grad()
+            out = objective(self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index, config_feat).double(), runtime)
+            out.backward()
+            optimizer.step()
+            value = float(out.detach())
+        self.model.eval()
+        return value

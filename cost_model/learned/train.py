@@ -1,0 +1,165 @@
+"""Training and evaluation of the cost model; checkpoints; the CLI's `train` and `evaluate`.
+
+One optimizer step per `kernels_per_step` kernels; every kernel contributes a random subset of
+`configs_per_step` configurations (all of them when it has fewer) and the loss over them.
+Checkpoints are a plain dict of tensors and JSON-able values, loaded with
+`torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from cost_model.learned.data import KernelTensors, split_records, to_tensors
+from cost_model.learned.losses import loss_fn
+from cost_model.learned.metrics import kernel_metrics, mean_metrics
+from cost_model.learned.model import CostModel, ModelConfig
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord, load_dir
+
+__all__ = ["TrainConfig", "evaluate_model", "evaluate_saved", "fit", "load_model", "predict", "save_model", "train_and_save"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    loss: str = "listmle"
+    mse_weight: float = 0.05
+    epochs: int = 60
+    hidden: int = 64
+    layers: int = 3
+    pooling: str = "mean+max"
+    lr: float = 2e-3
+    weight_decay: float = 1e-5
+    configs_per_step: int = 16
+    kernels_per_step: int = 8
+    seed: int = 0
+    split: str = "random"
+    test_fraction: float = 0.2
+    threads: int = 1
+
+
+def _fit_normalization(model: CostModel, data: Sequence[KernelTensors]) -> None:
+    nodes = torch.cat([d.node_feat for d in data])
+    configs = torch.cat([d.config_feat.reshape(-1, d.config_feat.shape[-1]) for d in data])
+    with torch.no_grad():
+        model.node_mean.copy_(nodes.mean(0))
+        model.node_std.copy_(nodes.std(0).clamp_min(1e-3) if nodes.shape[0] > 1 else torch.ones_like(model.node_std))
+        model.config_mean.copy_(configs.mean(0))
+        model.config_std.copy_(configs.std(0).clamp_min(1e-3) if configs.shape[0] > 1 else torch.ones_like(model.config_std))
+        model.target_mean.copy_(torch.cat([torch.log(d.runtime) for d in data]).mean().float())
+
+
+def _forward(model: CostModel, d: KernelTensors, index: torch.Tensor | None = None) -> torch.Tensor:
+    return model(d.node_feat, d.node_opcode, d.edge_index, d.configs(index), d.node_config_ids)
+
+
+def model_config_for(records: Sequence[KernelRecord], config: TrainConfig) -> ModelConfig:
+    first = records[0]
+    layout = first.layout_form
+    if any(r.layout_form != layout for r in records):
+        raise DatasetError("a dataset mixes tile-form and layout-form files")
+    width = first.node_config_feat.shape[-1] if layout else first.config_feat.shape[-1]
+    return ModelConfig(first.node_feat.shape[1], int(width), layout, config.hidden, config.layers, config.pooling)
+
+
+def fit(records: Sequence[KernelRecord], config: TrainConfig, *, log_every: int = 10) -> CostModel:
+    """Train a fresh model on `records`."""
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(max(1, config.threads))
+    data = [to_tensors(r) for r in records]
+    model = CostModel(model_config_for(records, config))
+    _fit_normalization(model, data)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, config.epochs))
+    loss_of = loss_fn(config.loss, config.mse_weight)
+    rng = np.random.default_rng(config.seed)
+    for epoch in range(config.epochs):
+        model.train()
+        total, steps = 0.0, 0
+        order = rng.permutation(len(data)).tolist()
+        for start in range(0, len(order), config.kernels_per_step):
+            optimizer.zero_grad()
+            losses = []
+            for i in order[start : start + config.kernels_per_step]:
+                d = data[i]
+                count = d.runtime.shape[0]
+                index = torch.from_numpy(rng.choice(count, size=min(count, config.configs_per_step), replace=False))
+                losses.append(loss_of(_forward(model, d, index).double(), d.runtime[index]))
+            loss = torch.stack(losses).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            total += float(loss.detach())
+            steps += 1
+        scheduler.step()
+        if log_every and (epoch % log_every == 0 or epoch == config.epochs - 1):
+            logger.info("epoch %d: loss %.4f", epoch, total / max(steps, 1))
+    model.eval()
+    return model
+
+
+def predict(model: CostModel, d: KernelTensors) -> np.ndarray:
+    """Predicted log runtimes (seconds) of every configuration of `d`."""
+    with torch.no_grad():
+        return _forward(model, d).double().numpy()
+
+
+def evaluate_model(model: CostModel, records: Sequence[KernelRecord]) -> dict[str, float]:
+    rows = []
+    for record in records:
+        d = to_tensors(record)
+        rows.append(kernel_metrics(predict(model, d), d.runtime.numpy()))
+    return mean_metrics(rows)
+
+
+def save_model(model: CostModel, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
+    from graph_ir.io.atomic import atomic_path
+
+    state = {"format": "compiler-opt-costmodel/1", "config": model.config.to_dict(), "state_dict": model.state_dict(), "extra": extra or {}}
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        torch.save(state, tmp)
+    return target
+
+
+def load_model(path: str | os.PathLike[str]) -> tuple[CostModel, dict[str, Any]]:
+    try:
+        state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, ValueError) as error:
+        raise DatasetError(f"not a cost model checkpoint: {error}", file=os.fspath(path)) from error
+    if not isinstance(state, dict) or state.get("format") != "compiler-opt-costmodel/1":
+        raise DatasetError("not a compiler-opt cost model checkpoint (format field)", file=os.fspath(path))
+    model = CostModel(ModelConfig(**state["config"]))
+    model.load_state_dict(state["state_dict"])
+    model.eval()
+    return model, dict(state.get("extra", {}))
+
+
+def train_and_save(data_dir: str, output: str, config: TrainConfig) -> dict[str, Any]:
+    records = load_dir(data_dir)
+    train_idx, test_idx = split_records(records, config.split, test_fraction=config.test_fraction, seed=config.seed)
+    model = fit([records[i] for i in train_idx], config)
+    metrics = {"train": evaluate_model(model, [records[i] for i in train_idx]), "test": evaluate_model(model, [records[i] for i in test_idx])}
+    report = {"metrics": metrics, "train_config": asdict(config), "kernels": len(records),
+              "train_kernels": len(train_idx), "test_kernels": len(test_idx), "data": os.path.basename(os.path.normpath(data_dir))}
+    save_model(model, output, extra=report)
+    return report
+
+
+def evaluate_saved(model_path: str, data_dir: str, *, split: str = "random", seed: int = 0, test_fraction: float = 0.2) -> dict[str, Any]:
+    model, _ = load_model(model_path)
+    records = load_dir(data_dir)
+    if split == "all":
+        chosen = records
+    else:
+        _, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
+        chosen = [records[i] for i in test_idx]
+    return {"split": split, "kernels": len(chosen), "metrics": evaluate_model(model, chosen)}

@@ -1,0 +1,136 @@
+"""The tile dataset: kernels from the workload suite and HLO files, measured with `collect_kernel`,
+one TpuGraphs-schema `.npz` per kernel (see cost_model.learned.tpugraphs).
+
+    specs = suite_kernels(hlo_dir="../shared/testdata/external/hlo")   # compiler_opt.costmodel.suite
+    collect_tile_dataset(specs, "data/tile", cache=ProfileCache("data/tile.sqlite"), configs=50)
+
+A kernel's file is (re)written after it is measured; a rerun skips kernels whose file already
+holds all their configurations, and measures the rest from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.features import node_features, opcode_id
+from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
+from cost_model.measure.harness import Harness, noise_floor, per_call_timer
+from cost_model.measure.machine import machine_key, machine_record
+from cost_model.measure.tile.collect import KernelResult, collect_kernel
+from cost_model.measure.tile.kernels import KernelSpec, TileKernel
+from cost_model.profiling.cache import ProfileCache
+
+__all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "write_spec_list", "read_spec_list"]
+
+logger = logging.getLogger(__name__)
+
+
+def program_of(spec: KernelSpec) -> str:
+    """The program a kernel came from (workload name without mode, or HLO file stem)."""
+    return spec.source.split("/")[0].removesuffix(".hlo") or "unknown"
+
+
+def write_spec_list(specs: Sequence[KernelSpec], path: str | os.PathLike[str]) -> None:
+    Path(path).write_text(json.dumps([{"kind": s.kind, "dims": list(s.dims), "source": s.source} for s in specs], indent=1), encoding="utf-8")
+
+
+def read_spec_list(path: str | os.PathLike[str]) -> list[KernelSpec]:
+    return [KernelSpec(d["kind"], tuple(d["dims"]), d.get("source", "")) for d in json.loads(Path(path).read_text(encoding="utf-8"))]
+
+
+def kernel_graph(kernel: TileKernel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(node_feat, node_opcode, edge_index [consumer, producer]) of a kernel's stage graph."""
+    main = len(kernel.stages) - 1
+    feats = np.stack([node_features(st.shape, layout=st.layout, reduce_extents=st.reduce_extents, flops=kernel.spec.flops if i == main else 0.0)
+                      for i, st in enumerate(kernel.stages)])
+    opcodes = np.array([opcode_id(st.op) for st in kernel.stages], dtype=np.int64)
+    edges = np.array([[i, j] for i, st in enumerate(kernel.stages) for j in st.inputs], dtype=np.int64).reshape(-1, 2)
+    return feats, opcodes, edges
+
+
+def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int) -> KernelRecord:
+    """The TpuGraphs-schema record of one measured kernel."""
+    spec = result.spec
+    feats, opcodes, edges = kernel_graph(result.space.kernel)
+    texts = [c.text() for c in result.configs]
+    runtime = np.array([result.measured.measurements[t].min_s for t in texts])
+    median = np.array([result.measured.measurements[t].median_s for t in texts])
+    meta = {"kernel": spec.signature, "kind": spec.kind, "dims": list(spec.dims), "source": spec.source, "program": program_of(spec),
+            "flops": spec.flops, "machine": machine, "seed": seed, "runtime_statistic": "min",
+            "config_runtime_median": median.tolist(), "retest": [list(p) for p in result.measured.retest.values()],
+            "failures": len(result.failures), "is_reduce": list(result.space.is_reduce), "extents": list(result.space.extents)}
+    return KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()),
+                        config_feat=np.stack([result.space.features(c) for c in result.configs]), config_text=texts, meta=meta)
+
+
+def _file_for(out: Path, spec: KernelSpec) -> Path:
+    import hashlib
+
+    return out / f"{program_of(spec)}:{spec.kind}:{hashlib.sha256(spec.signature.encode()).hexdigest()[:12]}.npz"
+
+
+def collect_tile_dataset(
+    specs: Sequence[KernelSpec],
+    out_dir: str | os.PathLike[str],
+    *,
+    cache: ProfileCache,
+    configs: int = 50,
+    seed: int = 0,
+    repeats: int = 5,
+    warmup: int = 1,
+    threads: int = 1,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Measure every kernel of `specs` (in a seeded random order, so a partial run covers every
+    kind and program), write its `.npz`, and return a summary with the noise floor."""
+    from tqdm import tqdm
+
+    from cost_model.measure.tile.runner import host_target, host_target_text
+
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target_text = host_target_text()
+    machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic="min", threads=threads)
+    harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(target_text, threads), timer=per_call_timer,
+                      repeats=repeats, warmup=warmup, seed=seed)
+    order = np.random.default_rng(seed).permutation(len(specs)).tolist()
+    retest: list[tuple[float, float]] = []
+    done = failures = 0
+    target = host_target()
+    bar = tqdm(total=len(specs), desc="tile kernels", unit="kernel", disable=not progress)
+    for index in order:
+        spec = specs[index]
+        path = _file_for(out, spec)
+        if path.is_file():
+            record = load_npz(path)
+            if record.num_configs >= configs * 0.9:
+                retest += [tuple(p) for p in record.meta.get("retest", [])]
+                done += 1
+                bar.update(1)
+                continue
+        try:
+            result = collect_kernel(spec, harness, configs=configs, seed=seed, target=target)
+        except Exception as error:  # a kernel TVM cannot build is skipped and counted, the run goes on
+            logger.warning("%s: kernel skipped: %s", spec.signature, error)
+            failures += 1
+            bar.update(1)
+            continue
+        if len(result.configs) >= 2:
+            save_npz(kernel_record(result, machine, seed), path)
+            retest += list(result.measured.retest.values())
+            done += 1
+        failures += len(result.failures)
+        bar.update(1)
+        bar.set_postfix(noise=f"{noise_floor(retest)['median']:.3f}")
+    bar.close()
+    summary = {"kernels": done, "configs_per_kernel": configs, "seed": seed, "failures": failures,
+               "noise_floor": noise_floor(retest), "machine": machine}
+    (out / "dataset.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return summary

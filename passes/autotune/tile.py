@@ -1,0 +1,134 @@
+"""Tile-size autotuning of a graph's kernels, and the `autotune-tiles` pass.
+
+For every dot / MatMul / Gemm, convolution and reduce node (`kernels_from_node`), `budget`
+random configurations of its TVM schedule space are ranked by the learned model, the `top_k`
+best predicted are compiled, checked against the unscheduled kernel and measured for real
+through the `Harness` (SQLite cache: a rerun measures nothing twice), and the fastest is written
+into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
+text). Nodes with the same kernel signature are tuned once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from passes.autotune.search import TuneOutcome, tune_candidates
+from passes.infra.base import Pass, PassError, PassResult, option
+from passes.infra.registry import register_pass
+
+if TYPE_CHECKING:
+    from cost_model.measure.harness import Harness
+    from cost_model.measure.tile.kernels import KernelSpec
+    from graph_ir.graph import Graph
+
+__all__ = ["AutotuneTiles", "KernelTuning", "TileTuner", "tvm_threads"]
+
+logger = logging.getLogger(__name__)
+
+
+def tvm_threads() -> int:
+    """TVM's runtime threads: TVM_NUM_THREADS, set to 1 here when unset (timings on a shared
+    machine; the cache's machine key records it)."""
+    os.environ.setdefault("TVM_NUM_THREADS", "1")
+    return int(os.environ["TVM_NUM_THREADS"])
+
+
+@dataclass
+class KernelTuning:
+    spec: KernelSpec
+    outcome: TuneOutcome
+    nodes: list[str] = field(default_factory=list)
+
+
+class TileTuner:
+    """Tunes tile kernels with a `TilePredictor` (ranking) and a `Harness` (measuring)."""
+
+    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None, finetune_steps: int = 0) -> None:
+        self.predictor, self.harness = predictor, harness
+        self.budget, self.top_k, self.seed, self.target = budget, top_k, seed, target
+        self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
+
+    def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
+        from cost_model.measure.harness import per_call_timer
+        from cost_model.measure.tile.runner import check_against, compile_config, inputs_for, reference_output
+
+        signature = space.kernel.spec.signature
+        runners: dict[str, Any] = {}
+        missing = [c for c in configs if self.harness.cached(signature, c.text()) is None]
+        if missing:
+            arrays = inputs_for(space.kernel)
+            reference = reference_output(space, arrays, target=self.target)
+            for config in missing:
+                run = compile_config(space, config, target=self.target, arrays=[a.copy() for a in arrays])
+                check_against(run, reference)
+                runners[config.text()] = run
+        for config in configs:
+            runners.setdefault(config.text(), None)
+        self.harness.timer = per_call_timer
+        measured = self.harness.measure(signature, runners)
+        return [measured.measurements[c.text()].min_s for c in configs]
+
+    def tune(self, spec: KernelSpec) -> TuneOutcome:
+        from cost_model.measure.tile.collect import kernel_configs
+        from cost_model.measure.tile.kernels import build_kernel
+        from cost_model.measure.tile.space import TileSpace
+
+        space = TileSpace(build_kernel(spec))
+        candidates = kernel_configs(space, self.seed, self.budget)
+        outcome = tune_candidates(candidates, rank=lambda cs: self.predictor.predict_log(space, cs),
+                                  measure=lambda cs: self.measure(space, cs), top_k=self.top_k)
+        if self.finetune_steps > 0:
+            chosen = list(outcome.measured)
+            self.predictor.finetune(space, [candidates[i] for i in chosen], [outcome.measured[i] for i in chosen], steps=self.finetune_steps)
+        return outcome
+
+    def tune_graph(self, graph: Graph, *, progress: bool = False) -> list[KernelTuning]:
+        from tqdm import tqdm
+
+        from cost_model.measure.tile.shapes import _nodes, kernels_from_node
+
+        by_signature: dict[str, KernelTuning] = {}
+        todo = [(node, spec) for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None]
+        specs = {spec.signature: spec for _, spec in todo}
+        for signature, spec in tqdm(specs.items(), desc="autotune tiles", unit="kernel", disable=not progress):
+            by_signature[signature] = KernelTuning(spec, self.tune(spec))
+        for node, spec in todo:
+            tuning = by_signature[spec.signature]
+            node.tile = tuning.outcome.best.flat()
+            node.meta["tile_config"] = tuning.outcome.best.text()
+            node.meta["tile_seconds"] = tuning.outcome.best_seconds
+            tuning.nodes.append(node.name)
+        return list(by_signature.values())
+
+
+@register_pass
+@dataclass(frozen=True)
+class AutotuneTiles(Pass):
+    """Pick each dot/conv/reduce kernel's tile configuration with the learned cost model, measuring the top-k."""
+
+    name = "autotune-tiles"
+    model: str = option("", "trained cost model (.pt); empty: the packaged one")
+    budget: int = option(200, "configurations ranked by the model per kernel")
+    top_k: int = option(5, "configurations measured for real per kernel")
+    cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
+    seed: int = option(0, "seed of the candidate draw")
+
+    def call(self, graph: Graph) -> PassResult:
+        from cost_model.learned.predictor import TilePredictor
+        from cost_model.measure.harness import Harness
+        from cost_model.measure.machine import machine_key
+        from cost_model.measure.tile.runner import host_target_text
+        from cost_model.profiling.cache import ProfileCache
+
+        try:
+            predictor = TilePredictor.load(self.model) if self.model else TilePredictor.packaged()
+        except ImportError as error:
+            raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
+        with ProfileCache(self.cache or None) as cache:
+            harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0)
+            tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed).tune_graph(graph)
+        graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes)} for t in tunings}
+        return PassResult(graph, bool(tunings))

@@ -1,0 +1,90 @@
+"""The measurement harness's statistics, driven by a fake timer whose noise is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cost_model.measure.harness import Harness, noise_floor
+from cost_model.profiling.cache import ProfileCache
+
+
+class FakeTimer:
+    """sample = true_cost * (1 + e), e ~ Exponential(scale): timing noise only ever slows a run."""
+
+    def __init__(self, scale: float, seed: int = 0) -> None:
+        self.scale = scale
+        self.rng = np.random.default_rng(seed)
+        self.calls: list[str] = []
+
+    def __call__(self, runner: tuple[str, float]) -> float:
+        name, cost = runner
+        self.calls.append(name)
+        return cost * (1.0 + self.rng.exponential(self.scale))
+
+
+def _runners(count: int) -> dict[str, tuple[str, float]]:
+    return {f"c{i}": (f"c{i}", 1e-3 * (1.0 + 0.1 * i)) for i in range(count)}
+
+
+def test_min_and_median_match_the_known_noise() -> None:
+    timer = FakeTimer(scale=0.05)
+    harness = Harness(timer=timer, repeats=301, warmup=0, remeasure_top=0, retest_fraction=0.0)
+    result = harness.measure("k", _runners(3))
+    for name, (_, cost) in _runners(3).items():
+        m = result.measurements[name]
+        assert cost <= m.min_s <= cost * 1.002  # min of 301 draws: within ~0.05/301 of the true cost
+        # median of cost*(1+Exp(s)) is cost*(1 + s ln 2)
+        assert m.median_s == pytest.approx(cost * (1 + 0.05 * math.log(2)), rel=0.01)
+        assert len(m.samples) == 301
+
+
+def test_rounds_are_interleaved_in_random_order_and_winners_remeasured() -> None:
+    timer = FakeTimer(scale=0.01)
+    harness = Harness(timer=timer, repeats=4, warmup=1, remeasure_top=2, retest_fraction=0.0, seed=3)
+    runners = _runners(6)
+    result = harness.measure("k", runners)
+    rounds = timer.calls[6:]  # after one warm-up call each
+    first, second = rounds[:6], rounds[6:12]
+    assert sorted(first) == sorted(runners) and sorted(second) == sorted(runners)
+    assert first != second  # a fresh order every round
+    counts = {name: len(m.samples) for name, m in result.measurements.items()}
+    assert counts["c0"] == counts["c1"] == 8  # the two apparent winners: repeats more samples
+    assert all(counts[f"c{i}"] == 4 for i in range(2, 6))
+    assert result.best() == "c0"
+
+
+def test_noise_floor_estimates_the_known_test_retest_spread() -> None:
+    # min of r draws of cost*(1+Exp(s)) is cost*(1+Exp(s/r)); |X-Y| of two such is Exp(s/r): median s ln2 / r.
+    scale, repeats = 0.2, 4
+    harness = Harness(timer=FakeTimer(scale, seed=1), repeats=repeats, warmup=0, remeasure_top=0, retest_fraction=1.0, seed=1)
+    result = harness.measure("k", _runners(400))
+    floor = noise_floor(result.retest)
+    assert floor["pairs"] == 400
+    assert floor["median"] == pytest.approx(scale * math.log(2) / repeats, rel=0.25)
+    assert floor["p90"] > floor["median"]
+
+
+def test_cache_makes_collection_resumable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with ProfileCache(tmp_path / "m.sqlite") as cache:
+        timer = FakeTimer(scale=0.01)
+        harness = Harness(cache=cache, backend="fake", machine="m", timer=timer, repeats=3, warmup=1, retest_fraction=0.5)
+        first = harness.measure("kernel", _runners(4))
+        calls = len(timer.calls)
+        again = harness.measure("kernel", _runners(5))  # one new config
+        assert again.measured == 1
+        assert len(timer.calls) - calls == 1 + 3  # warm-up and rounds; a lone fresh config has no rival to re-measure against
+        for name, m in first.measurements.items():
+            assert again.measurements[name].samples == m.samples and again.measurements[name].cached
+        assert len(again.retest) >= len(first.retest)  # retest pairs come back from the cache too
+        other = Harness(cache=cache, backend="fake", machine="other", timer=timer, repeats=1, warmup=0)
+        assert other.measure("kernel", _runners(1)).measured == 1  # another machine measures anew
+
+
+def test_bad_settings_are_rejected() -> None:
+    with pytest.raises(ValueError, match="repeats"):
+        Harness(repeats=0)
+    with pytest.raises(ValueError, match="retest_fraction"):
+        Harness(retest_fraction=1.5)

@@ -1,0 +1,63 @@
+"""TVM tile kernels compiled for this CPU and measured for real; the schedule space's rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+from cost_model.measure.harness import Harness, per_call_timer  # noqa: E402
+from cost_model.measure.tile.collect import collect_kernel  # noqa: E402
+from cost_model.measure.tile.kernels import KernelSpec, build_kernel  # noqa: E402
+from cost_model.measure.tile.runner import compile_config, inputs_for, reference_output  # noqa: E402
+from cost_model.measure.tile.space import CONFIG_FEATURES, TileConfig, TileSpace  # noqa: E402
+from cost_model.profiling.cache import ProfileCache  # noqa: E402
+
+
+def test_small_matmul_compiles_runs_and_matches_numpy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    space = TileSpace(build_kernel(KernelSpec("matmul", (32, 48, 16))))
+    assert space.extents == (32, 48, 16) and space.is_reduce == (False, False, True)
+    arrays = inputs_for(space.kernel, seed=1)
+    config = TileConfig(((2, 4, 4), (1, 6, 8), (4, 4)), order=1, vectorize=True, unroll=16, parallel=True)
+    run = compile_config(space, config, arrays=[a.copy() for a in arrays])
+    run()
+    np.testing.assert_allclose(run.output(), arrays[0] @ arrays[1], rtol=1e-4, atol=1e-5)
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=3, warmup=1)
+        result = collect_kernel(KernelSpec("matmul", (32, 48, 16)), harness, configs=4, seed=0)
+        assert len(result.configs) == 4 and not result.failures
+        assert all(0 < m.min_s < 0.05 for m in result.measured.measurements.values())
+        again = collect_kernel(KernelSpec("matmul", (32, 48, 16)), harness, configs=4, seed=0)
+        assert again.measured.measured == 0  # resumed from the cache: nothing compiled or timed
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [KernelSpec("conv2d_nchw", (1, 6, 6, 4, 8, 3, 3, 2)), KernelSpec("depthwise_nhwc", (1, 6, 6, 8, 3, 3, 1)), KernelSpec("ew_reduce", (8, 32))],
+)
+def test_random_schedules_keep_the_result(spec: KernelSpec) -> None:
+    space = TileSpace(build_kernel(spec))
+    arrays = inputs_for(space.kernel)
+    reference = reference_output(space, arrays)
+    for config in space.sample_distinct(np.random.default_rng(0), 2):
+        run = compile_config(space, config, arrays=[a.copy() for a in arrays])
+        run()
+        np.testing.assert_allclose(run.output(), reference, rtol=1e-4, atol=1e-5)
+
+
+def test_space_rules() -> None:
+    space = TileSpace(build_kernel(KernelSpec("batch_matmul", (2, 12, 8, 64))))
+    rng = np.random.default_rng(0)
+    for config in space.sample_distinct(rng, 20):
+        space.validate(config)
+        assert all(math.prod(t) == e for t, e in zip(config.tiles, space.extents))
+        assert config.tiles[-1][-1] <= 64
+        assert TileConfig.from_text(config.text()) == config
+        assert space.features(config).shape == (CONFIG_FEATURES,)
+    with pytest.raises(ValueError, match="does not tile"):
+        space.validate(TileConfig(((2, 1, 1), (12, 1, 1), (8, 1, 1), (32, 1))))
+    with pytest.raises(ValueError, match="unknown tile kernel kind"):
+        KernelSpec("fft", (4,))
