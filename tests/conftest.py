@@ -18,6 +18,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # copies clash); one test process imports both, so OR-Tools goes first.
 preload_ortools()
 
+# Hypothesis keeps failing examples in `.hypothesis/` of the working directory by default; a test
+# run must leave the checkout as it found it, so the example database is off (a failure still
+# prints its seed and the falsifying example, which is how one reproduces it).
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("compiler-opt", database=None)
+    _hypothesis_settings.load_profile("compiler-opt")
+except ImportError:  # hypothesis is a dev dependency; tests that use it import it themselves
+    pass
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
