@@ -20,10 +20,15 @@ preload_ortools()
 
 # Hypothesis keeps failing examples in `.hypothesis/` of the working directory by default; a test
 # run must leave the checkout as it found it, so the example database is off (a failure still
-# prints its seed and the falsifying example, which is how one reproduces it).
+# prints the falsifying example, which is how one reproduces it).
+# Its other caches (`constants/`) go to a folder under the system's temporary directory.
 try:
-    from hypothesis import settings as _hypothesis_settings
+    import tempfile
 
+    from hypothesis import settings as _hypothesis_settings
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), f"compiler-opt-hypothesis-{os.getuid()}"))
     _hypothesis_settings.register_profile("compiler-opt", database=None)
     _hypothesis_settings.load_profile("compiler-opt")
 except ImportError:  # hypothesis is a dev dependency; tests that use it import it themselves

@@ -115,7 +115,7 @@ def convert_model(input_path: str, output_path: str, pipeline: str = "", *, modu
         try:
             parsed = passes.parse_pipeline(pipeline)
         except CompilerOptError as err:
-            raise err.with_context(file=input_path)
+            raise err.with_context(file="--passes")  # the pipeline is at fault, not the input file
     graph, input_format = load_model(input_path, module, target_format=output_format)
     nodes_before = sum(1 for _ in graph.all_nodes())
     modified = False

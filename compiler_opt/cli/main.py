@@ -27,7 +27,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from compiler_opt.cli._render import render_tables
     from compiler_opt.cli.inspect_lib import summarize_model, summary_tables
 
-    summary = summarize_model(args.model, infer_shapes=args.infer_shapes, module=args.module)
+    summary = summarize_model(args.model, infer_shapes=args.infer_shapes or None, module=args.module)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_p.add_argument("model", help="model file; the extension selects the format (.onnx, .pb, .pbtxt, .hlo, .hlo.txt, .mlir)")
     inspect_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     inspect_p.add_argument(
-        "--infer-shapes", action="store_true", help="run shape inference first (FLOPs for values the file leaves untyped)"
+        "--infer-shapes", action="store_true", help="run shape inference first (FLOPs for values the file leaves untyped; the default when any result is untyped)"
     )
     inspect_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     inspect_p.set_defaults(handler=_cmd_inspect, file_arg="model")
@@ -192,9 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
         "suite names (resnet-50:train), model files, or profiled-workload JSON files (Tarnawski et al.), which run at "
         "their own accelerator count under the paper's cost models.",
     )
-    bench_p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (repeatable, comma-separated)")
-    bench_p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies for suite/model workloads (default 2xV100,4xV100,8xV100)")
-    bench_p.add_argument("--methods", action="append", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
+    bench_p.add_argument("--workloads", action="extend", nargs="+", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (space- or comma-separated, repeatable)")
+    bench_p.add_argument("--devices", action="extend", nargs="+", metavar="T[,T...]", help="topologies for suite/model workloads, space- or comma-separated (default 2xV100 4xV100 8xV100)")
+    bench_p.add_argument("--methods", action="extend", nargs="+", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
     bench_p.add_argument("--objective", choices=("latency", "throughput", "memory"), help="default: latency for suites and latency-inputs files, throughput for other profiled files")
     bench_p.add_argument("--budget", type=int, default=1000, metavar="N", help="objective evaluations for every searching method (sa, random, dp-ls; default 1000)")
     bench_p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="cp-sat time limit in seconds (default 20)")
@@ -263,7 +263,23 @@ def _is_user_error(err: BaseException) -> bool:
     if isinstance(err, OSError):
         return True
     errors = sys.modules.get("graph_ir.errors")
-    return errors is not None and isinstance(err, errors.CompilerOptError)
+    if errors is None or not isinstance(err, errors.CompilerOptError):
+        return False
+    return not _is_pass_bug(err, errors)
+
+
+def _is_pass_bug(err: BaseException, errors) -> bool:  # noqa: ANN001 - the graph_ir.errors module
+    """A pass that crashed (its `PassError` wraps an exception that is not about the input) or
+    left an invalid graph: a bug of ours, not of the input, so exit 1 (the message names the pass)."""
+    base = sys.modules.get("passes.infra.base")
+    if base is None or type(err) is not base.PassError or getattr(err, "pass_name", None) is None:
+        return False
+    cause = err.__cause__
+    if cause is None:
+        return False
+    if isinstance(cause, errors.VerificationError):
+        return True  # the graph verified before the pass ran
+    return not isinstance(cause, (OSError, errors.CompilerOptError))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
