@@ -47,11 +47,17 @@ class ConstantFolding(Pass):
     With `fold_shape_ops`, `Shape` and `Size` of a value whose shape is fully static fold even
     when the value itself is not constant. The new constants keep the folded outputs' names, and
     constants and `Constant` nodes that only the folded nodes used are removed.
+
+    Nodes left computed because of `size_limit` are reported: one INFO log line per run with
+    their count, the largest result and how to lift the limit, and `skipped_for_size`, the
+    list of (node name, bytes) of the last run, on the pass instance's `report` (so a driver
+    can show it).
     """
 
     name = "constant-folding"
-    size_limit: int = option(1 << 20, "largest folded output in bytes; bigger results stay computed")
+    size_limit: int = option(1 << 20, "largest folded output in bytes; bigger results stay computed (-1: no limit)")
     fold_shape_ops: bool = option(True, "fold Shape/Size of values with fully static shapes")
+    same_size: bool = option(False, "also fold results above size-limit that are no bigger than their largest constant input (weight Transposes, Casts)")
 
     def call(self, graph: Graph) -> PassResult:
         from graph_ir.io.onnx_export import DEFAULT_OPSET  # what the graph means when it names no opset
@@ -65,7 +71,24 @@ class ConstantFolding(Pass):
         folder.remove_consumed_inputs()
         if folder.folded:
             logger.debug("constant-folding folded %d nodes", folder.folded)
+        self.report["skipped_for_size"] = list(folder.skipped_for_size)
+        if folder.skipped_for_size:
+            largest = max(folder.skipped_for_size, key=lambda item: item[1])
+            logger.info(
+                "constant-folding: %d nodes not folded because their results exceed size-limit=%d bytes "
+                "(largest: %r, %d bytes); fold them with constant-folding{size-limit=-1} or {same-size=true}",
+                len(folder.skipped_for_size), self.size_limit, largest[0], largest[1],
+            )
         return PassResult(graph, folder.folded > 0)
+
+    @property
+    def report(self) -> dict:
+        """What the last run left undone (see the class docstring); one dict per instance."""
+        found = self.__dict__.get("_report")
+        if found is None:
+            found = {}
+            object.__setattr__(self, "_report", found)
+        return found
 
 
 class _Folder:
@@ -77,13 +100,26 @@ class _Folder:
         self.folded = 0
         self._constant_node_values: dict[Node, list[np.ndarray] | None] = {}
         self._consumed: dict[Value, None] = {}
+        self.skipped_for_size: list[tuple[str, int]] = []
+
+    def _too_big(self, nbytes: int, node: Node) -> bool:
+        limit = self.config.size_limit
+        if limit < 0 or nbytes <= limit:
+            return False
+        if self.config.same_size:
+            largest_input = max((v.nbytes() or 0 for v in node.inputs if v is not None and self.constant_array(v) is not None), default=0)
+            if nbytes <= largest_input:
+                return False
+        self.skipped_for_size.append((node.name or node.op_type, int(nbytes)))
+        return True
 
     def try_fold(self, node: Node) -> None:
         if node.domain not in _ONNX_DOMAINS or node.op_type == "Constant" or node.graph is None:
             return
         if has_side_effects(node) or any(True for _ in node.subgraphs()):
             return
-        if any((v.nbytes() or 0) > self.config.size_limit for v in node.outputs):
+        declared = max((v.nbytes() or 0 for v in node.outputs), default=0)
+        if self._too_big(declared, node):
             return  # declared too large: do not spend the time and memory to evaluate it
         results = self._shape_op(node) if self.config.fold_shape_ops else None
         if results is None:
@@ -133,7 +169,7 @@ class _Folder:
                 tensors.append(None)  # an unused output needs no constant
                 continue
             tensor = _to_tensor(array, value)
-            if tensor is None or tensor.nbytes > self.config.size_limit:
+            if tensor is None or (tensor.nbytes > (value.nbytes() or 0) and self._too_big(tensor.nbytes, node)):
                 return
             tensors.append(tensor)
         if all(t is None for t in tensors):
