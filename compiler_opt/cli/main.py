@@ -43,6 +43,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from compiler_opt.cli.optimize_lib import OptimizeRequest, run_optimize
+
+    request = OptimizeRequest(
+        input=args.input, output=args.output, devices=args.devices, method=args.method, tasks=args.tasks,
+        budget_s=args.budget, report_dir=args.report, report_json=args.report_json, check=args.check, seed=args.seed,
+        opt_level=args.opt_level, input_shapes=args.input_shape or (),
+    )
+    return run_optimize(request, sys.stdout, sys.stderr)
+
+
 def _cmd_passes(args: argparse.Namespace) -> int:
     from compiler_opt.cli._render import render_tables
     from compiler_opt.cli.passes_lib import describe_passes, passes_tables
@@ -157,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     convert_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     convert_p.set_defaults(handler=_cmd_convert, file_arg="input")
+    _add_optimize_parser(sub, common)
 
     passes_p = sub.add_parser("passes", parents=[common], help="list the registered passes and their options")
     passes_p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -205,6 +217,28 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
     bench_p.set_defaults(handler=_cmd_bench, file_arg=None)
     return parser
+
+
+def _add_optimize_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    optimize_p = sub.add_parser(
+        "optimize", parents=[common], help="clean up, fuse, place and schedule a model; report and check it",
+        description="Import IN, clean it up (-O level), decide fusion, placement (one method or a portfolio within "
+        "--budget) and schedule for --devices, print the before/after summary, write OUT atomically, and optionally "
+        "an HTML report, a JSON report and a numerical check (exit 3 when outputs differ; OUT is then not written).",
+    )
+    optimize_p.add_argument("input", metavar="IN", help="input model file")
+    optimize_p.add_argument("-o", "--output", required=True, metavar="OUT", help="output model file")
+    optimize_p.add_argument("--devices", default="4xV100", metavar="PRESET", help="target topology (default 4xV100)")
+    optimize_p.add_argument("--method", default="auto", metavar="NAME|auto", help="placement method, or auto (a portfolio, the best kept)")
+    optimize_p.add_argument("--tasks", nargs="+", default=["placement", "fusion", "schedule"], choices=["placement", "fusion", "schedule"], help="what to decide")
+    optimize_p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS", help="search time for --method auto (default 30)")
+    optimize_p.add_argument("--report", metavar="DIR", help="write DIR/report.html (graph by device, timeline, tables, pass log)")
+    optimize_p.add_argument("--report-json", metavar="FILE", help="write the numbers as JSON")
+    optimize_p.add_argument("--check", action="store_true", help="run original and result on seeded random inputs; exit 3 when they differ")
+    optimize_p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and randomised methods")
+    optimize_p.add_argument("-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], metavar="LEVEL", help="clean-up level -O0..-O3 (default -O2)")
+    optimize_p.add_argument("--input-shape", action="append", metavar="NAME:DIMS", help="static shape of an input, e.g. input:1,3,224,224 (repeatable)")
+    optimize_p.set_defaults(handler=_cmd_optimize, file_arg="input")
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -297,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: a command is required (inspect, convert, passes, workloads, simulate, bench)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (inspect, convert, optimize, passes, workloads, simulate, bench)", file=sys.stderr)
         return 2
     _configure_logging(args.verbose)
     fallback_file = getattr(args, args.file_arg) if args.file_arg else None
