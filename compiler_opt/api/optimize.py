@@ -143,6 +143,16 @@ def _simulate(graph: Graph, topology: Any) -> Any:
     return problem, decisions, simulate(problem, decisions)
 
 
+def _tf_device_names(graph: Graph) -> None:
+    """Topology names ("gpu1") as TensorFlow device strings ("/device:GPU:1"), which a GraphDef's
+    NodeDef.device must hold (the simulator reads both)."""
+    for node in graph.all_nodes():
+        if node.device and not node.device.startswith("/"):
+            kind = node.device.rstrip("0123456789")
+            index = node.device[len(kind):] or "0"
+            node.device = f"/device:{kind.upper()}:{index}"
+
+
 def cleanup_pipeline(fmt: str, opt_level: int) -> str:
     from passes.onnx import opt_level_pipeline
 
@@ -228,6 +238,8 @@ def optimize(
     progress("simulate after")
     from cost_model.lower_bound import step_time_lower_bound
 
+    if fmt == "tf_graphdef":
+        _tf_device_names(graph)
     problem, decisions, sim_after = _simulate(graph, topology)
     lower = step_time_lower_bound(problem, fusion=True)
     names = topology.device_names
