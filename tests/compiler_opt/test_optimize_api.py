@@ -44,3 +44,29 @@ def test_bad_arguments_are_errors_naming_the_field(example_model):
         compiler_opt.optimize(str(example_model), method="m-eft")
     with pytest.raises(Exception, match="model must be a path"):
         compiler_opt.optimize(42)
+
+
+def test_input_shape_makes_the_shape_chain_fold():
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "rest"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    inits = [
+        helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+        helper.make_tensor("axes", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("rest", TensorProto.INT64, [1], [12]),
+    ]
+    graph = helper.make_graph(
+        nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 12])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    dynamic = compiler_opt.optimize(model, tasks=(), check=False)
+    assert "Shape" in dynamic.ops_after  # the batch is unknown: the chain must stay
+    result = compiler_opt.optimize(model, tasks=(), input_shapes={"x": (2, 3, 4)}, check=True)
+    assert result.ops_after == {"Reshape": 1} and result.numerics.ok
