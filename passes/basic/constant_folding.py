@@ -141,6 +141,10 @@ class _Folder:
         if producer is None or producer.op_type != "Constant" or producer.domain not in _ONNX_DOMAINS:
             return None
         if producer not in self._constant_node_values:
+            direct = _constant_attribute(producer)
+            if direct is not None:  # the common case, without building a reference evaluator (~5 ms each)
+                self._constant_node_values[producer] = [direct]
+                return direct
             try:
                 self._constant_node_values[producer] = _evaluate(producer, [], self.opset)
             except _CannotFold as err:
@@ -197,6 +201,25 @@ class _Folder:
                 value.graph.remove_initializer(value)  # not a graph input, so an initializer
             elif producer is not None and producer.op_type == "Constant" and producer.graph is not None:
                 producer.graph.remove_nodes([producer])
+
+
+def _constant_attribute(node: Node) -> np.ndarray | None:
+    """The value of a `Constant` node holding a tensor or a float/int (list), else None (strings,
+    sparse tensors: the reference evaluator reads those)."""
+    from graph_ir.tensors import Tensor
+
+    if len(node.attrs) != 1:
+        return None
+    (name, attr), = node.attrs.items()
+    simple = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+    if name in simple:
+        return np.asarray(attr.value, dtype=simple[name])
+    if name != "value" or not isinstance(attr.value, Tensor):
+        return None
+    try:
+        return np.asarray(attr.value.numpy())
+    except (TypeError, ValueError):
+        return None
 
 
 def _to_tensor(array: np.ndarray, declared: Value) -> NumpyTensor | None:
