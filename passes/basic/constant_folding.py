@@ -235,6 +235,10 @@ def _to_tensor(array: np.ndarray, declared: Value) -> NumpyTensor | None:
     return NumpyTensor(np.asarray(array, order="C"), dtype)  # ascontiguousarray would make 0-d arrays 1-d
 
 
+_EVALUATOR_CACHE_SIZE = 256
+_EVALUATORS: dict[tuple[int, bytes], object] = {}
+
+
 def _evaluate(node: Node, arrays: Sequence[np.ndarray | None], opset: int) -> list[np.ndarray]:
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
@@ -245,7 +249,15 @@ def _evaluate(node: Node, arrays: Sequence[np.ndarray | None], opset: int) -> li
     proto.attribute.extend(_attribute_proto(attr) for attr in node.attrs.values())
     feeds = {name: array for name, array in zip(input_names, arrays) if array is not None}
     try:
-        results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
+        # Building an evaluator costs ~5 ms; nodes with the same op, attributes and arity (most
+        # Expand, Cast, Unsqueeze... of an export) share one, since names are normalised above.
+        key = (opset, proto.SerializeToString())
+        evaluator = _EVALUATORS.get(key)
+        if evaluator is None:
+            if len(_EVALUATORS) >= _EVALUATOR_CACHE_SIZE:
+                _EVALUATORS.pop(next(iter(_EVALUATORS)))
+            evaluator = _EVALUATORS[key] = ReferenceEvaluator(proto, opsets={"": opset})
+        results = evaluator.run(None, feeds)
     except Exception as err:  # the reference evaluator raises anything from NotImplementedError on
         raise _CannotFold(f"{type(err).__name__}: {err}") from err
     return [np.asarray(r) if isinstance(r, (np.ndarray, np.generic)) else r for r in results]
