@@ -5,7 +5,9 @@ unused); Cast to the input's own type; CastLike to a value of the input's own ty
 Expand whose static output shape equals the static input shape; Transpose with the identity
 permutation; Pad whose pads are all zero; Squeeze/Unsqueeze with no axes given as an empty
 constant; Concat, Sum, Max, Min and Mean of one input; Slice that keeps everything (starts 0,
-ends at or past the dimension, steps 1). Each is replaced by its input; a graph output keeps
+ends at or past the dimension, steps 1); Add/Sub of a constant zero and Mul/Div by a constant one
+that does not broadcast the input (IEEE: x + 0 is x except that -0 + 0 is +0, which compares
+equal). Each is replaced by its input; a graph output keeps
 its name (the input takes it when it is a node result, else the node stays).
 """
 
@@ -107,8 +109,30 @@ def noop_input(node: Node, state: RewriteState) -> Value | None:
         return x if array is not None and array.size == 0 else None
     if op in ("Concat", "Sum", "Max", "Min", "Mean") and len(node.inputs) == 1:
         return x
+    if op in ("Add", "Sub", "Mul", "Div") and len(node.inputs) == 2:
+        return _neutral_operand(node, state)
     if op == "Slice":
         return x if _full_slice(node, state) else None
+    return None
+
+
+_NEUTRAL = {"Add": 0.0, "Sub": 0.0, "Mul": 1.0, "Div": 1.0}
+
+
+def _neutral_operand(node: Node, state: RewriteState) -> Value | None:
+    """x for x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, when the constant does not broadcast x to
+    a bigger shape or another type (a zero bias Add of a freshly initialised Linear, a scale of 1)."""
+    out = node.outputs[0]
+    sides = (0, 1) if node.op_type in ("Add", "Mul") else (0,)
+    for side in sides:
+        x, c = node.inputs[side], node.inputs[1 - side]
+        if x is None or c is None:
+            continue
+        array = constant_array(c, state)
+        if array is None or array.size == 0 or not np.all(array == _NEUTRAL[node.op_type]):
+            continue
+        if _static_shape(x) is not None and _static_shape(x) == _static_shape(out) and _same_type(x, out):
+            return x
     return None
 
 

@@ -74,3 +74,17 @@ def test_dropout_in_training_mode_or_with_a_read_mask_stays():
     graph.add_output(node.outputs[0])
     graph.add_output(node.outputs[1])
     assert not EliminateNoops()(graph).modified
+
+
+def test_adding_zero_and_multiplying_by_one_go_unless_they_broadcast(assert_same_numerics):
+    graph = Graph("main")
+    x = graph.add_input(f32("x", 2, 3))
+    a = graph.add_node("Add", [const(graph, np.zeros(3, np.float32), "zero"), x]).outputs[0]
+    b = graph.add_node("Mul", [a, const(graph, np.ones((1, 3), np.float32), "one")]).outputs[0]
+    c = graph.add_node("Add", [b, const(graph, np.zeros((4, 2, 3), np.float32), "wide_zero")], name="widens").outputs[0]
+    graph.add_output(c)
+    graph = typed(graph)
+    original = graph.clone()
+    assert EliminateNoops()(graph).modified
+    assert ops(graph) == ["Add"] and graph.nodes[0].name == "widens" and graph.nodes[0].inputs[0].name == "x"
+    assert_same_numerics(original, graph)
