@@ -135,7 +135,7 @@ def test_a_group_split_so_that_its_shares_cross_is_cut_into_ordered_kernels():
 
 
 @pytest.mark.parametrize("pipeline", ["dce,cse,shape-infer,fuse,m-etf{devices=4xV100}", "fuse,m-etf{devices=4xV100}", "m-etf{devices=4xV100},fuse"])
-@pytest.mark.parametrize("model", ["small_cnn", "light_inception_v2", "light_squeezenet"])
+@pytest.mark.parametrize("model", ["small_cnn", pytest.param("light_inception_v2", marks=pytest.mark.slow), "light_squeezenet"])
 def test_readme_fusion_and_placement_pipeline_on_real_models(example_model, model, pipeline):
     path = example_model if model == "small_cnn" else os.path.join(LIGHT, f"{model}.onnx")
     if not os.path.isfile(path):
