@@ -74,11 +74,7 @@ class OptimizeResult:
     simulation_after: Any = None  # cost_model.simulator.SimulationResult of the result
     simulation_before: Any = None
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def decisions(self) -> Any:
-        """The result's decisions as arrays (`cost_model.decisions.Decisions`)."""
-        return None if self.simulation_after is None else self._decisions
+    decisions: Any = None  # the result's decisions as arrays (cost_model.decisions.Decisions, node_order)
 
     @property
     def speedup(self) -> float:
@@ -261,8 +257,8 @@ def optimize(
         simulation_after=sim_after,
         simulation_before=sim_before,
         notes=notes,
+        decisions=decisions,
     )
-    result._decisions = decisions  # type: ignore[attr-defined]
     if check:
         progress("numerical check")
         result.numerics = check_numerics(original, graph, fmt, seed=seed)
