@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["__version__", "workloads"]
+__all__ = ["OptimizeResult", "__version__", "api", "optimize", "workloads"]
 
 # attribute -> module that provides it (loaded on first access).
-_LAZY_SUBMODULES = {"workloads": "compiler_opt.workloads"}
+_LAZY_SUBMODULES = {"workloads": "compiler_opt.workloads", "api": "compiler_opt.api"}
+# attribute -> (module, name) of functions and classes re-exported here (loaded on first access).
+_LAZY_ATTRIBUTES = {"optimize": ("compiler_opt.api", "optimize"), "OptimizeResult": ("compiler_opt.api", "OptimizeResult")}
 
 
 def _package_version() -> str:
@@ -29,6 +31,11 @@ def __getattr__(name: str) -> Any:
         version = _package_version()
         globals()["__version__"] = version
         return version
+    if name in _LAZY_ATTRIBUTES:
+        module_name, attribute = _LAZY_ATTRIBUTES[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
     module = _LAZY_SUBMODULES.get(name)
     if module is not None:
         value = importlib.import_module(module)

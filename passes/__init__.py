@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import passes.basic  # noqa: F401 - registers the basic passes
 import passes.fusion  # noqa: F401 - registers fuse, fuse-by-priority
 import passes.placement  # noqa: F401 - registers the placement methods
+import passes.onnx  # noqa: F401 - registers the ONNX clean-up rewrites (eliminate-noops, fold-conv-bn, ...)
 import passes.scheduling  # noqa: F401 - registers schedule
 from passes.infra import (
     Pass,

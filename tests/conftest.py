@@ -18,6 +18,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # copies clash); one test process imports both, so OR-Tools goes first.
 preload_ortools()
 
+# Hypothesis keeps failing examples in `.hypothesis/` of the working directory by default; a test
+# run must leave the checkout as it found it, so the example database is off (a failure still
+# prints the falsifying example, which is how one reproduces it).
+# Its other caches (`constants/`) go to a folder under the system's temporary directory.
+try:
+    import tempfile
+
+    from hypothesis import settings as _hypothesis_settings
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), f"compiler-opt-hypothesis-{os.getuid()}"))
+    _hypothesis_settings.register_profile("compiler-opt", database=None)
+    _hypothesis_settings.load_profile("compiler-opt")
+except ImportError:  # hypothesis is a dev dependency; tests that use it import it themselves
+    pass
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")

@@ -33,7 +33,7 @@ import numpy as np
 
 from compiler_opt.cli._render import Table
 
-__all__ = ["BenchSpec", "README_REFERENCES", "bench_tables", "run_bench"]
+__all__ = ["BenchSpec", "README_REFERENCES", "bench_tables", "objective_unit", "run_bench"]
 
 logger = logging.getLogger(__name__)
 
@@ -294,6 +294,16 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def objective_unit(objective: str, kind: str) -> str:
+    """The unit of an objective's numbers: simulated seconds for graphs; profiled workloads
+    keep their files' own time unit; memory is the peak as a fraction of device capacity."""
+    if objective == "memory":
+        return "x capacity"
+    if kind == "profiled":
+        return "profiled time units" if objective == "latency" else "profiled time units per sample"
+    return "s" if objective == "latency" else "s per step"
+
+
 def bench_tables(rows: list[dict[str, Any]]) -> list[Table]:
     """One table per (objective, kind): a row per run, then a geometric-mean row per method."""
     tables = []
@@ -301,7 +311,11 @@ def bench_tables(rows: list[dict[str, Any]]) -> list[Table]:
     for objective, kind in keys:
         subset = [r for r in rows if r["objective"] == objective and r["kind"] == kind]
         reference = any("reference_optimum" in r for r in subset)
-        headers = ["workload", "devices", "method", objective, "lower bound", "x bound", "x expert", "peak mem", "OOM", "search s", "evals"]
+        unit = objective_unit(objective, kind)
+        headers = [
+            "workload", "devices", "method", f"{objective} ({unit})", f"lower bound ({unit})", "x bound", "x expert",
+            "peak mem (x capacity)", "OOM", "search (s)", "evals",
+        ]
         if reference:
             headers += ["README optimum", "README expert", "x optimum"]
         table = Table(f"placement benchmark: {objective} ({kind} workloads; lower is better)", headers, numeric=frozenset(range(3, len(headers))))

@@ -34,6 +34,7 @@ def _qualified_op(domain: str, op_type: str) -> str:
 def summarize_graph(graph: Graph) -> dict[str, Any]:
     """Everything `inspect --json` reports about a graph, as plain JSON-able data."""
     from cost_model.flops import graph_flops
+    from graph_ir.summary import feed_values, parameter_stats
 
     ops: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
@@ -47,8 +48,8 @@ def summarize_graph(graph: Graph) -> dict[str, Any]:
         edges += sum(1 for value in node.inputs if value is not None and value.producer is not None)
     graphs = [graph, *graph.subgraphs()]
     initializers = [value for g in graphs for value in g.initializers.values()]
-    parameter_bytes = sum(value.const.nbytes for value in initializers if value.const is not None)
-    parameters = sum(value.const.size for value in initializers if value.const is not None)
+    weights = parameter_stats(graph)  # initializers and constant nodes (frozen GraphDefs keep weights in Const)
+    parameter_bytes, parameters = weights.parameter_bytes, weights.parameters
     model = graph.model
     constants = graph.initializers  # older ONNX files also list initializers as graph inputs
     return {
@@ -60,26 +61,30 @@ def summarize_graph(graph: Graph) -> dict[str, Any]:
         "edges": edges,
         "ops": dict(ops.most_common()),
         "op_kinds": dict(kinds.most_common()),
-        "inputs": [_value_info(v) for v in graph.inputs if v.name not in constants],
+        "inputs": [_value_info(v) for v in feed_values(graph) if v.name not in constants],  # TF Placeholders too
         "outputs": [_value_info(v) for v in graph.outputs],
         "flops": graph_flops(graph),
         "parameters": parameters,
         "parameter_bytes": parameter_bytes,
         "initializers": len(initializers),
+        "constant_nodes": weights.constant_nodes,
         "opset_imports": dict(sorted(graph.opset_imports.items())),
         "producer": None if model is None else " ".join(p for p in (model.producer_name, model.producer_version) if p),
     }
 
 
-def summarize_model(path: str, *, infer_shapes: bool = False, module: int | None = None) -> dict[str, Any]:
+def summarize_model(path: str, *, infer_shapes: bool | None = None, module: int | None = None) -> dict[str, Any]:
     """Load a model file and summarize it; `format`, `file` and `file_bytes` lead the dict.
 
     `infer_shapes` runs the `shape-infer` pass first, so FLOPs and byte counts also cover
-    values whose shapes the file does not record.
+    values whose shapes the file does not record; None (the default) runs it exactly when some
+    node result is untyped (older ONNX files record no intermediate shapes: FLOPs would read 0).
     """
     from graph_ir.io import load_with_format
 
     graph, format_name = load_with_format(path, module)
+    if infer_shapes is None:
+        infer_shapes = any(v.type is None for node in graph.all_nodes() for v in node.outputs)
     if infer_shapes:
         import passes
         from graph_ir.errors import CompilerOptError
@@ -111,7 +116,8 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
         ["nodes", nodes],
         ["edges", str(summary["edges"])],
         ["FLOPs", f"{human_count(summary['flops'])} ({summary['flops']})"],
-        ["parameters", f"{human_count(summary['parameters'])} in {summary['initializers']} initializers"],
+        ["parameters", f"{human_count(summary['parameters'])} in {summary['initializers']} initializers"
+         + (f" and {summary['constant_nodes']} constant nodes" if summary.get("constant_nodes") else "")],
         ["parameter bytes", human_bytes(summary["parameter_bytes"])],
     ]
     if summary["functions"]:

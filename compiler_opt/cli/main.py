@@ -27,7 +27,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from compiler_opt.cli._render import render_tables
     from compiler_opt.cli.inspect_lib import summarize_model, summary_tables
 
-    summary = summarize_model(args.model, infer_shapes=args.infer_shapes, module=args.module)
+    summary = summarize_model(args.model, infer_shapes=args.infer_shapes or None, module=args.module)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -43,6 +43,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     )
     print(result.summary_line())
     return 0
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from compiler_opt.cli.optimize_lib import OptimizeRequest, run_optimize
+
+    request = OptimizeRequest(
+        input=args.input, output=args.output, devices=args.devices, method=args.method, tasks=args.tasks,
+        budget_s=args.budget, report_dir=args.report, report_json=args.report_json, check=args.check, seed=args.seed,
+        opt_level=args.opt_level, input_shapes=args.input_shape or (),
+    )
+    return run_optimize(request, sys.stdout, sys.stderr)
 
 
 def _cmd_passes(args: argparse.Namespace) -> int:
@@ -169,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_p.add_argument("model", help="model file; the extension selects the format (.onnx, .pb, .pbtxt, .hlo, .hlo.txt, .mlir)")
     inspect_p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     inspect_p.add_argument(
-        "--infer-shapes", action="store_true", help="run shape inference first (FLOPs for values the file leaves untyped)"
+        "--infer-shapes", action="store_true", help="run shape inference first (FLOPs for values the file leaves untyped; the default when any result is untyped)"
     )
     inspect_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     inspect_p.set_defaults(handler=_cmd_inspect, file_arg="model")
@@ -188,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     convert_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     _target_options(convert_p, devices_help="target topology of the pipeline's passes (default 4xV100): " + _DEVICES_FORMS)
     convert_p.set_defaults(handler=_cmd_convert, file_arg="input")
+    _add_optimize_parser(sub, common)
 
     passes_p = sub.add_parser("passes", parents=[common], help="list the registered passes and their options")
     passes_p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -224,10 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
         "suite names (resnet-50:train), model files, or profiled-workload JSON files (Tarnawski et al.), which run at "
         "their own accelerator count under the paper's cost models.",
     )
-    bench_p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (repeatable, comma-separated)")
-    bench_p.add_argument("--devices", action="extend", nargs="+", metavar="T", help="topologies for suite/model workloads, space- or comma-separated (default 2xV100,4xV100,8xV100)")
+    bench_p.add_argument("--workloads", action="extend", nargs="+", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (space- or comma-separated, repeatable)")
+    bench_p.add_argument("--devices", action="extend", nargs="+", metavar="T[,T...]", help="topologies for suite/model workloads, space- or comma-separated (default 2xV100 4xV100 8xV100)")
     _target_options(bench_p, devices=False)
-    bench_p.add_argument("--methods", action="append", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
+    bench_p.add_argument("--methods", action="extend", nargs="+", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
     bench_p.add_argument("--objective", choices=("latency", "throughput", "memory"), help="default: latency for suites and latency-inputs files, throughput for other profiled files")
     bench_p.add_argument("--budget", type=int, default=1000, metavar="N", help="objective evaluations for every searching method (sa, random, dp-ls; default 1000)")
     bench_p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="cp-sat time limit in seconds (default 20)")
@@ -247,6 +259,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_costmodel_parsers(sub, common)
     return parser
+
+
+def _add_optimize_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    optimize_p = sub.add_parser(
+        "optimize", parents=[common], help="clean up, fuse, place and schedule a model; report and check it",
+        description="Import IN, clean it up (-O level), decide fusion, placement (one method or a portfolio within "
+        "--budget) and schedule for --devices, print the before/after summary, write OUT atomically, and optionally "
+        "an HTML report, a JSON report and a numerical check (exit 3 when outputs differ; OUT is then not written).",
+    )
+    optimize_p.add_argument("input", metavar="IN", help="input model file")
+    optimize_p.add_argument("-o", "--output", required=True, metavar="OUT", help="output model file")
+    optimize_p.add_argument("--devices", default="4xV100", metavar="PRESET", help="target topology (default 4xV100)")
+    optimize_p.add_argument("--method", default="auto", metavar="NAME|auto", help="placement method, or auto (a portfolio, the best kept)")
+    optimize_p.add_argument("--tasks", nargs="+", default=["placement", "fusion", "schedule"], choices=["placement", "fusion", "schedule"], help="what to decide")
+    optimize_p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS", help="search time for --method auto (default 30)")
+    optimize_p.add_argument("--report", metavar="DIR", help="write DIR/report.html (graph by device, timeline, tables, pass log)")
+    optimize_p.add_argument("--report-json", metavar="FILE", help="write the numbers as JSON")
+    optimize_p.add_argument("--check", action="store_true", help="run original and result on seeded random inputs; exit 3 when they differ")
+    optimize_p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and randomised methods")
+    optimize_p.add_argument("-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], metavar="LEVEL", help="clean-up level -O0..-O3 (default -O2)")
+    optimize_p.add_argument("--input-shape", action="append", metavar="NAME:DIMS", help="static shape of an input, e.g. input:1,3,224,224 (repeatable)")
+    optimize_p.set_defaults(handler=_cmd_optimize, file_arg="input")
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -305,7 +339,23 @@ def _is_user_error(err: BaseException) -> bool:
     if isinstance(err, OSError):
         return True
     errors = sys.modules.get("graph_ir.errors")
-    return errors is not None and isinstance(err, errors.CompilerOptError)
+    if errors is None or not isinstance(err, errors.CompilerOptError):
+        return False
+    return not _is_pass_bug(err, errors)
+
+
+def _is_pass_bug(err: BaseException, errors) -> bool:  # noqa: ANN001 - the graph_ir.errors module
+    """A pass that crashed (its `PassError` wraps an exception that is not about the input) or
+    left an invalid graph: a bug of ours, not of the input, so exit 1 (the message names the pass)."""
+    base = sys.modules.get("passes.infra.base")
+    if base is None or type(err) is not base.PassError or getattr(err, "pass_name", None) is None:
+        return False
+    cause = err.__cause__
+    if cause is None:
+        return False
+    if isinstance(cause, errors.VerificationError):
+        return True  # the graph verified before the pass ran
+    return not isinstance(cause, (OSError, errors.CompilerOptError))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -324,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: a command is required (inspect, convert, passes, workloads, simulate, bench)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (inspect, convert, optimize, passes, workloads, simulate, bench)", file=sys.stderr)
         return 2
     _configure_logging(args.verbose)
     fallback_file = getattr(args, args.file_arg) if args.file_arg else None

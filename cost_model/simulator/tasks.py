@@ -22,6 +22,7 @@ import numpy as np
 
 from cost_model.decisions import DecisionError, Decisions
 from cost_model.simulator.problem import VALUE_CONSTANT, SimulationProblem
+from graph_ir.kernel_pieces import spanning_group_pieces
 
 __all__ = ["TaskGraph", "build_task_graph", "kernel_durations"]
 
@@ -79,12 +80,30 @@ def _kernels(problem: SimulationProblem, device: np.ndarray, group: np.ndarray) 
         ids = np.arange(count, dtype=np.int64)
         return ids, ids, np.ones(count, dtype=np.int64)
     key = np.where(grouped, group.astype(np.int64) * problem.num_devices + device, -1 - np.arange(count, dtype=np.int64))
+    # A group placed on several devices is one kernel per device, cut into convex pieces
+    # (graph_ir.kernel_pieces) so that no kernel waits on itself through another device.
+    pred_ptr, preds = _pred_csr(problem)
+    piece = spanning_group_pieces(pred_ptr, preds, group, device)
+    if piece is not None:
+        key = np.where(grouped, key * (int(piece.max()) + 1) + piece, key)
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # kernels numbered in order of their first node
     renumber = np.empty(order.size, dtype=np.int64)
     renumber[order] = np.arange(order.size, dtype=np.int64)
     kernel_of_node = renumber[inverse.reshape(-1)]
     return kernel_of_node, first[order].astype(np.int64), np.bincount(kernel_of_node).astype(np.int64)
+
+
+def _pred_csr(problem: SimulationProblem) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct producers of each node as CSR arrays (cached on the problem)."""
+    cached = problem._cache.get("pred_csr")
+    if cached is None:
+        src, dst = problem.node_edges()
+        order = np.argsort(dst, kind="stable")
+        ptr = np.zeros(problem.num_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=problem.num_nodes), out=ptr[1:])
+        cached = problem._cache["pred_csr"] = (ptr, src[order])
+    return cached
 
 
 def _boundary_bytes(problem: SimulationProblem, kernel_of_node: np.ndarray, num_kernels: int) -> np.ndarray:

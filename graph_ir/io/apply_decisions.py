@@ -10,7 +10,9 @@ computations) share the legality rules and the rewriting kept here:
     straddle an If branch and its parent);
   * one device: `cost_model.decisions` defines a kernel as "same group id *and* same device",
     so a group id that spans devices is split into one kernel per device (`split_devices=False`
-    rejects it instead);
+    rejects it instead), and each device's share is cut into convex pieces
+    (`graph_ir.kernel_pieces`, as the simulator does): a placement that ignores fusion can put
+    a member on another device between two members of one share;
   * acyclic: contracting each group to one vertex must leave the level a DAG, otherwise the
     kernel could not run as one unit (an outside node would need some of its outputs and feed
     some of its inputs). The fusion pass never builds such groups; a hand-set `fusion_group`
@@ -35,10 +37,13 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence, Union
 
+import numpy as np
+
 from graph_ir.clone import clone_graph
 from graph_ir.core import Node, Value
 from graph_ir.errors import ExportError
 from graph_ir.graph import Graph
+from graph_ir.kernel_pieces import spanning_group_pieces
 from graph_ir.verify import topological_order
 
 __all__ = [
@@ -69,15 +74,17 @@ class FusionGroup:
     nodes: list[Node]  # in topological order
     inputs: list[Value]  # values read from outside (explicitly or captured by members' subgraphs), first-use order
     outputs: list[Value]  # member outputs read outside the group or returned by the level
-    split: bool = False  # the group id spans devices; this is one device's share
+    split: bool = False  # the group id spans devices; this is one device's share (or a piece of it)
+    piece: int = 0  # which convex piece of that share (graph_ir.kernel_pieces)
 
     @property
     def label(self) -> str:
-        """A name for files and messages: `fused_<group>` (plus the device when split)."""
+        """A name for files and messages: `fused_<group>` (plus the device, and the piece when
+        the device's share was cut, when split)."""
         if not self.split:
             return f"fused_{self.group_id}"
         device = "".join(c if c.isalnum() else "_" for c in str(self.device)).strip("_") or "none"
-        return f"fused_{self.group_id}_{device}"
+        return f"fused_{self.group_id}_{device}" + (f"_{self.piece}" if self.piece else "")
 
     @property
     def priority(self) -> float | None:
@@ -124,20 +131,29 @@ def materialize_fusion_groups(graph: Graph, *, split_devices: bool = True) -> li
             members.setdefault(gid, {}).setdefault(node.device, []).append(node)
         if not members:
             continue
-        position = {node: i for i, node in enumerate(topological_order(level))}
+        order = topological_order(level)
+        position = {node: i for i, node in enumerate(order)}
         owners = _owners(level)
         groups = []
+        pieces: dict[Node, int] | None = None
         for gid, by_device in members.items():
             if len(by_device) > 1 and not split_devices:
                 names = ", ".join(f"{d} ({nodes[0].name})" for d, nodes in by_device.items())
                 first_node = next(iter(by_device.values()))[0].name
                 raise ExportError(f"fusion group {gid} spans devices {names}", node=first_node, field="device")
+            if len(by_device) > 1 and pieces is None:
+                pieces = _spanning_pieces(level, order, position)
             for device, nodes in by_device.items():
-                if len(nodes) < 2:
-                    continue  # a one-node kernel is the node itself
                 nodes.sort(key=position.__getitem__)
-                inputs, outputs = _boundary(level, nodes, owners)
-                groups.append(FusionGroup(gid, device, level, nodes, inputs, outputs, split=len(by_device) > 1))
+                by_piece: dict[int, list[Node]] = {}
+                for node in nodes:
+                    by_piece.setdefault(pieces.get(node, 0) if len(by_device) > 1 and pieces else 0, []).append(node)
+                for piece, piece_nodes in by_piece.items():
+                    if len(piece_nodes) < 2:
+                        continue  # a one-node kernel is the node itself
+                    inputs, outputs = _boundary(level, piece_nodes, owners)
+                    split = len(by_device) > 1
+                    groups.append(FusionGroup(gid, device, level, piece_nodes, inputs, outputs, split=split, piece=piece))
         level_order(level, groups)  # raises on a cycle between groups
         found.extend(groups)
     logger.debug("%d fused groups to materialize in %r", len(found), graph.name)
@@ -219,7 +235,7 @@ def single_result_parts(group: FusionGroup) -> list[FusionGroup]:
         nodes = [n for n in group.nodes if part_of[n] == part]
         if len(nodes) >= 2:
             inputs, outputs = _boundary(level, nodes, owners)
-            parts.append(FusionGroup(group.group_id, group.device, level, nodes, inputs, outputs, split=group.split))
+            parts.append(FusionGroup(group.group_id, group.device, level, nodes, inputs, outputs, split=group.split, piece=group.piece))
     return parts[::-1]  # roots were numbered from the end
 
 
@@ -343,6 +359,25 @@ def _inline_call(level: Graph, call: Node, function_body: Graph, owners: list[No
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+def _spanning_pieces(level: Graph, order: list[Node], position: dict[Node, int]) -> dict[Node, int]:
+    """Convex piece of each member of a group that spans devices (`graph_ir.kernel_pieces`,
+    the same cut the simulator makes, so exported kernels are the simulated ones)."""
+    ptr = [0]
+    preds: list[int] = []
+    for node in order:
+        found = {position[v.producer] for v in _reads(node) if v.producer is not None and v.producer.graph is level}
+        found.discard(position[node])
+        preds.extend(sorted(found))
+        ptr.append(len(preds))
+    group = np.array([-1 if n.fusion_group is None else n.fusion_group for n in order], dtype=np.int64)
+    names = {d: i for i, d in enumerate(dict.fromkeys(n.device for n in order))}
+    device = np.array([names[n.device] for n in order], dtype=np.int64)
+    piece = spanning_group_pieces(np.asarray(ptr, dtype=np.int64), np.asarray(preds, dtype=np.int64), group, device)
+    if piece is None:
+        return {}
+    return {node: int(p) for node, p in zip(order, piece.tolist()) if p}
+
+
 def _where(level: Graph) -> str:
     return f"graph {level.name!r}" + (f" (of node {level.parent.name!r})" if level.parent is not None else "")
 
@@ -437,10 +472,11 @@ def _raise_cycle(units: list[Unit], preds: list[set[int]], stuck: list[int], lev
 
     def describe(i: int) -> str:
         unit = units[i]
-        return f"group {unit.group_id}" if isinstance(unit, FusionGroup) else f"node {unit.name!r}"
+        return f"group {_group_name(unit)}" if isinstance(unit, FusionGroup) else f"node {unit.name!r}"
 
     groups = [units[i] for i in cycle if isinstance(units[i], FusionGroup)]
-    ids = ", ".join(str(g.group_id) for g in groups)
+    # A group split across devices appears once per kernel: name each kernel, not the id twice.
+    ids = ", ".join(dict.fromkeys(_group_name(g) for g in groups))
     steps = " -> ".join(describe(i) for i in (*cycle, cycle[0]))
     first = groups[0].nodes[0].name if groups else None
     raise ExportError(
@@ -449,3 +485,9 @@ def _raise_cycle(units: list[Unit], preds: list[set[int]], stuck: list[int], lev
         node=first,
         field="fusion_group",
     )
+
+
+def _group_name(group: FusionGroup) -> str:
+    if not group.split:
+        return str(group.group_id)
+    return f"{group.group_id} (its share on {group.device}" + (f", piece {group.piece})" if group.piece else ")")

@@ -47,11 +47,17 @@ class ConstantFolding(Pass):
     With `fold_shape_ops`, `Shape` and `Size` of a value whose shape is fully static fold even
     when the value itself is not constant. The new constants keep the folded outputs' names, and
     constants and `Constant` nodes that only the folded nodes used are removed.
+
+    Nodes left computed because of `size_limit` are reported: one INFO log line per run with
+    their count, the largest result and how to lift the limit, and `skipped_for_size`, the
+    list of (node name, bytes) of the last run, on the pass instance's `report` (so a driver
+    can show it).
     """
 
     name = "constant-folding"
-    size_limit: int = option(1 << 20, "largest folded output in bytes; bigger results stay computed")
+    size_limit: int = option(1 << 20, "largest folded output in bytes; bigger results stay computed (-1: no limit)")
     fold_shape_ops: bool = option(True, "fold Shape/Size of values with fully static shapes")
+    same_size: bool = option(False, "also fold results above size-limit that are no bigger than their largest constant input (weight Transposes, Casts)")
 
     def call(self, graph: Graph) -> PassResult:
         from graph_ir.io.onnx_export import DEFAULT_OPSET  # what the graph means when it names no opset
@@ -65,7 +71,24 @@ class ConstantFolding(Pass):
         folder.remove_consumed_inputs()
         if folder.folded:
             logger.debug("constant-folding folded %d nodes", folder.folded)
+        self.report["skipped_for_size"] = list(folder.skipped_for_size)
+        if folder.skipped_for_size:
+            largest = max(folder.skipped_for_size, key=lambda item: item[1])
+            logger.info(
+                "constant-folding: %d nodes not folded because their results exceed size-limit=%d bytes "
+                "(largest: %r, %d bytes); fold them with constant-folding{size-limit=-1} or {same-size=true}",
+                len(folder.skipped_for_size), self.size_limit, largest[0], largest[1],
+            )
         return PassResult(graph, folder.folded > 0)
+
+    @property
+    def report(self) -> dict:
+        """What the last run left undone (see the class docstring); one dict per instance."""
+        found = self.__dict__.get("_report")
+        if found is None:
+            found = {}
+            object.__setattr__(self, "_report", found)
+        return found
 
 
 class _Folder:
@@ -77,13 +100,26 @@ class _Folder:
         self.folded = 0
         self._constant_node_values: dict[Node, list[np.ndarray] | None] = {}
         self._consumed: dict[Value, None] = {}
+        self.skipped_for_size: list[tuple[str, int]] = []
+
+    def _too_big(self, nbytes: int, node: Node) -> bool:
+        limit = self.config.size_limit
+        if limit < 0 or nbytes <= limit:
+            return False
+        if self.config.same_size:
+            largest_input = max((v.nbytes() or 0 for v in node.inputs if v is not None and self.constant_array(v) is not None), default=0)
+            if nbytes <= largest_input:
+                return False
+        self.skipped_for_size.append((node.name or node.op_type, int(nbytes)))
+        return True
 
     def try_fold(self, node: Node) -> None:
         if node.domain not in _ONNX_DOMAINS or node.op_type == "Constant" or node.graph is None:
             return
         if has_side_effects(node) or any(True for _ in node.subgraphs()):
             return
-        if any((v.nbytes() or 0) > self.config.size_limit for v in node.outputs):
+        declared = max((v.nbytes() or 0 for v in node.outputs), default=0)
+        if self._too_big(declared, node):
             return  # declared too large: do not spend the time and memory to evaluate it
         results = self._shape_op(node) if self.config.fold_shape_ops else None
         if results is None:
@@ -105,6 +141,10 @@ class _Folder:
         if producer is None or producer.op_type != "Constant" or producer.domain not in _ONNX_DOMAINS:
             return None
         if producer not in self._constant_node_values:
+            direct = _constant_attribute(producer)
+            if direct is not None:  # the common case, without building a reference evaluator (~5 ms each)
+                self._constant_node_values[producer] = [direct]
+                return direct
             try:
                 self._constant_node_values[producer] = _evaluate(producer, [], self.opset)
             except _CannotFold as err:
@@ -133,7 +173,7 @@ class _Folder:
                 tensors.append(None)  # an unused output needs no constant
                 continue
             tensor = _to_tensor(array, value)
-            if tensor is None or tensor.nbytes > self.config.size_limit:
+            if tensor is None or (tensor.nbytes > (value.nbytes() or 0) and self._too_big(tensor.nbytes, node)):
                 return
             tensors.append(tensor)
         if all(t is None for t in tensors):
@@ -163,6 +203,25 @@ class _Folder:
                 producer.graph.remove_nodes([producer])
 
 
+def _constant_attribute(node: Node) -> np.ndarray | None:
+    """The value of a `Constant` node holding a tensor or a float/int (list), else None (strings,
+    sparse tensors: the reference evaluator reads those)."""
+    from graph_ir.tensors import Tensor
+
+    if len(node.attrs) != 1:
+        return None
+    (name, attr), = node.attrs.items()
+    simple = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+    if name in simple:
+        return np.asarray(attr.value, dtype=simple[name])
+    if name != "value" or not isinstance(attr.value, Tensor):
+        return None
+    try:
+        return np.asarray(attr.value.numpy())
+    except (TypeError, ValueError):
+        return None
+
+
 def _to_tensor(array: np.ndarray, declared: Value) -> NumpyTensor | None:
     if not isinstance(array, np.ndarray) or array.dtype == object:
         return None
@@ -176,6 +235,10 @@ def _to_tensor(array: np.ndarray, declared: Value) -> NumpyTensor | None:
     return NumpyTensor(np.asarray(array, order="C"), dtype)  # ascontiguousarray would make 0-d arrays 1-d
 
 
+_EVALUATOR_CACHE_SIZE = 256
+_EVALUATORS: dict[tuple[int, bytes], object] = {}
+
+
 def _evaluate(node: Node, arrays: Sequence[np.ndarray | None], opset: int) -> list[np.ndarray]:
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
@@ -186,7 +249,15 @@ def _evaluate(node: Node, arrays: Sequence[np.ndarray | None], opset: int) -> li
     proto.attribute.extend(_attribute_proto(attr) for attr in node.attrs.values())
     feeds = {name: array for name, array in zip(input_names, arrays) if array is not None}
     try:
-        results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
+        # Building an evaluator costs ~5 ms; nodes with the same op, attributes and arity (most
+        # Expand, Cast, Unsqueeze... of an export) share one, since names are normalised above.
+        key = (opset, proto.SerializeToString())
+        evaluator = _EVALUATORS.get(key)
+        if evaluator is None:
+            if len(_EVALUATORS) >= _EVALUATOR_CACHE_SIZE:
+                _EVALUATORS.pop(next(iter(_EVALUATORS)))
+            evaluator = _EVALUATORS[key] = ReferenceEvaluator(proto, opsets={"": opset})
+        results = evaluator.run(None, feeds)
     except Exception as err:  # the reference evaluator raises anything from NotImplementedError on
         raise _CannotFold(f"{type(err).__name__}: {err}") from err
     return [np.asarray(r) if isinstance(r, (np.ndarray, np.generic)) else r for r in results]

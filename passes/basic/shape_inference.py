@@ -52,6 +52,7 @@ class ShapeInference(Pass):
         except ExportError as err:
             logger.info("shape-infer skipped: the graph cannot be exported to ONNX (%s)", err)
             return PassResult(graph, False)
+        _weights_as_inputs(model.graph)
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=self.data_prop)
         modified = False
         for sub, proto in _paired_graphs(root, inferred.graph):
@@ -74,6 +75,30 @@ class ShapeInference(Pass):
                         value.type = merged
                         modified = True
         return PassResult(graph, modified)
+
+
+# Initializers above this many elements go to onnx's inference as typed graph inputs without
+# their data: inference only reads the data of small (shape-like) tensors, and serializing a
+# model's weights for it took most of the pass's time (4.7 s of a 7 s -O2 run on ResNet-50).
+_DATA_LIMIT = 1024
+
+
+def _weights_as_inputs(graph: GraphProto) -> None:
+    from onnx import helper
+
+    inputs = {value.name for value in graph.input}
+    kept = []
+    for init in graph.initializer:
+        count = 1
+        for d in init.dims:
+            count *= d
+        if count <= _DATA_LIMIT:
+            kept.append(init)
+        elif init.name not in inputs:
+            graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
 
 
 def _paired_graphs(graph: Graph, proto: GraphProto) -> Iterator[tuple[Graph, GraphProto]]:

@@ -42,6 +42,11 @@ class FuseByPriority(Pass):
     threshold: float = option(0.0, "nodes at or below this priority start no merge")
     max_nodes: int = option(32, "largest fused group, in nodes")
 
+    def __post_init__(self) -> None:
+        from passes.fusion.fuse import check_fusion_limits
+
+        check_fusion_limits(self.name, max_nodes=self.max_nodes)
+
     def call(self, graph: Graph) -> PassResult:
         priorities = np.asarray(self.priorities, dtype=np.float64) if self.priorities else None
         changed = fuse_by_priority(graph, priorities, threshold=self.threshold, max_nodes=self.max_nodes)

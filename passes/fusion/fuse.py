@@ -30,7 +30,7 @@ from graph_ir.core import Node
 from graph_ir.order import node_order
 from passes.fusion.groups import FusionGroups
 from passes.fusion.rules import HEAVY_KINDS, REDUCTION_KINDS, can_fuse_into, extends_epilogue, is_epilogue
-from passes.infra.base import Pass, PassResult, option
+from passes.infra.base import Pass, PassError, PassResult, option
 from passes.infra.registry import register_pass
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from graph_ir.graph import Graph
     from passes.infra.context import PassContext
 
-__all__ = ["Fuse", "drop_unprofitable_groups", "duplicate_cheap_producers", "greedy_fuse"]
+__all__ = ["Fuse", "check_fusion_limits", "drop_unprofitable_groups", "duplicate_cheap_producers", "greedy_fuse"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,9 @@ class Fuse(Pass):
     epilogues: bool = option(True, "fuse an elementwise sole user into its reduction/matmul/conv producer")
     cost_check: bool = option(False, "keep a fused group only when the target's cost source says it is no slower than its parts")
 
+    def __post_init__(self) -> None:
+        check_fusion_limits(self.name, max_nodes=self.max_nodes, max_duplicates=self.max_duplicates)
+
     def call(self, graph: Graph, context: PassContext) -> PassResult:
         clones = duplicate_cheap_producers(graph, self.max_duplicates) if self.max_duplicates > 0 else 0
         groups = FusionGroups(graph, max_nodes=self.max_nodes)
@@ -62,6 +65,15 @@ class Fuse(Pass):
         changed = groups.write()
         logger.debug("fuse: %d merges into %d groups, %d clones, %d split by cost", groups.merges, groups.num_groups, clones, split)
         return PassResult(graph, changed or clones > 0)
+
+
+def check_fusion_limits(pass_name: str, *, max_nodes: int, max_duplicates: int = 0) -> None:
+    """Refuse limits that make no sense (a pipeline typo such as `max-nodes=0` would otherwise
+    silently fuse nothing)."""
+    if max_nodes < 1:
+        raise PassError(f"pass '{pass_name}': max-nodes must be at least 1 (1 fuses nothing), got {max_nodes}", pass_name=pass_name, field="max-nodes")
+    if max_duplicates < 0:
+        raise PassError(f"pass '{pass_name}': max-duplicates must be 0 or more, got {max_duplicates}", pass_name=pass_name, field="max-duplicates")
 
 
 def greedy_fuse(groups: FusionGroups, *, epilogues: bool = True) -> None:

@@ -220,13 +220,15 @@ def test_group_outputs_inputs_and_multi_output_calls():
 
 
 def test_a_group_on_two_devices_is_one_kernel_per_device_or_an_error():
-    graph = _grouped({"a": 4, "b": 4, "c": 4, "d": 4}, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu1"})
+    # a -> b, a -> d, c -> d: gpu0 runs {a, c}; gpu1's {b, d} reads a and c from gpu0's kernel,
+    # so it is that group's next piece (graph_ir.kernel_pieces), named with the piece number.
+    graph = _grouped({"a": 4, "b": 4, "c": 4, "d": 4}, {"a": "gpu0", "c": "gpu0", "b": "gpu1", "d": "gpu1"})
     with pytest.raises(ExportError, match="fusion group 4 spans devices gpu0 .*gpu1"):
         materialize_fusion_groups(graph, split_devices=False)
     model = export_onnx(graph, fused_groups_as_functions=True)
     onnx.checker.check_model(model, full_check=True)
     devices = {n.op_type: {p.key: p.value for p in n.metadata_props}.get(DECISION_KEYS["device"]) for n in model.graph.node}
-    assert devices == {"fused_4_gpu0": "gpu0", "fused_4_gpu1": "gpu1", "Mul": None}
+    assert devices == {"fused_4_gpu0": "gpu0", "fused_4_gpu1_1": "gpu1", "Mul": None}
     feeds = {"x": np.random.default_rng(3).standard_normal(3).astype(np.float32)}
     _assert_same_outputs(_chain_model(), model, feeds)
 

@@ -1,0 +1,146 @@
+"""Run the original and the optimized graph on the same seeded random inputs and compare:
+onnxruntime for ONNX, XLA's CPU backend for HLO, TensorFlow for GraphDefs.
+
+Tolerance: |got - want| <= atol + rtol * |want| element-wise, rtol 1e-4 and atol 1e-5 for
+floating outputs (folding BatchNormalization into weights rounds once more in float32; a real
+bug is orders of magnitude beyond), exact for integers and booleans. The worst output is the one
+with the largest error relative to its tolerance.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graph_ir.graph import Graph
+from graph_ir.types import TensorType
+
+__all__ = ["ATOL", "RTOL", "NumericsCheck", "check_numerics"]
+
+logger = logging.getLogger(__name__)
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@dataclass(frozen=True)
+class NumericsCheck:
+    ok: bool
+    backend: str
+    worst_output: str | None
+    max_abs_error: float
+    rtol: float = RTOL
+    atol: float = ATOL
+    message: str = ""
+
+    def one_line(self) -> str:
+        if self.ok:
+            return f"outputs equal in {self.backend} (max abs error {self.max_abs_error:.3g}, rtol {self.rtol:g}, atol {self.atol:g})"
+        return self.message
+
+
+def _random_array(value_type: TensorType, rng: np.random.Generator, name: str) -> np.ndarray:
+    if value_type.shape is None or not value_type.shape.is_static:
+        raise ValueError(f"input {name!r} has no static shape ({value_type}); give one with --input-shape")
+    shape = tuple(value_type.shape)
+    dtype = value_type.dtype
+    if dtype.is_floating:
+        return rng.standard_normal(shape).astype(dtype.numpy)
+    if dtype.short_name == "pred" or dtype.numpy == np.bool_:
+        return rng.random(shape) > 0.5
+    return rng.integers(0, 8, shape).astype(dtype.numpy)
+
+
+def _compare(names: list[str], want: list[Any], got: list[Any], backend: str) -> NumericsCheck:
+    worst, worst_ratio, worst_abs = None, -1.0, 0.0
+    for name, w, g in zip(names, want, got):
+        w, g = np.asarray(w), np.asarray(g)
+        if w.shape != g.shape:
+            return NumericsCheck(False, backend, name, float("inf"), message=f"output {name!r}: shape {g.shape} instead of {w.shape}")
+        if w.size == 0:
+            continue
+        if np.issubdtype(w.dtype, np.floating):
+            w64, g64 = w.astype(np.float64), g.astype(np.float64)
+            both_nan = np.isnan(w64) & np.isnan(g64)
+            err = np.where(both_nan, 0.0, np.abs(g64 - w64))
+            err = np.where(np.isnan(err), np.inf, err)
+            ratio = float(np.max(err / (ATOL + RTOL * np.abs(np.nan_to_num(w64)))))
+        else:
+            err = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            ratio = float(np.max(err)) * 1e12  # integers must match exactly
+        if ratio > worst_ratio:
+            worst, worst_ratio, worst_abs = name, ratio, float(np.max(err))
+    ok = worst_ratio <= 1.0
+    message = "" if ok else (
+        f"numerical check failed in {backend}: output {worst!r} differs by up to {worst_abs:.3g} "
+        f"(tolerance rtol {RTOL:g}, atol {ATOL:g})"
+    )
+    return NumericsCheck(ok, backend, worst, worst_abs, message=message)
+
+
+def check_numerics(original: Graph, optimized: Graph, fmt: str, *, seed: int = 0) -> NumericsCheck:
+    """Compare `original` and `optimized` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    if fmt == "onnx":
+        return _check_onnx(original, optimized, rng)
+    if fmt in ("hlo", "stablehlo"):
+        return _check_hlo(original, optimized, rng)
+    if fmt == "tf_graphdef":
+        return _check_tf(original, optimized, rng)
+    raise ValueError(f"no numerical check for format {fmt!r}")
+
+
+def _check_onnx(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
+    import onnxruntime as ort
+
+    from graph_ir.io.onnx_export import export_onnx
+
+    feeds = {v.name: _random_array(v.type, rng, v.name) for v in original.inputs if v.name not in original.initializers}
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare our graphs, not ORT's
+
+    def run(graph: Graph, functions: bool) -> tuple[list[str], list[Any]]:
+        model = export_onnx(graph, fused_groups_as_functions=functions)
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        mine = {i.name for i in session.get_inputs()}
+        return names, session.run(names, {k: v for k, v in feeds.items() if k in mine})
+
+    names, want = run(original, False)
+    _, got = run(optimized, True)  # as the file is written: fused groups as local functions
+    return _compare(names, want, got, f"onnxruntime {ort.__version__}")
+
+
+def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
+    import jax
+
+    from graph_ir.io.hlo_export import export_hlo_proto
+    from graph_ir.io.xla_bridge import run_hlo_module
+
+    args = [_random_array(v.type, rng, v.name) for v in original.inputs]
+    want = run_hlo_module(export_hlo_proto(original), *args)
+    got = run_hlo_module(export_hlo_proto(optimized, materialize_fusions=True), *args)
+    names = [f"output {i}" for i in range(len(want))]
+    return _compare(names, want, got, f"XLA (jax {jax.__version__})")
+
+
+def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
+    import tensorflow as tf
+
+    from graph_ir.io.tf_export import export_graphdef
+    from graph_ir.summary import feed_values
+
+    feeds = {v.name: _random_array(v.type, rng, v.name) for v in feed_values(original)}
+    fetches = [v.name for v in original.outputs]
+
+    def run(graph: Graph) -> list[Any]:
+        config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+        with tf.Graph().as_default() as tf_graph:
+            tf.graph_util.import_graph_def(export_graphdef(graph), name="")
+            with tf.compat.v1.Session(graph=tf_graph, config=config) as session:
+                return session.run(fetches, feeds)
+
+    return _compare(fetches, run(original), run(optimized), f"TensorFlow {tf.__version__}")

@@ -1,0 +1,35 @@
+"""ONNX graph clean-up rewrites, one module per family, each a registered pass:
+
+| pass | module | what |
+|---|---|---|
+| `eliminate-noops` | `noop.py` | Identity, inference Dropout, same-type Cast/CastLike, same-shape Reshape/Expand, identity Transpose, zero Pad, ... |
+| `simplify-casts` | `casts.py` | CastLike -> Cast; Cast of a lossless Cast |
+| `fold-conv-bn`, `fold-conv-bias`, `fold-pad-into-conv` | `conv_fold.py` | what a Conv absorbs |
+| `fold-chains`, `fuse-gemm` | `chains.py` | Transpose/Reshape pairs; MatMul+Add -> Gemm |
+| `constants-to-initializers` | `constants.py` | Constant nodes -> initializers |
+
+`pipelines.py` holds the `-O0..-O3` levels. Every rewrite is checked in the tests against
+onnxruntime on seeded random inputs.
+"""
+
+from __future__ import annotations
+
+from passes.onnx.casts import SimplifyCasts
+from passes.onnx.chains import FoldChains, FuseGemm
+from passes.onnx.constants import ConstantsToInitializers
+from passes.onnx.conv_fold import FoldConvBatchNorm, FoldConvBias, FoldPadIntoConv
+from passes.onnx.noop import EliminateNoops
+from passes.onnx.pipelines import OPT_LEVELS, opt_level_pipeline
+
+__all__ = [
+    "ConstantsToInitializers",
+    "EliminateNoops",
+    "FoldChains",
+    "FoldConvBatchNorm",
+    "FoldConvBias",
+    "FoldPadIntoConv",
+    "FuseGemm",
+    "OPT_LEVELS",
+    "SimplifyCasts",
+    "opt_level_pipeline",
+]

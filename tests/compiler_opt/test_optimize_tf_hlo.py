@@ -1,0 +1,54 @@
+"""`optimize()` on a frozen Keras GraphDef (checked in TensorFlow) and on a JAX function's HLO
+(checked in XLA). TensorFlow is imported at collection: importing it after onnxruntime ran in
+the same process aborts it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+pytest.importorskip("jaxlib")
+
+import compiler_opt  # noqa: E402
+
+
+def _frozen_keras_graphdef():
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((12, 12, 3))
+    x = tf.keras.layers.Conv2D(8, 3, activation="relu")(inputs)
+    left = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu")(x)
+    right = tf.keras.layers.Conv2D(8, 1, activation="tanh")(x)
+    x = tf.keras.layers.Add()([left, right])
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(4, activation="softmax")(x))
+    function = tf.function(lambda v: model(v, training=False))
+    frozen = convert_variables_to_constants_v2(function.get_concrete_function(tf.TensorSpec((2, 12, 12, 3), tf.float32)))
+    return frozen.graph.as_graph_def()
+
+
+def test_optimize_a_keras_graphdef_runs_equal_in_tensorflow():
+    result = compiler_opt.optimize(_frozen_keras_graphdef(), target="2xV100", method="m-etf", check=True)
+    assert result.format == "tf_graphdef"
+    assert result.numerics.ok and result.numerics.backend.startswith("TensorFlow"), result.numerics.one_line()
+    assert result.step_time_after_s >= result.lower_bound_s > 0
+    assert {n.device for n in result.graph if n.op_type == "Conv2D"} <= {"/device:GPU:0", "/device:GPU:1"}
+
+
+def test_optimize_a_jax_function_hlo_runs_equal_in_xla():
+    import jax
+    import jax.numpy as jnp
+
+    def mlp(x, w1, w2):
+        h = jax.nn.relu(x @ w1 + 1.0)
+        return jnp.tanh(h @ w2) * 2.0
+
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 32), (32, 4))]
+    text = jax.jit(mlp).lower(*args).as_text(dialect="hlo")
+    result = compiler_opt.optimize(text, target="4xV100", method="auto", budget_s=2, check=True)
+    assert result.format == "hlo"
+    assert result.numerics.ok and result.numerics.backend.startswith("XLA"), result.numerics.one_line()
+    assert any(n.fusion_group is not None for n in result.graph)
