@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from compiler_opt.cli._render import Table
-from compiler_opt.rl.config import TrainConfig
-from compiler_opt.rl.trainer import TrainResult, run_training
+
+if TYPE_CHECKING:  # torch and the RL stack load only when `train` runs, not for --help
+    from compiler_opt.rl.config import TrainConfig
+    from compiler_opt.rl.trainer import TrainResult
 
 __all__ = ["add_train_parser", "run_train", "train_tables"]
 
@@ -54,6 +56,8 @@ def add_train_parser(sub: Any, common: Any) -> Any:
 
 
 def config_from_args(args: Any) -> TrainConfig:
+    from compiler_opt.rl.config import TrainConfig
+
     return TrainConfig(
         mode=args.mode,
         workloads=_split(args.workloads),
@@ -81,6 +85,8 @@ def run_train(args: Any, argv: Sequence[str] | None = None) -> TrainResult:
         torch.set_num_threads(args.threads)
     config = config_from_args(args)
     command = shlex.join(["compiler-opt", *(sys.argv[1:] if argv is None else argv)])
+    from compiler_opt.rl.trainer import run_training
+
     return run_training(config, command=command)
 
 

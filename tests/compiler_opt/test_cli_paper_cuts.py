@@ -47,7 +47,7 @@ def test_frozen_graphdef_counts_const_weights_and_lists_its_placeholder(capsys, 
 
 def test_pipeline_typo_is_blamed_on_the_pipeline_not_the_input(capsys, example_model, tmp_path):
     code, _, err = _run(capsys, "convert", str(example_model), str(tmp_path / "o.onnx"), "-p", "dce,fusee")
-    assert code == 2 and err.startswith("compiler-opt: error: --passes: unknown pass 'fusee'")
+    assert code == 2 and err.startswith("compiler-opt: error: --passes dce,fusee: unknown pass 'fusee'")
     assert str(example_model) not in err
 
 

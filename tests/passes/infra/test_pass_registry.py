@@ -85,7 +85,7 @@ def test_unknown_name_without_close_match_has_no_suggestion() -> None:
 
 def test_pass_options_describe_fields() -> None:
     options = {o.name: o for o in pass_options(ConstantFolding)}
-    assert list(options) == ["size-limit", "fold-shape-ops"]
+    assert list(options) == ["size-limit", "fold-shape-ops", "same-size"]
     size = options["size-limit"]
     assert (size.field_name, size.type, size.default, size.type_name) == ("size_limit", int, 1 << 20, "int")
     assert "bytes" in size.doc

@@ -133,7 +133,7 @@ def test_unformattable_tuple_item_is_an_error() -> None:
         ("dce}", "expected ',' or end of pipeline, found '}'", 3),
         ("dcee", "unknown pass 'dcee'; did you mean 'dce'?", 0),
         ("cse,constant-foldng", "did you mean 'constant-folding'?", 4),
-        ("constant-folding{size=3}", "pass 'constant-folding' has no option 'size' (its options: size-limit, fold-shape-ops)", 17),
+        ("constant-folding{size=3}", "pass 'constant-folding' has no option 'size' (its options: size-limit, fold-shape-ops, same-size)", 17),
         ("constant-folding{size_limit=3}", "has no option 'size_limit'", 17),
         ("constant-folding{size-limit=abc}", "bad value for option 'size-limit' of pass 'constant-folding': expected an integer, got 'abc'", 28),
         ("constant-folding{fold-shape-ops=yes}", "expected true or false, got 'yes'", 32),
