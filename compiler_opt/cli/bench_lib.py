@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_DEVICES = ("2xV100", "4xV100", "8xV100")
 SEARCHING = ("sa", "random", "dp-ls")
+# The learned GO policy (joint placement, fusion and priorities), on graph workloads only and only
+# when asked for: zero-shot takes 8 samples beside its greedy answer, fine-tune and one take
+# budget // 100 PPO iterations (at least 1) of 8 episodes each.
+GO_METHODS = ("go-zero-shot", "go-fine-tune", "go-one")
 
 # shared/testdata/placement/README.md, k = 6, throughput-inputs/LayerGraphs:
 # (one device, work/6 bound, contiguous DP optimum, human expert, best known non-contiguous)
@@ -99,7 +103,7 @@ def expert_file(workload_path: str, expert: str | None) -> str | None:
 def _methods(spec: BenchSpec, has_expert: bool) -> list[str]:
     from passes.placement import METHODS
 
-    known = list(METHODS) + ["expert"]
+    known = list(METHODS) + ["expert", *GO_METHODS]
     methods = spec.methods if spec.methods else list(METHODS) + (["expert"] if has_expert else [])
     unknown = [m for m in methods if m not in known]
     if unknown:
@@ -212,7 +216,10 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
                 "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph), "costs": spec.costs, "default_fusion": fusion,
             }
             try:
-                outcome = place_outcome(graph, method, target, objective, **_options(method, spec))
+                if method in GO_METHODS:
+                    outcome = _go_outcome(graph, method, target, spec)
+                else:
+                    outcome = place_outcome(graph, method, target, objective, **_options(method, spec))
             except Exception as err:
                 if not _is_user_error(err):
                     raise
@@ -222,7 +229,7 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
                 continue
             problem = outcome.context.problem
             decisions = outcome.decisions
-            if fusion != "none":
+            if fusion != "none" and method not in GO_METHODS:  # GO decides its own fusion groups
                 decisions = Decisions(decisions.device, colocated_groups(default_groups, decisions.device), decisions.priority)
             result = simulate(problem, decisions)
             fraction = result.peak_memory_bytes / result.memory_capacity_bytes
@@ -241,6 +248,42 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
             rows.append(row)
             progress.update(1)
     return rows
+
+
+@dataclass(frozen=True)
+class _GoProblem:
+    problem: Any
+
+
+@dataclass(frozen=True)
+class _GoOutcome:
+    """What a bench row needs of a GO run, shaped like a PlacementOutcome."""
+
+    context: _GoProblem
+    decisions: Any
+    seconds: float
+    evaluations: int | None = None
+
+
+def _go_outcome(graph: Any, method: str, target: Any, spec: BenchSpec) -> _GoOutcome:
+    """Run the `go` pass on a copy of `graph` on `target`; its decisions aligned with `graph`."""
+    import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` where the entry point is not installed
+    from compiler_opt.rl.go_pass import GoPass
+    from cost_model.decisions import Decisions
+    from graph_ir.order import node_order
+    from passes.infra.context import PassContext
+
+    mode = method[len("go-"):]
+    budget = 8 if mode == "zero-shot" else max(1, spec.budget // 100)
+    copy = graph.clone()
+    began = time.perf_counter()
+    GoPass(mode=mode, budget=budget, seed=spec.seed)(copy, PassContext(target))
+    seconds = time.perf_counter() - began
+    problem = target.problem(graph)
+    decisions = Decisions.from_graph(copy, problem.topology, nodes=node_order(copy))
+    if decisions.num_nodes != problem.num_nodes:
+        raise _bench_error(f"go changed the node count ({problem.num_nodes} -> {decisions.num_nodes})")
+    return _GoOutcome(_GoProblem(problem), decisions, seconds)
 
 
 def run_bench(spec: BenchSpec, *, progress: bool = True) -> list[dict[str, Any]]:

@@ -67,3 +67,14 @@ def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.Capture
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("compiler-opt: error:")
+
+
+def test_go_rows_run_the_learned_policy_on_graph_workloads(tmp_path: Path, example_model: Path) -> None:
+    out = tmp_path / "rows.json"
+    code = main(["bench", "--workloads", str(example_model), "--devices", "2xV100", "--methods", "human-expert", "go-zero-shot",
+                 "--json", str(out)])
+    assert code == 0
+    rows = {r["method"]: r for r in json.loads(out.read_text())}
+    go = rows["go-zero-shot"]
+    assert "error" not in go and go["objective_value"] >= go["lower_bound"] * (1 - 1e-9)
+    assert go["vs_expert"] is not None and go["search_seconds"] > 0
