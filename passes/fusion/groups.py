@@ -11,8 +11,8 @@ indices). `try_merge(a, b)` joins the groups of two nodes only when
   it (every outside predecessor of the consumer side is in the producer side, or vice versa),
   and a search that would visit more than `search_limit` nodes refuses the merge, so the
   answer is never wrong, only sometimes conservative.
-The search runs compiled (`cycle_numba.py`, numba over flat arrays: ~20-100x faster on 5-10k-node
-graphs) when numba is installed and `COMPILER_OPT_NO_JIT` is not set, else in pure Python below;
+The search runs compiled (`cycle_numba.py`, numba over flat arrays: `fuse` 24-36x faster on
+4-10k-node training graphs, benchmarks/RESULTS.md section k) when numba is installed and `COMPILER_OPT_NO_JIT` is not set, else in pure Python below;
 both visit the same groups in the same order and refuse exactly the same merges (the `search_limit`
 count included), so the groups never depend on the engine (tests/passes/fusion/test_groups_cycle.py).
 `write()` numbers groups of two or more nodes 0, 1, ... in order of their first node and sets
