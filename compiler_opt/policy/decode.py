@@ -24,7 +24,7 @@ import numpy as np
 
 from cost_model.decisions import Decisions
 from passes.fusion.fuse import greedy_fuse
-from passes.fusion.groups import FusionGroups
+from passes.fusion.groups import FusionGroups, adjacency_arrays
 from passes.fusion.rules import can_fuse_into, is_epilogue, is_hero
 
 if TYPE_CHECKING:
@@ -42,14 +42,14 @@ class ArrayFusionGroups(FusionGroups):
         self.index = decoder.index
         self.preds = decoder.preds
         self.succs = decoder.succs
-        n = len(self.nodes)
-        self.parent = list(range(n))
-        self.members = {i: [i] for i in range(n)}
         self.heroes = list(decoder.heroes)
         self.max_nodes = max_nodes
         self.search_limit = search_limit
         self.merges = 0
         self.device = np.asarray(device).tolist()
+        if decoder.adjacency is None:
+            decoder.adjacency = adjacency_arrays(decoder.preds, decoder.succs)
+        self._init_partition(decoder.adjacency)
 
     def legal(self, a: int, b: int) -> bool:
         ra, rb = self.find(a), self.find(b)
@@ -98,6 +98,7 @@ class DecisionDecoder:
         nodes = self.nodes
         self.heroes = [int(is_hero(node)) for node in nodes]
         self.fuse_into = [[u for u in self.succs[i] if can_fuse_into(nodes[i], nodes[u])] for i in range(n)]
+        self.adjacency: tuple[np.ndarray, ...] | None = None  # CSR edges for the compiled cycle check, on first use
         self.epilogue = [len(self.succs[i]) == 1 and is_epilogue(nodes[i], nodes[self.succs[i][0]], 1) for i in range(n)]
 
     def fusion_groups(self, fusion_priority: np.ndarray, device: np.ndarray, *, threshold: float = 0.0) -> np.ndarray:

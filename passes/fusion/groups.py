@@ -11,14 +11,23 @@ indices). `try_merge(a, b)` joins the groups of two nodes only when
   it (every outside predecessor of the consumer side is in the producer side, or vice versa),
   and a search that would visit more than `search_limit` nodes refuses the merge, so the
   answer is never wrong, only sometimes conservative.
+The search runs compiled (`cycle_numba.py`, numba over flat arrays: `fuse` 24-36x faster on
+4-10k-node training graphs, benchmarks/RESULTS.md section k) when numba is installed and `COMPILER_OPT_NO_JIT` is not set, else in pure Python below;
+both visit the same groups in the same order and refuse exactly the same merges (the `search_limit`
+count included), so the groups never depend on the engine (tests/passes/fusion/test_groups_cycle.py).
 `write()` numbers groups of two or more nodes 0, 1, ... in order of their first node and sets
 `node.fusion_group` (None for the rest).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from graph_ir.order import node_order
 from passes.fusion.rules import is_hero
@@ -27,7 +36,54 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["FusionGroups"]
+__all__ = ["FusionGroups", "adjacency_arrays", "cycle_engine_name", "select_cycle_engine"]
+
+logger = logging.getLogger(__name__)
+
+NO_JIT_ENV = "COMPILER_OPT_NO_JIT"
+
+# ("numba", compiled check) or ("python", None) once chosen; None until the first FusionGroups.
+_engine: tuple[str, Callable[..., bool] | None] | None = None
+
+
+def select_cycle_engine(*, refresh: bool = False) -> tuple[str, Callable[..., bool] | None]:
+    """The cycle check `FusionGroups` uses: `("numba", fn)` or `("python", None)`, chosen once;
+    `refresh=True` chooses again (after changing `COMPILER_OPT_NO_JIT`, in tests and benchmarks)."""
+    global _engine
+    if _engine is not None and not refresh:
+        return _engine
+    if os.environ.get(NO_JIT_ENV, "") not in ("", "0"):
+        _engine = ("python", None)
+        logger.info("fusion cycle check: pure Python (%s is set)", NO_JIT_ENV)
+        return _engine
+    try:
+        from passes.fusion.cycle_numba import creates_cycle_compiled
+    except ImportError:
+        _engine = ("python", None)
+        logger.info("fusion cycle check: pure Python (numba is not installed; `pip install compiler-opt[fast]`)")
+    except Exception as exc:  # a broken numba/llvmlite install must not take fusion down
+        _engine = ("python", None)
+        logger.warning("fusion cycle check: pure Python (numba failed to load: %s)", exc)
+    else:
+        _engine = ("numba", creates_cycle_compiled)
+    return _engine
+
+
+def cycle_engine_name() -> str:
+    """"numba" or "python": the engine the cycle check uses (chooses it if not chosen yet)."""
+    return (_engine or select_cycle_engine())[0]
+
+
+def adjacency_arrays(preds: list[list[int]], succs: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(pred_ptr, pred_idx, succ_ptr, succ_idx): the edge lists as CSR int64 arrays, same order."""
+
+    def csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(x) for x in lists])
+        idx = np.fromiter((j for x in lists for j in x), dtype=np.int64, count=int(ptr[-1]))
+        return ptr, idx
+
+    return (*csr(preds), *csr(succs))
 
 
 class FusionGroups:
@@ -46,12 +102,31 @@ class FusionGroups:
                     seen.add(j)
                     self.preds[i].append(j)
                     self.succs[j].append(i)
-        self.parent = list(range(n))
-        self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
         self.heroes = [int(is_hero(node)) for node in self.nodes]  # per root
         self.max_nodes = max_nodes
         self.search_limit = search_limit
         self.merges = 0
+        self._init_partition()
+
+    def _init_partition(self, adjacency: tuple[np.ndarray, ...] | None = None) -> None:
+        """Singleton groups; with the compiled engine also its arrays (`adjacency`: the CSR
+        arrays of `adjacency_arrays`, when the caller has them already)."""
+        n = len(self.nodes)
+        self.parent = list(range(n))
+        self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
+        self._compiled = select_cycle_engine()[1]
+        if self._compiled is None:
+            return
+        # root[i]: i's group, kept exact at every merge (the compiled search reads it instead of
+        # find()); head/tail/nxt: each group's members as a linked list in `members` order.
+        self._adjacency = adjacency if adjacency is not None else adjacency_arrays(self.preds, self.succs)
+        self._root = np.arange(n, dtype=np.int64)
+        self._head = np.arange(n, dtype=np.int64)
+        self._tail = np.arange(n, dtype=np.int64)
+        self._next = np.full(n, -1, dtype=np.int64)
+        self._seen = np.zeros(n, dtype=np.int64)
+        self._stamp = np.zeros(1, dtype=np.int64)
+        self._queue = np.empty(n, dtype=np.int64)
 
     # -- union-find ------------------------------------------------------------------------------
     def find(self, i: int) -> int:
@@ -91,6 +166,12 @@ class FusionGroups:
         return True
 
     def _creates_cycle(self, ra: int, rb: int) -> bool:
+        if self._compiled is not None:
+            pred_ptr, pred_idx, succ_ptr, succ_idx = self._adjacency
+            return bool(self._compiled(
+                ra, rb, self.search_limit, self._root, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                self._head, self._next, self._seen, self._stamp, self._queue,
+            ))
         for src, dst in ((ra, rb), (rb, ra)):
             if self._outside_preds_within(dst, src):
                 continue  # no path can enter `dst` from a third group
@@ -133,6 +214,12 @@ class FusionGroups:
         if len(self.members[ra]) < len(self.members[rb]):
             ra, rb = rb, ra
         self.parent[rb] = ra
+        if self._compiled is not None:
+            root = self._root
+            for m in self.members[rb]:
+                root[m] = ra
+            self._next[self._tail[ra]] = self._head[rb]
+            self._tail[ra] = self._tail[rb]
         self.members[ra].extend(self.members.pop(rb))
         self.heroes[ra] += self.heroes[rb]
         self.merges += 1
@@ -146,6 +233,9 @@ class FusionGroups:
             self.parent[m] = m
             self.members[m] = [m]
             self.heroes[m] = int(is_hero(self.nodes[m]))
+            if self._compiled is not None:
+                self._root[m] = self._head[m] = self._tail[m] = m
+                self._next[m] = -1
 
     def write(self) -> bool:
         """Set `node.fusion_group` from the partition; True when any node changed."""
