@@ -24,7 +24,7 @@ import numpy as np
 
 from cost_model.decisions import Decisions
 from passes.fusion.fuse import greedy_fuse
-from passes.fusion.groups import FusionGroups, adjacency_arrays
+from passes.fusion.groups import FusionGroups, adjacency_arrays, data_edges
 from passes.fusion.rules import can_fuse_into, is_epilogue, is_hero
 
 if TYPE_CHECKING:
@@ -80,21 +80,9 @@ class DecisionDecoder:
         self.max_nodes = max_nodes
         self.search_limit = search_limit
         self.nodes = problem.nodes
-        self.index = {node: i for i, node in enumerate(self.nodes)}
         n = len(self.nodes)
-        self.preds: list[list[int]] = [[] for _ in range(n)]
-        self.succs: list[list[int]] = [[] for _ in range(n)]
-        # Data edges exactly as FusionGroups builds them (inputs only, each producer once;
-        # successors in node order), so the decoder's groups equal the pass's.
-        for i, node in enumerate(self.nodes):
-            seen: set[int] = set()
-            for value in node.inputs:
-                producer = value.producer if value is not None else None
-                j = self.index.get(producer) if producer is not None else None
-                if j is not None and j not in seen:
-                    seen.add(j)
-                    self.preds[i].append(j)
-                    self.succs[j].append(i)
+        # The same data edges FusionGroups builds, so the decoder's groups equal the pass's.
+        self.index, self.preds, self.succs = data_edges(self.nodes)
         nodes = self.nodes
         self.heroes = [int(is_hero(node)) for node in nodes]
         self.fuse_into = [[u for u in self.succs[i] if can_fuse_into(nodes[i], nodes[u])] for i in range(n)]

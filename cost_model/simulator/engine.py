@@ -16,17 +16,17 @@ Two implementations of that one algorithm, with bit-identical results:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
 import numpy as np
 
+from graph_ir._jit import NO_JIT_ENV, choose_engine  # noqa: F401 - NO_JIT_ENV re-exported for callers and tests
+
 __all__ = ["engine_name", "event_loop_python", "run_event_loop", "select_engine"]
 
 logger = logging.getLogger(__name__)
 
-NO_JIT_ENV = "COMPILER_OPT_NO_JIT"
 
 # (name, array-level loop) once chosen; None until the first simulation.
 _engine: tuple[str, Callable[..., tuple[np.ndarray, np.ndarray, int]]] | None = None
@@ -83,21 +83,13 @@ def select_engine(*, refresh: bool = False) -> tuple[str, Callable[..., tuple[np
     global _engine
     if _engine is not None and not refresh:
         return _engine
-    if os.environ.get(NO_JIT_ENV, "") not in ("", "0"):
-        _engine = ("python", _python_arrays)
-        logger.info("simulator event loop: pure Python (%s is set)", NO_JIT_ENV)
-        return _engine
-    try:
+
+    def compiled() -> Callable[..., tuple[np.ndarray, np.ndarray, int]]:
         from cost_model.simulator.engine_numba import event_loop_compiled
-    except ImportError:
-        _engine = ("python", _python_arrays)
-        logger.info("simulator event loop: pure Python (numba is not installed; `pip install compiler-opt[fast]`)")
-    except Exception as exc:  # a broken numba/llvmlite install must not take the simulator down
-        _engine = ("python", _python_arrays)
-        logger.warning("simulator event loop: pure Python (numba failed to load: %s)", exc)
-    else:
-        _engine = ("numba", event_loop_compiled)
-        logger.info("simulator event loop: numba (compiled on first use, cached on disk)")
+
+        return event_loop_compiled
+
+    _engine = choose_engine("simulator event loop", compiled, _python_arrays)
     return _engine
 
 

@@ -104,7 +104,7 @@ def drop_unprofitable_groups(groups: FusionGroups, target: Target) -> int:
     sizes = np.array([len(groups.members[r]) for r in roots.tolist()], dtype=np.int64)
     fusion = np.where(sizes > 1, roots, -1)
     kernel_of_node, kernel_first, kernel_size, fused = kernel_durations(problem, device, fusion)
-    alone = kernel_durations(problem, device, np.full(len(nodes), -1))[3]
+    alone = problem.node_time[np.arange(len(nodes)), problem.device_type_of[device]]  # each node as its own kernel
     separate = np.bincount(kernel_of_node, weights=alone, minlength=kernel_first.size)
     slower = np.flatnonzero((kernel_size > 1) & (fused > separate))
     for k in slower.tolist():

@@ -22,13 +22,13 @@ count included), so the groups never depend on the engine (tests/passes/fusion/t
 from __future__ import annotations
 
 import logging
-import os
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from graph_ir._jit import NO_JIT_ENV, choose_engine
 from graph_ir.order import node_order
 from passes.fusion.rules import is_hero
 
@@ -36,11 +36,10 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["FusionGroups", "adjacency_arrays", "cycle_engine_name", "select_cycle_engine"]
+__all__ = ["NO_JIT_ENV", "FusionGroups", "adjacency_arrays", "cycle_engine_name", "data_edges", "select_cycle_engine"]
 
 logger = logging.getLogger(__name__)
 
-NO_JIT_ENV = "COMPILER_OPT_NO_JIT"
 
 # ("numba", compiled check) or ("python", None) once chosen; None until the first FusionGroups.
 _engine: tuple[str, Callable[..., bool] | None] | None = None
@@ -52,20 +51,13 @@ def select_cycle_engine(*, refresh: bool = False) -> tuple[str, Callable[..., bo
     global _engine
     if _engine is not None and not refresh:
         return _engine
-    if os.environ.get(NO_JIT_ENV, "") not in ("", "0"):
-        _engine = ("python", None)
-        logger.info("fusion cycle check: pure Python (%s is set)", NO_JIT_ENV)
-        return _engine
-    try:
+
+    def compiled() -> Callable[..., bool]:
         from passes.fusion.cycle_numba import creates_cycle_compiled
-    except ImportError:
-        _engine = ("python", None)
-        logger.info("fusion cycle check: pure Python (numba is not installed; `pip install compiler-opt[fast]`)")
-    except Exception as exc:  # a broken numba/llvmlite install must not take fusion down
-        _engine = ("python", None)
-        logger.warning("fusion cycle check: pure Python (numba failed to load: %s)", exc)
-    else:
-        _engine = ("numba", creates_cycle_compiled)
+
+        return creates_cycle_compiled
+
+    _engine = choose_engine("fusion cycle check", compiled, None)
     return _engine
 
 
@@ -86,22 +78,29 @@ def adjacency_arrays(preds: list[list[int]], succs: list[list[int]]) -> tuple[np
     return (*csr(preds), *csr(succs))
 
 
+def data_edges(nodes: list[Node]) -> tuple[dict[Node, int], list[list[int]], list[list[int]]]:
+    """(index of each node, predecessors, successors) over `nodes`' data inputs: each producer
+    once per consumer, successors in node order. The fusion pass and the GO decoder both build
+    on these, so their groups agree."""
+    index = {node: i for i, node in enumerate(nodes)}
+    preds: list[list[int]] = [[] for _ in nodes]
+    succs: list[list[int]] = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        seen: set[int] = set()
+        for value in node.inputs:
+            producer = value.producer if value is not None else None
+            j = index.get(producer) if producer is not None else None
+            if j is not None and j not in seen:
+                seen.add(j)
+                preds[i].append(j)
+                succs[j].append(i)
+    return index, preds, succs
+
+
 class FusionGroups:
     def __init__(self, graph: Graph, *, max_nodes: int = 32, search_limit: int = 4096) -> None:
         self.nodes: list[Node] = node_order(graph)
-        self.index = {node: i for i, node in enumerate(self.nodes)}
-        n = len(self.nodes)
-        self.preds: list[list[int]] = [[] for _ in range(n)]
-        self.succs: list[list[int]] = [[] for _ in range(n)]
-        for i, node in enumerate(self.nodes):
-            seen: set[int] = set()
-            for value in node.inputs:
-                producer = value.producer if value is not None else None
-                j = self.index.get(producer) if producer is not None else None
-                if j is not None and j not in seen:
-                    seen.add(j)
-                    self.preds[i].append(j)
-                    self.succs[j].append(i)
+        self.index, self.preds, self.succs = data_edges(self.nodes)
         self.heroes = [int(is_hero(node)) for node in self.nodes]  # per root
         self.max_nodes = max_nodes
         self.search_limit = search_limit

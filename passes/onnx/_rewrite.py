@@ -8,7 +8,7 @@ dropped with the old nodes (passes that make decisions run after clean-up).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ONNX_DOMAINS",
     "RewriteState",
+    "adds_after",
     "constant_array",
     "drop_dead_constants",
     "is_onnx",
@@ -44,6 +45,25 @@ def is_onnx(node: Node, *op_types: str) -> bool:
 def onnx_graphs(graph: Graph) -> list[Graph]:
     """The graphs a rewrite walks: the root and nested bodies (function bodies are left alone)."""
     return list(all_graphs(graph, functions=False))
+
+
+def adds_after(graph: Graph, op_type: str, state: RewriteState) -> Iterator[tuple[Graph, Node, Node, Value, Value | None]]:
+    """(level, add, producer, operand, other) for every two-input ONNX Add one of whose operands
+    an `op_type` node of the same graph level produces, either side first. Once a rewrite has
+    changed the model (`state.changes`), the add's other side is not offered."""
+    for level in onnx_graphs(graph):
+        for add in list(level.nodes):
+            if add.graph is None or not is_onnx(add, "Add") or len(add.inputs) != 2:
+                continue
+            for side in (0, 1):
+                operand, other = add.inputs[side], add.inputs[1 - side]
+                producer = operand.producer if operand is not None else None
+                if producer is None or producer.graph is not level or not is_onnx(producer, op_type):
+                    continue
+                changes = state.changes
+                yield level, add, producer, operand, other
+                if state.changes != changes:
+                    break
 
 
 class RewriteState:

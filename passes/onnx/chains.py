@@ -21,7 +21,7 @@ from graph_ir.attrs import Attr
 from graph_ir.core import Node
 from passes.infra.base import Pass, PassResult
 from passes.infra.registry import register_pass
-from passes.onnx._rewrite import RewriteState, constant_array, is_onnx, onnx_graphs, replace_with_nodes
+from passes.onnx._rewrite import RewriteState, adds_after, constant_array, is_onnx, onnx_graphs, replace_with_nodes
 
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
@@ -73,27 +73,18 @@ class FuseGemm(Pass):
 
     def call(self, graph: Graph) -> PassResult:
         state = RewriteState(graph)
-        for level in onnx_graphs(graph):
-            for add in list(level.nodes):
-                if add.graph is None or not is_onnx(add, "Add") or len(add.inputs) != 2:
-                    continue
-                for side in (0, 1):
-                    y, c = add.inputs[side], add.inputs[1 - side]
-                    matmul = y.producer if y is not None else None
-                    if matmul is None or matmul.graph is not level or not is_onnx(matmul, "MatMul"):
-                        continue
-                    if y in state.listed or len(y.uses) != 1:
-                        continue
-                    a, b = matmul.inputs
-                    if a is None or b is None or a.shape is None or b.shape is None or len(a.shape) != 2 or len(b.shape) != 2:
-                        continue
-                    if y.dtype is None or y.dtype.short_name not in _GEMM_TYPES or c is None or c.dtype != y.dtype:
-                        continue
-                    if c.shape is None or y.shape is None or add.outputs[0].shape != y.shape or not _unidirectional(tuple(c.shape), tuple(y.shape)):
-                        continue
-                    new = Node("Gemm", [a, b, c], name=level.unique_name(matmul.name or "gemm"))
-                    replace_with_nodes([matmul, add], add.outputs[0], [new], new.outputs[0], state)
-                    break
+        for level, add, matmul, y, c in adds_after(graph, "MatMul", state):
+            if y in state.listed or len(y.uses) != 1:
+                continue
+            a, b = matmul.inputs
+            if a is None or b is None or a.shape is None or b.shape is None or len(a.shape) != 2 or len(b.shape) != 2:
+                continue
+            if y.dtype is None or y.dtype.short_name not in _GEMM_TYPES or c is None or c.dtype != y.dtype:
+                continue
+            if c.shape is None or y.shape is None or add.outputs[0].shape != y.shape or not _unidirectional(tuple(c.shape), tuple(y.shape)):
+                continue
+            new = Node("Gemm", [a, b, c], name=level.unique_name(matmul.name or "gemm"))
+            replace_with_nodes([matmul, add], add.outputs[0], [new], new.outputs[0], state)
         return PassResult(graph, state.changes > 0)
 
 

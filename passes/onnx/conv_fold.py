@@ -26,6 +26,7 @@ from passes.infra.base import Pass, PassResult
 from passes.infra.registry import register_pass
 from passes.onnx._rewrite import (
     RewriteState,
+    adds_after,
     constant_array,
     drop_dead_constants,
     is_onnx,
@@ -121,28 +122,21 @@ class FoldConvBias(Pass):
 
     def call(self, graph: Graph) -> PassResult:
         state = RewriteState(graph)
-        for level in onnx_graphs(graph):
-            for add in list(level.nodes):
-                if add.graph is None or not is_onnx(add, "Add") or len(add.inputs) != 2:
-                    continue
-                for side in (0, 1):
-                    x, c = add.inputs[side], add.inputs[1 - side]
-                    conv = x.producer if x is not None else None
-                    if conv is None or conv.graph is not level or not is_onnx(conv, "Conv") or _sole_reader(x, state) is not add:
-                        continue
-                    found = _conv_weights(conv, state)
-                    addend = constant_array(c, state)
-                    if found is None or addend is None or x.shape is None or add.outputs[0].shape != x.shape:
-                        continue
-                    channels = _per_channel(addend, found[0].shape[0], len(x.shape))
-                    if channels is None or addend.dtype != found[0].dtype:
-                        continue
-                    weight, bias = found
-                    old_inputs = [*conv.inputs[1:], c]
-                    new = _rebuilt_conv(conv, weight, (bias + channels).astype(weight.dtype))
-                    replace_with_nodes([conv, add], add.outputs[0], [new], new.outputs[0], state)
-                    drop_dead_constants(level, old_inputs, state)
-                    break
+        for level, add, conv, x, c in adds_after(graph, "Conv", state):
+            if _sole_reader(x, state) is not add:
+                continue
+            found = _conv_weights(conv, state)
+            addend = constant_array(c, state)
+            if found is None or addend is None or x.shape is None or add.outputs[0].shape != x.shape:
+                continue
+            channels = _per_channel(addend, found[0].shape[0], len(x.shape))
+            if channels is None or addend.dtype != found[0].dtype:
+                continue
+            weight, bias = found
+            old_inputs = [*conv.inputs[1:], c]
+            new = _rebuilt_conv(conv, weight, (bias + channels).astype(weight.dtype))
+            replace_with_nodes([conv, add], add.outputs[0], [new], new.outputs[0], state)
+            drop_dead_constants(level, old_inputs, state)
         return PassResult(graph, state.changes > 0)
 
 
