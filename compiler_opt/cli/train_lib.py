@@ -38,6 +38,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     )
     p.add_argument("--mode", choices=("go-one", "pretrain", "zero-shot", "fine-tune"), default="pretrain")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
+    p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
     p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies (default 4xV100)")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--graphs-per-iteration", type=int, default=4)
@@ -61,6 +62,7 @@ def config_from_args(args: Any) -> TrainConfig:
     return TrainConfig(
         mode=args.mode,
         workloads=_split(args.workloads),
+        paper_sizes=args.paper_sizes,
         devices=_split(args.devices) or ["4xV100"],
         iterations=args.iterations,
         graphs_per_iteration=args.graphs_per_iteration,

@@ -23,6 +23,7 @@ class TrainConfigError(CompilerOptError):
 class TrainConfig:
     mode: str = "pretrain"
     workloads: list[str] = field(default_factory=list)  # suite names ("rnnlm-2", "gnmt-4:inference") or model files
+    paper_sizes: bool = False  # suite workloads at their paper sizes (model files are taken as they are)
     devices: list[str] = field(default_factory=lambda: ["4xV100"])  # one environment per (workload, devices)
     iterations: int = 100  # PPO iterations (zero-shot: ignored)
     graphs_per_iteration: int = 4  # environments sampled per iteration

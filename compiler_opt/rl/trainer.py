@@ -66,15 +66,15 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-def load_graph(spec: str) -> tuple[str, Graph]:
-    """A suite workload (`name` or `name:mode`, default sizes) or a model file."""
+def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
+    """A suite workload (`name` or `name:mode`; default sizes, or the paper's with `paper`) or a model file."""
     from compiler_opt.workloads import build_workload
     from compiler_opt.workloads.registry import parse_workload_spec
 
     parsed = parse_workload_spec(spec)
     if parsed is not None:
         workload, mode = parsed
-        return f"{workload.name}:{mode}", build_workload(workload.name, mode)
+        return f"{workload.name}:{mode}", build_workload(workload.name, mode, paper=paper)
     import graph_ir
 
     return spec, graph_ir.load(spec)
@@ -83,7 +83,7 @@ def load_graph(spec: str) -> tuple[str, Graph]:
 def build_environments(config: TrainConfig, graphs: Sequence[tuple[str, Graph]] | None = None) -> list[GraphEnvironment]:
     from cost_model.devices.loader import load_topology
 
-    loaded = list(graphs) if graphs is not None else [load_graph(spec) for spec in config.workloads]
+    loaded = list(graphs) if graphs is not None else [load_graph(spec, paper=config.paper_sizes) for spec in config.workloads]
     envs = []
     for devices in config.devices:
         topology = load_topology(devices)
