@@ -12,13 +12,15 @@ overrides only: BERT-large is `bert-base` with 24 x 1024 x 16 heads), its precis
 convs/matmuls at the TF32 tensor-core peak), `apply_default_fusion` (the graphs are JAX/HLO, so
 `xla-gpu`), then the event simulator on one GPU of the preset with `DeratedRoofline` kernel costs.
 
-Constants (`EFFICIENCY`, `STEP_OVERHEAD_S`), fitted by `--fit` on the pairs marked `fit=True`
-(every V100 pair and the A100 TF32 ResNet-50 pair, the only TF32 identifier in the fit set) by
-Nelder-Mead on the squared log error of throughput, evaluated with the per-kernel sum the
-simulator computes on one GPU (checked equal to the simulator at the fitted point); every other
-A100 pair is held out:
-- `EFFICIENCY["fp32"]`, `["fp16"]`, `["tf32"]`: fraction of the datasheet FLOP peak that
-  convs/matmuls reach in fp32 (CUDA cores), fp16 (tensor cores, AMP) and TF32 (A100 tensor cores);
+Constants (`EFFICIENCY`, `STEP_OVERHEAD_S`), fitted by `--fit` on the twelve V100 pairs (`fit=True`)
+by Nelder-Mead on the squared log error of throughput, evaluated with the per-kernel sum the
+simulator computes on one GPU (checked equal to the simulator for every row); all ten A100 pairs
+are held out (TF32 included: it is predicted from the fp16 tensor-core fractions):
+- `EFFICIENCY["fp32"]`, `["tensor"]`: fraction of the datasheet FLOP peak that matmuls (and any
+  op but a convolution) reach on CUDA cores (fp32) and on tensor cores (fp16 under AMP; TF32 on
+  A100, at the 156 TFLOPS TF32 peak);
+- `EFFICIENCY["conv_fp32"]`, `["conv_tensor"]`: the same for convolutions (cuDNN kernels reach a
+  smaller share of the tensor-core peak than large GEMMs: RESULTS.md section g);
 - `EFFICIENCY["memory"]`: fraction of the datasheet HBM bandwidth a memory-bound kernel reaches;
 - `STEP_OVERHEAD_S["tensorflow"]`: host time per step outside the GPU timeline in the TF1
   (session.run) runs, where the published small-batch inference latencies show it (BERT-base
@@ -42,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from compiler_opt.workloads.registry import build_workload
-from cost_model.costs.derated import DeratedRoofline
+from cost_model.costs.derated import DeratedRoofline, is_conv
 from cost_model.decisions import Decisions
 from cost_model.devices import load_topology
 from cost_model.devices.spec import DTYPE_FAMILIES
@@ -53,9 +55,9 @@ from graph_ir.types import TensorType
 from passes.fusion.defaults import apply_default_fusion
 
 # Fitted by --fit (RESULTS.md section f). Fractions of the datasheet peaks.
-EFFICIENCY = {"fp32": 0.7, "fp16": 0.3, "tf32": 0.4, "memory": 1.0}
-STEP_OVERHEAD_S = {"tensorflow": 0.0, "pytorch": 0.0}
-FITTED = ("fp32", "fp16", "tf32", "memory", "tensorflow")
+EFFICIENCY = {"fp32": 0.726, "tensor": 0.301, "conv_fp32": 0.659, "conv_tensor": 0.253, "memory": 1.0}
+STEP_OVERHEAD_S = {"tensorflow": 0.00209, "pytorch": 0.0}
+FITTED = ("fp32", "tensor", "conv_fp32", "conv_tensor", "memory", "tensorflow")
 # NVIDIA A100 datasheet: TF32 tensor-core peak (dense) 156 TFLOPS; the 80 GB SXM4 part has
 # 2,039 GB/s of HBM2e (the a100 preset is the 40 GB part, 1,555 GB/s).
 A100_TF32 = 156e12
@@ -90,7 +92,7 @@ PAIRS: list[dict[str, Any]] = [
           _RN50 + ", 'Inference performance: NVIDIA DGX-1 (1x V100 16GB)', FP32, batch 32, throughput avg"),
     _pair("rn50-infer-v100-amp", "resnet-50", "inference", {"batch": 64}, "V100", "amp", 2984.0, "img/s", "pytorch", True,
           _RN50 + ", 'Inference performance: NVIDIA DGX-1 (1x V100 16GB)', mixed precision, batch 64, throughput avg"),
-    _pair("rn50-train-a100-tf32", "resnet-50", "train", {"batch": 256}, "A100-80GB", "tf32", 938.0, "img/s", "pytorch", True,
+    _pair("rn50-train-a100-tf32", "resnet-50", "train", {"batch": 256}, "A100-80GB", "tf32", 938.0, "img/s", "pytorch", False,
           _RN50 + ", 'Training performance: NVIDIA DGX A100 (8x A100 80GB)', 1 GPU, TF32"),
     _pair("rn50-train-a100-amp", "resnet-50", "train", {"batch": 256}, "A100-80GB", "amp", 2470.0, "img/s", "pytorch", False,
           _RN50 + ", 'Training performance: NVIDIA DGX A100 (8x A100 80GB)', 1 GPU, mixed precision"),
@@ -184,9 +186,18 @@ def _gpu_topology(pair: dict[str, Any]) -> Topology:
     return Topology(topology.name, devices, topology.links)
 
 
+def _fractions(pair: dict[str, Any], efficiency: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """(matmul and other ops, convolutions): fraction of each FLOP family's peak. TF32 runs f32
+    math on the tensor cores, so it takes the tensor-core fractions (at the TF32 peak)."""
+    tf32 = pair["precision"] == "tf32"
+    general = {"fp32": efficiency["tensor" if tf32 else "fp32"], "fp16": efficiency["tensor"]}
+    conv = {"fp32": efficiency["conv_tensor" if tf32 else "conv_fp32"], "fp16": efficiency["conv_tensor"]}
+    return general, conv
+
+
 def derating(pair: dict[str, Any], efficiency: dict[str, float]) -> DeratedRoofline:
-    fp32 = efficiency["tf32"] if pair["precision"] == "tf32" else efficiency["fp32"]
-    return DeratedRoofline({"fp32": fp32, "fp16": efficiency["fp16"]}, memory=efficiency["memory"])
+    general, conv = _fractions(pair, efficiency)
+    return DeratedRoofline(general, memory=efficiency["memory"], conv=conv)
 
 
 def build(pair: dict[str, Any]):
@@ -218,17 +229,23 @@ def kernel_terms(problem: SimulationProblem, decisions: Decisions) -> dict[str, 
     k = int(first.size)
     ktype = problem.device_type_of[device[first]]
     node_flop_time = problem.flop_time[np.arange(problem.num_nodes), problem.device_type_of[device]]
-    families = {f: np.bincount(kernel_of_node, weights=np.where(problem.family == i, node_flop_time, 0.0), minlength=k)
-                for i, f in enumerate(DTYPE_FAMILIES)}
+    conv = is_conv(problem)
+    terms = {}
+    for i, family in enumerate(DTYPE_FAMILIES):
+        for name, mask in ((family, ~conv), (f"conv_{family}", conv)):
+            weights = np.where((problem.family == i) & mask, node_flop_time, 0.0)
+            terms[name] = np.bincount(kernel_of_node, weights=weights, minlength=k)
     kbytes = np.where(size == 1, problem.node_bytes[first], _boundary_bytes(problem, kernel_of_node, k))
-    return {"fp32": families["fp32"], "fp16": families["fp16"], "other": families["int8"] + families["fp64"],
-            "memory": kbytes / problem.type_bandwidth[ktype], "launch": problem.type_launch[ktype]}
+    terms["memory"] = kbytes / problem.type_bandwidth[ktype]
+    terms["launch"] = problem.type_launch[ktype]
+    return terms
 
 
 def analytic_step(terms: dict[str, np.ndarray], pair: dict[str, Any], efficiency: dict[str, float], overhead: dict[str, float]) -> float:
     """The same step as `simulate_step` for one GPU running its kernels one after another."""
-    fp32 = efficiency["tf32"] if pair["precision"] == "tf32" else efficiency["fp32"]
-    compute = terms["fp32"] / fp32 + terms["fp16"] / efficiency["fp16"] + terms["other"]
+    general, conv = _fractions(pair, efficiency)
+    compute = sum(terms[f] / general[f] + terms[f"conv_{f}"] / conv[f] for f in ("fp32", "fp16"))
+    compute = compute + sum(terms[f] + terms[f"conv_{f}"] for f in DTYPE_FAMILIES if f not in ("fp32", "fp16"))
     kernels = np.maximum(compute, terms["memory"] / efficiency["memory"]) + terms["launch"]
     return float(kernels.sum()) + overhead.get(pair["framework"], 0.0)
 
@@ -238,16 +255,16 @@ def fit_constants(fitting: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -
     from scipy.optimize import minimize
 
     def unpack(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-        fractions = np.clip(np.exp(x[:4]), 0.02, 1.0)
-        efficiency = dict(zip(FITTED[:4], map(float, fractions)))
-        return efficiency, {"tensorflow": float(np.clip(x[4], 0.0, 0.05)), "pytorch": 0.0}
+        fractions = np.clip(np.exp(x[:5]), 0.02, 1.0)
+        efficiency = dict(zip(FITTED[:5], map(float, fractions)))
+        return efficiency, {"tensorflow": float(np.clip(x[5], 0.0, 0.05)), "pytorch": 0.0}
 
     def loss(x: np.ndarray) -> float:
         efficiency, overhead = unpack(x)
         return sum(math.log(items_per_step(p) / analytic_step(t, p, efficiency, overhead) / p["published"]) ** 2 for p, t in fitting)
 
-    starts = [np.array([math.log(a), math.log(b), math.log(c), math.log(m), o])
-              for a, b, c, m, o in ((0.7, 0.3, 0.4, 0.9, 0.002), (0.9, 0.6, 0.6, 0.7, 0.004), (0.5, 0.2, 0.3, 1.0, 0.0))]
+    starts = [np.array([*map(math.log, fractions), overhead])
+              for *fractions, overhead in ((0.7, 0.3, 0.7, 0.3, 0.9, 0.002), (0.9, 0.6, 0.6, 0.2, 0.7, 0.004), (0.5, 0.2, 0.5, 0.4, 1.0, 0.0))]
     best = min((minimize(loss, s, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8, "maxiter": 4000}) for s in starts), key=lambda r: r.fun)
     return unpack(best.x)
 
@@ -280,15 +297,17 @@ def main(argv: list[str] | None = None) -> int:
         if not math.isclose(step, check, rel_tol=1e-6):
             raise RuntimeError(f"{pair['key']}: simulator {step} s but the per-kernel sum {check} s (the fit would be wrong)")
         rate = items_per_step(pair) / step
+        raw = items_per_step(pair) / simulate_step(problem, decisions, pair, {k: 1.0 for k in efficiency}, {})
         rows.append({**pair, "default_fusion": fusion.name, "nodes": len(graph), "kernels": int(terms["launch"].size),
-                     "simulated_step_s": step, "simulated": rate, "ratio": ratio(rate, pair["published"])})
+                     "simulated_step_s": step, "simulated": rate, "ratio": ratio(rate, pair["published"]),
+                     "ratio_datasheet": ratio(raw, pair["published"])})
     print(f"\nefficiency (fraction of datasheet peak): {efficiency}; host overhead per step: {overhead}")
-    print("| pair | model | mode | device | precision | sizes | published | simulated | sim/pub | fitted on |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| pair | model | mode | device | precision | sizes | published | simulated | sim/pub | at datasheet peaks | fitted on |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items() if k in ("batch", "seq_len", "src_len", "seg_len"))
         flag = "" if 0.75 <= r["ratio"] <= 1.33 else " **out**"
-        print(f"| {r['key']} | {r['workload']} | {r['mode']} | {r['device']} | {r['precision']} | {sizes} | {r['published']:.0f} {r['unit']} | {r['simulated']:.0f} | {r['ratio']:.2f}{flag} | {'yes' if r['fit'] else 'held out'} |")
+        print(f"| {r['key']} | {r['workload']} | {r['mode']} | {r['device']} | {r['precision']} | {sizes} | {r['published']:.0f} {r['unit']} | {r['simulated']:.0f} | {r['ratio']:.2f}{flag} | {r['ratio_datasheet']:.2f} | {'yes' if r['fit'] else 'held out'} |")
     summary = {"all": geomean([r["ratio"] for r in rows])}
     for name, chosen in (("fitted", [r for r in rows if r["fit"]]), ("held out", [r for r in rows if not r["fit"]])):
         if chosen:

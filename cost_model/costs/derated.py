@@ -3,11 +3,13 @@
 The presets hold datasheet peaks, which no real kernel reaches. `DeratedRoofline` is a
 `KernelCostSource` that prices every kernel (lone node or fused group) as
 
-    max(sum over FLOP families of flops / (peak[family] * compute[family]),
+    max(sum over its nodes of flops / (peak[family] * fraction[node]),
         bytes / (bandwidth * memory)) + launch
 
-with `compute` the fraction of each dtype family's peak that cuBLAS/cuDNN-class kernels reach
-and `memory` the fraction of HBM bandwidth a streaming kernel reaches. Bytes are the same as
+where a node's fraction is `conv[family]` for convolutions (cuDNN kernels, which on GPUs reach
+a smaller share of the tensor-core peak than large GEMMs do: section g of RESULTS.md measured
+fp16 ResNet convs at 7-14% of it and an 8192^3 fp16 matmul at 70%) and `compute[family]` for
+every other op, and `memory` is the fraction of HBM bandwidth a streaming kernel reaches. Bytes are the same as
 the simulator's roofline (node bytes for a lone node, group boundary bytes for a fused group),
 so with every fraction at 1.0 it reproduces the plain roofline exactly (tested). The fractions
 used by the fidelity table are fitted there (benchmarks/bench_fidelity.py), not here.
@@ -22,31 +24,45 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cost_model.devices.spec import DTYPE_FAMILIES
+from graph_ir.op_kinds import OpKind
 
 if TYPE_CHECKING:
     from cost_model.simulator.problem import SimulationProblem
 
-__all__ = ["DeratedRoofline"]
+__all__ = ["DeratedRoofline", "is_conv"]
 
 logger = logging.getLogger(__name__)
+
+
+def is_conv(problem: SimulationProblem) -> np.ndarray:
+    """bool (N,): the problem's convolution nodes (cached on the problem)."""
+    cached = problem._cache.get("is_conv")
+    if cached is None:
+        kinds = (OpKind.CONV, OpKind.CONV_TRANSPOSE)
+        cached = problem._cache["is_conv"] = np.array([node.kind in kinds for node in problem.nodes], dtype=bool)
+    return cached
 
 
 class DeratedRoofline:
     """Roofline times at `compute[family]` of each FLOP peak and `memory` of the bandwidth."""
 
-    def __init__(self, compute: Mapping[str, float], memory: float = 1.0) -> None:
-        for family, fraction in {**compute, "memory": memory}.items():
+    def __init__(self, compute: Mapping[str, float], memory: float = 1.0, conv: Mapping[str, float] | None = None) -> None:
+        conv = dict(compute if conv is None else conv)
+        for family, fraction in {**compute, **{f"conv {k}": v for k, v in conv.items()}, "memory": memory}.items():
             if not 0.0 < float(fraction) <= 1.0:
                 raise ValueError(f"derating for {family!r} must be in (0, 1], got {fraction!r}")
-        unknown = set(compute) - set(DTYPE_FAMILIES)
+        unknown = (set(compute) | set(conv)) - set(DTYPE_FAMILIES)
         if unknown:
             raise ValueError(f"unknown FLOP families {sorted(unknown)} (known: {', '.join(DTYPE_FAMILIES)})")
         self.compute = {family: float(compute.get(family, 1.0)) for family in DTYPE_FAMILIES}
+        self.conv = {family: float(conv.get(family, self.compute[family])) for family in DTYPE_FAMILIES}
         self.memory = float(memory)
 
     def _node_fraction(self, problem: SimulationProblem) -> np.ndarray:
-        fractions = np.array([self.compute[f] for f in DTYPE_FAMILIES], dtype=np.float64)
-        return fractions[problem.family.astype(np.int64)]
+        family = problem.family.astype(np.int64)
+        general = np.array([self.compute[f] for f in DTYPE_FAMILIES], dtype=np.float64)[family]
+        conv = np.array([self.conv[f] for f in DTYPE_FAMILIES], dtype=np.float64)[family]
+        return np.where(is_conv(problem), conv, general)
 
     def node_times(self, problem: SimulationProblem) -> np.ndarray:
         compute = problem.flop_time / self._node_fraction(problem)[:, None]

@@ -67,7 +67,7 @@ def test_items_and_ratio_math(bench) -> None:
 
 
 def test_fitted_constants_are_fractions(bench) -> None:
-    assert set(bench.EFFICIENCY) == {"fp32", "fp16", "tf32", "memory"}
+    assert set(bench.EFFICIENCY) == {"fp32", "tensor", "conv_fp32", "conv_tensor", "memory"}
     assert all(0.0 < v <= 1.0 for v in bench.EFFICIENCY.values())
     assert all(0.0 <= v < 0.05 for v in bench.STEP_OVERHEAD_S.values())
 
@@ -84,5 +84,5 @@ def test_one_pair_end_to_end(bench) -> None:
     for efficiency, overhead in ((bench.EFFICIENCY, bench.STEP_OVERHEAD_S), ({k: 1.0 for k in bench.EFFICIENCY}, {})):
         step = bench.simulate_step(problem, decisions, pair, dict(efficiency), dict(overhead))
         assert step == pytest.approx(bench.analytic_step(terms, pair, dict(efficiency), dict(overhead)), rel=1e-6)
-    slow = bench.simulate_step(problem, decisions, pair, {"fp32": 0.5, "fp16": 0.5, "tf32": 0.5, "memory": 0.5}, {})
+    slow = bench.simulate_step(problem, decisions, pair, {k: 0.5 for k in bench.EFFICIENCY}, {})
     assert slow > step and math.isfinite(slow)

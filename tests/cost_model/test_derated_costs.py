@@ -52,3 +52,12 @@ def test_derating_slows_compute_and_memory(fused_graph) -> None:
 def test_bad_fractions_raise(compute, memory) -> None:
     with pytest.raises(ValueError):
         DeratedRoofline(compute, memory=memory)
+
+
+def test_conv_fraction_applies_to_convolutions_only(fused_graph) -> None:
+    _, full = _step(fused_graph, DeratedRoofline({"fp32": 1.0}))
+    _, convs_half = _step(fused_graph, DeratedRoofline({"fp32": 1.0}, conv={"fp32": 0.5}))
+    _, all_half = _step(fused_graph, DeratedRoofline({"fp32": 0.5}))
+    _, others_half = _step(fused_graph, DeratedRoofline({"fp32": 0.5}, conv={"fp32": 1.0}))
+    # ResNet-50's FLOPs are nearly all in convolutions; its one matmul (the classifier) is small.
+    assert full < others_half < convs_half <= all_half
