@@ -86,3 +86,20 @@ def test_one_pair_end_to_end(bench) -> None:
         assert step == pytest.approx(bench.analytic_step(terms, pair, dict(efficiency), dict(overhead)), rel=1e-6)
     slow = bench.simulate_step(problem, decisions, pair, {k: 0.5 for k in bench.EFFICIENCY}, {})
     assert slow > step and math.isfinite(slow)
+
+
+def test_eager_fusion_gives_library_calls_no_epilogue(bench) -> None:
+    """PyTorch rows: convs/matmuls stay alone (cuDNN/cuBLAS calls), elementwise chains still fuse."""
+    from compiler_opt.workloads.registry import build_workload
+    from graph_ir.op_kinds import ELEMENTWISE_KINDS
+    from passes.fusion.rules import HEAVY_KINDS
+
+    graph = build_workload("resnet-50", "inference", batch=2, image_size=64)
+    fusion = bench.eager_fusion(graph)
+    assert fusion.name == "pytorch-eager" and fusion.groups > 0
+    heavy = [n for n in graph if n.kind in HEAVY_KINDS]
+    assert heavy and all(n.fusion_group is None for n in heavy)
+    assert any(n.fusion_group is not None for n in graph if n.kind in ELEMENTWISE_KINDS)
+    xla = build_workload("resnet-50", "inference", batch=2, image_size=64)
+    bench.apply_default_fusion(xla)
+    assert any(n.fusion_group is not None for n in xla if n.kind in HEAVY_KINDS)  # XLA's epilogues
