@@ -116,6 +116,11 @@ def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
     if name == XLA_GPU:
         inlined = inline_cheap_calls(graph)
     groups = FusionGroups(graph, max_nodes=max_nodes)
+    # An exact cycle check: with the default cap a search that visits more nodes than the cap
+    # refuses the merge, and in an unrolled RNN or a training graph nearly everything lies
+    # downstream, so most legal merges of a >4k-node graph were refused (gnmt-4 at b128, 48
+    # steps: 11,349 of 18,256 nodes left unfused; exact: 1,137). The compiled search keeps it cheap.
+    groups.search_limit = max(groups.search_limit, len(groups.nodes))
     if name == XLA_GPU:
         greedy_fuse(groups, epilogues=True)
         sibling_fusion(groups)
