@@ -8,6 +8,15 @@ times. Prints a table of Spearman/Pearson correlations and writes JSON.
 
     python benchmarks/bench_calibration.py [--configs 40] [--repeats 30] [--json out.json]
 
+`--whole-graphs` runs the whole-graph calibration instead (`cost_model.profiling.whole_study`):
+the suite's inference graphs at small sizes and HLO test data modules, >= 200 nodes each, under
+fusion groupings (none, the default fusion, random `fuse-by-priority` draws) x placements on
+2 host devices (one, split, random), each whole step run for real; profiled kernel costs come
+from a separate pass on other inputs; beside the simulator, the naive baselines (kernel count,
+total FLOPs, total kernel bytes):
+
+    python benchmarks/bench_calibration.py --whole-graphs all [--random-fusions 3] [--repeats 5]
+
 The machinery is `cost_model.profiling.study.calibrate_workload`; this file only picks the
 workloads, sets XLA's device count before JAX is imported, and reports.
 """
@@ -29,6 +38,9 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_calibration.json"
+WHOLE_RESULTS = Path(__file__).resolve().parent / "results" / "bench_calibration_whole.json"
+TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
+WHOLE_GRAPHS = ("bert-base", "wavenet-2x18", "dynamic-slice-loop", "mass-matrix-35", "gnmt-2", "resnet-50", "nasnet")
 
 
 def workloads(scale: float = 1.0) -> dict[str, tuple]:
@@ -98,8 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", action="store_true", help="reuse the persistent profile cache (default: fresh, in memory)")
     parser.add_argument("--json", type=Path, default=RESULTS)
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--whole-graphs", default="", help=f"whole-graph mode: 'all' or names from {','.join(WHOLE_GRAPHS)}")
+    parser.add_argument("--random-fusions", type=int, default=3, help="whole-graph mode: fuse-by-priority draws per graph")
+    parser.add_argument("--testdata", type=Path, default=TESTDATA, help="whole-graph mode: the shared test data folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if args.whole_graphs:
+        return whole_graphs_main(args, argv)
 
     from cost_model.profiling import ProfileCache, Profiler, XlaBackend, measure_host_device
     from cost_model.profiling.calibration import correlations, hlo_workload
@@ -170,6 +187,82 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(payload, indent=1), encoding="utf-8")
     print(f"wrote {args.json}")
     return 0
+
+
+def _cell(c: dict[str, float]) -> str:
+    return f"{c['spearman']:.3f} / {c['pearson']:.3f}" if c["spearman"] == c["spearman"] else "n/a"
+
+
+def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    from cost_model.profiling import measure_host_device
+    from cost_model.profiling.host import host_topology
+    from cost_model.profiling.whole_graph import SUITE_SIZES, suite_graph, testdata_graph
+    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, pooled_correlations, run_study
+
+    names = list(WHOLE_GRAPHS) if args.whole_graphs == "all" else args.whole_graphs.split(",")
+    json_path = args.json if args.json != RESULTS else WHOLE_RESULTS
+    host = measure_host_device(use_cache=args.cache)
+    topology = host_topology(2, device=host, use_cache=args.cache)
+    link = topology.links[0]
+    print(
+        f"host: {host.peak('fp32') / 1e9:.0f} GFLOP/s fp32, {host.mem_bandwidth / 1e9:.1f} GB/s, {host.launch_overhead_s * 1e6:.1f} us launch; "
+        f"host-to-host copy {link.latency_s * 1e6:.0f} us + {link.bandwidth / 1e9:.2f} GB/s"
+    )
+    columns = SIM_SOURCES + BASELINES
+    studies = []
+    payload: dict = {
+        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
+        "host": {"fp32_flops": host.peak("fp32"), "mem_bandwidth": host.mem_bandwidth, "launch_overhead_s": host.launch_overhead_s,
+                 "link_latency_s": link.latency_s, "link_bandwidth": link.bandwidth},
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "sizes": {n: SUITE_SIZES[n] for n in names if n in SUITE_SIZES},
+        "graphs": [],
+    }
+    print(f"{'graph':<19} {'nodes':>5} {'cfgs':>4} {'step ms':>15} {'retest':>13}  " + "  ".join(f"{c:>15}" for c in columns))
+    for index, name in enumerate(names):
+        began = time.perf_counter()
+        try:
+            whole = suite_graph(name) if name in SUITE_SIZES else testdata_graph(name, args.testdata)
+            study = run_study(whole, topology, num_random=args.random_fusions, repeats=args.repeats, profile_repeats=args.repeats,
+                              seed=args.seed + 100 * index)
+        except Exception as error:  # one graph XLA cannot run in pieces does not end the run; it is reported
+            print(f"{name:<19} failed: {type(error).__name__}: {error}", flush=True)
+            payload.setdefault("failed", {})[name] = f"{type(error).__name__}: {error}"
+            continue
+        study.seconds["total"] = time.perf_counter() - began
+        studies.append(study)
+        m = study.measured() * 1e3
+        print(f"{name:<19} {study.num_nodes:>5} {len(study.configs):>4} {m.min():>6.1f}..{m.max():<7.1f} {_cell(study.retest):>13}  "
+              + "  ".join(f"{_cell(study.correlation[c]):>15}" for c in columns), flush=True)
+        payload["graphs"].append(study.to_json())
+        payload["pooled"] = {c: pooled_correlations(studies, c) for c in columns}
+        payload["pooled_raw"] = {c: pooled_correlations(studies, c, normalise=False) for c in columns}
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    from scipy import stats  # the library's numpy correlations must agree with scipy.stats
+
+    for study in studies:
+        for c in columns:
+            x, y = study.predictor(c), study.measured()
+            if np.ptp(x) > 0:
+                assert abs(stats.spearmanr(x, y)[0] - study.correlation[c]["spearman"]) < 1e-9
+    total = sum(len(s.configs) for s in studies)
+    retest = pooled_retest(studies)
+    print(f"{'pooled (per graph)':<19} {'':>5} {total:>4} {'':>15} {_cell(retest):>13}  " + "  ".join(f"{_cell(payload['pooled'][c]):>15}" for c in columns))
+    print(f"{'pooled (raw)':<19} {'':>5} {total:>4} {'':>15} {'':>13}  " + "  ".join(f"{_cell(payload['pooled_raw'][c]):>15}" for c in columns))
+    payload["pooled_retest"] = retest
+    json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print(f"wrote {json_path}")
+    return 0
+
+
+def pooled_retest(studies: list) -> dict[str, float]:
+    """Pass A's medians against pass B's, normalised per graph and pooled: the noise ceiling."""
+    from cost_model.profiling.calibration import correlations
+
+    a = np.concatenate([np.array([c["measured_a_s"] for c in s.configs]) / np.median(s.measured()) for s in studies])
+    b = np.concatenate([np.array([c["measured_b_s"] for c in s.configs]) / np.median(s.measured()) for s in studies])
+    return correlations(a, b)
 
 
 if __name__ == "__main__":

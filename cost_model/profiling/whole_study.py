@@ -1,0 +1,225 @@
+"""One whole-graph calibration study: configurations run for real, profiled apart, simulated.
+
+    study = run_study(suite_graph("bert-base"), host_topology(2), repeats=7)
+    study.correlation["profiled"]["spearman"], study.correlation["kernels"]["spearman"]
+
+The order of work (see `whole_graph` for the configurations):
+1. compile every kernel of every configuration (`GroupExecutor`, isomorphic groups share one
+   executable);
+2. the profiling pass: every node alone and every fused group of any configuration, each run
+   alone on its own seeded inputs (`seed + 1`), interleaved, through a fresh in-memory profile
+   cache: the `profiled` cost table;
+3. two scoring passes (A, B) over the whole steps, each interleaved in its own random order, on
+   inputs from `seed`: the measured step time is the median of all A and B samples, and the rank
+   correlation of A's medians with B's is the test-retest noise;
+4. simulate every configuration with the roofline of the measured host and with the profiled
+   table (no kernel may be measured here: `StudyLog.profiled_after_scoring` stays 0), and compute
+   the naive baselines.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from cost_model.devices.topology import Topology
+from cost_model.profiling.cache import ProfileCache
+from cost_model.profiling.calibration import GroupExecutor, correlations, kernel_groups
+from cost_model.profiling.costs import ProfiledCosts
+from cost_model.profiling.profiler import Profiler
+from cost_model.profiling.timing import Measurement, time_interleaved
+from cost_model.profiling.whole_graph import WholeGraph, configurations, naive_baselines
+from cost_model.profiling.xla_backend import XlaBackend
+from cost_model.simulator.problem import SimulationProblem
+from cost_model.simulator.simulate import simulate
+
+__all__ = ["SIM_SOURCES", "BASELINES", "PassWindow", "StudyLog", "WholeGraphStudy", "pooled_correlations", "run_study", "timed_pass"]
+
+logger = logging.getLogger(__name__)
+
+SIM_SOURCES = ("roofline", "profiled", "roofline-shared", "profiled-shared")
+BASELINES = ("kernels", "flops", "bytes")
+
+
+@dataclass(frozen=True)
+class PassWindow:
+    """One timed pass: its name, wall-clock window (perf_counter) and the seed of its inputs."""
+
+    name: str
+    began: float
+    ended: float
+    input_seed: int
+    runs: int
+
+
+@dataclass
+class StudyLog:
+    windows: list[PassWindow] = field(default_factory=list)
+    profiled_after_scoring: int = 0  # kernels the simulation had to measure (must stay 0)
+
+    def of(self, prefix: str) -> list[PassWindow]:
+        return [w for w in self.windows if w.name.startswith(prefix)]
+
+    def disjoint(self, a: str, b: str) -> bool:
+        """No pass named `a...` overlaps in time or shares input seeds with a pass named `b...`."""
+        for x in self.of(a):
+            for y in self.of(b):
+                if x.began < y.ended and y.began < x.ended:
+                    return False
+                if x.input_seed == y.input_seed:
+                    return False
+        return bool(self.of(a)) and bool(self.of(b))
+
+
+def timed_pass(
+    log: StudyLog, name: str, runners: list[Callable[[], Any]], *, input_seed: int, repeats: int, warmup: int, seed: int
+) -> list[Measurement]:
+    began = time.perf_counter()
+    measured = time_interleaved(runners, repeats=repeats, warmup=warmup, seed=seed)
+    log.windows.append(PassWindow(name, began, time.perf_counter(), input_seed, len(runners) * (repeats + warmup)))
+    return measured
+
+
+@dataclass
+class WholeGraphStudy:
+    name: str
+    origin: str
+    num_nodes: int
+    default_fusion: str
+    configs: list[dict[str, Any]] = field(default_factory=list)
+    correlation: dict[str, dict[str, float]] = field(default_factory=dict)  # source/baseline -> spearman, pearson
+    retest: dict[str, float] = field(default_factory=dict)  # pass A medians vs pass B medians
+    log: StudyLog = field(default_factory=StudyLog)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def measured(self) -> np.ndarray:
+        return np.array([c["measured_s"] for c in self.configs])
+
+    def predictor(self, name: str) -> np.ndarray:
+        """A simulated source or a naive baseline, one value per configuration."""
+        key = "simulated_s" if name in SIM_SOURCES else "baselines"
+        return np.array([c[key][name] for c in self.configs])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "origin": self.origin,
+            "nodes": self.num_nodes,
+            "default_fusion": self.default_fusion,
+            "correlation": self.correlation,
+            "retest": self.retest,
+            "seconds": self.seconds,
+            "passes": [w.__dict__ for w in self.log.windows],
+            "profiled_after_scoring": self.log.profiled_after_scoring,
+            "configs": self.configs,
+        }
+
+
+def run_study(
+    whole: WholeGraph,
+    topology: Topology,
+    *,
+    num_random: int = 3,
+    placements: tuple[str, ...] = ("one", "split", "random"),
+    repeats: int = 7,
+    warmup: int = 1,
+    profile_repeats: int = 7,
+    seed: int = 0,
+    backend: XlaBackend | None = None,
+) -> WholeGraphStudy:
+    """Measure, profile (apart) and simulate the configurations of `whole` (module docstring)."""
+    began = time.perf_counter()
+    graph, nodes = whole.graph, whole.nodes
+    roofline = SimulationProblem.from_graph(graph, topology)
+    if [n for n in roofline.nodes] != nodes:
+        raise ValueError(f"{whole.name}: the simulator's node order differs from the prepared graph's")
+    rng = np.random.default_rng(seed)
+    configs = configurations(whole, roofline, rng, num_random=num_random, num_devices=topology.num_devices, kinds=placements)
+    backend = backend if backend is not None else XlaBackend()
+    executor = GroupExecutor(graph, nodes, seed=seed, backend=backend)
+    plans = [executor.plan(c.decisions) for c in configs]
+    compiled = time.perf_counter()
+
+    log = StudyLog()
+    # Profiling pass: its own runners and inputs (seed + 1), before and apart from any scored run.
+    profiler = Profiler(backend, cache=ProfileCache(":memory:"), repeats=profile_repeats, warmup=warmup, seed=seed + 1)
+    groups: dict[tuple[int, ...], None] = {(i,): None for i in range(len(nodes))}
+    for config in configs:
+        for members in kernel_groups(config.decisions)[0]:
+            groups.setdefault(tuple(members))
+    todo = profiler.pending(graph, [[nodes[i] for i in g] for g in groups])
+    runners = profiler.prepare(graph, todo)
+    profiler.store(todo, timed_pass(log, "profile", runners, input_seed=seed + 1, repeats=profile_repeats, warmup=warmup, seed=seed + 2))
+    profiled_at = time.perf_counter()
+
+    # The scoring pass over whole steps (inputs from `seed`); its odd and even rounds (A, B) see
+    # the same load history, so their agreement is the test-retest noise of the ranking.
+    steps = [p.run for p in plans]
+    scored = timed_pass(log, "score", steps, input_seed=seed, repeats=2 * repeats, warmup=warmup, seed=seed + 3)
+    scored_at = time.perf_counter()
+
+    before = profiler.measured
+    shared = Topology(f"{topology.name}-shared", topology.devices, topology.links, executors=[0] * topology.num_devices)
+    costs = ProfiledCosts(profiler, statistic="median")
+    problems = {
+        "roofline": roofline,
+        "profiled": SimulationProblem.from_graph(graph, topology, kernel_costs=costs),
+        "roofline-shared": SimulationProblem.from_graph(graph, shared),
+        "profiled-shared": SimulationProblem.from_graph(graph, shared, kernel_costs=costs),
+    }
+    study = WholeGraphStudy(whole.name, whole.origin, len(nodes), whole.default_fusion, log=log)
+    for config, m in zip(configs, scored):
+        kernels, kernel_device = kernel_groups(config.decisions)
+        study.configs.append(
+            {
+                "label": config.label,
+                "fusion": config.fusion,
+                "placement": config.placement,
+                "params": config.extra,
+                "devices_used": len(set(kernel_device)),
+                "measured_s": m.median_s,
+                "measured_a_s": float(np.median(m.samples[0::2])),
+                "measured_b_s": float(np.median(m.samples[1::2])),
+                "measured_min_s": m.min_s,
+                "simulated_s": {name: simulate(p, config.decisions).step_time_s for name, p in problems.items()},
+                "baselines": naive_baselines(roofline, config.decisions),
+            }
+        )
+    log.profiled_after_scoring = profiler.measured - before
+    measured = study.measured()
+    for name in SIM_SOURCES + BASELINES:
+        study.correlation[name] = correlations(study.predictor(name), measured)
+    study.retest = correlations([c["measured_a_s"] for c in study.configs], [c["measured_b_s"] for c in study.configs])
+    study.seconds = {
+        "compile": compiled - began,
+        "profile": profiled_at - compiled,
+        "score": scored_at - profiled_at,
+        "simulate": time.perf_counter() - scored_at,
+        "executables_compiled": float(backend.compiled),
+        "kernels_shared": float(backend.shared),
+        "profiled_signatures": float(len(runners)),
+    }
+    logger.info("%s: %d configs, %s", whole.name, len(configs), study.seconds)
+    return study
+
+
+def pooled_correlations(studies: list[WholeGraphStudy], name: str, *, normalise: bool = True) -> dict[str, float]:
+    """Spearman/Pearson of predictor `name` against the measured step over every configuration
+    of every study. `normalise` divides both by their median within each graph first, so the
+    pooled ranking asks "which configuration of this graph is faster", not "which graph is
+    bigger"; a predictor constant within every graph (total FLOPs) then has no correlation (NaN)."""
+    xs, ys = [], []
+    for study in studies:
+        x, y = study.predictor(name), study.measured()
+        if normalise:
+            x = x / np.median(x) if np.median(x) > 0 else x
+            y = y / np.median(y)
+        xs.append(x)
+        ys.append(y)
+    if not xs:
+        return {"spearman": float("nan"), "pearson": float("nan")}
+    return correlations(np.concatenate(xs), np.concatenate(ys))
