@@ -197,7 +197,7 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     from cost_model.profiling import measure_host_device
     from cost_model.profiling.host import host_topology
     from cost_model.profiling.whole_graph import SUITE_SIZES, suite_graph, testdata_graph
-    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, pooled_correlations, run_study
+    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, TARGETS, pooled_correlations, run_study
 
     names = list(WHOLE_GRAPHS) if args.whole_graphs == "all" else args.whole_graphs.split(",")
     json_path = args.json if args.json != RESULTS else WHOLE_RESULTS
@@ -216,9 +216,9 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
                  "link_latency_s": link.latency_s, "link_bandwidth": link.bandwidth},
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "sizes": {n: SUITE_SIZES[n] for n in names if n in SUITE_SIZES},
+        "targets": {t: list(v) for t, v in TARGETS.items()},
         "graphs": [],
     }
-    print(f"{'graph':<19} {'nodes':>5} {'cfgs':>4} {'step ms':>15} {'retest':>13}  " + "  ".join(f"{c:>15}" for c in columns))
     for index, name in enumerate(names):
         began = time.perf_counter()
         try:
@@ -232,11 +232,12 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         study.seconds["total"] = time.perf_counter() - began
         studies.append(study)
         m = study.measured() * 1e3
-        print(f"{name:<19} {study.num_nodes:>5} {len(study.configs):>4} {m.min():>6.1f}..{m.max():<7.1f} {_cell(study.retest):>13}  "
-              + "  ".join(f"{_cell(study.correlation[c]):>15}" for c in columns), flush=True)
+        print(f"{name}: {study.num_nodes} nodes, {len(study.configs)} configurations, wall median {m.min():.1f}..{m.max():.1f} ms, "
+              f"{study.seconds['total']:.0f} s ({study.seconds['executables_compiled']:.0f} executables compiled)", flush=True)
         payload["graphs"].append(study.to_json())
-        payload["pooled"] = {c: pooled_correlations(studies, c) for c in columns}
-        payload["pooled_raw"] = {c: pooled_correlations(studies, c, normalise=False) for c in columns}
+        payload["pooled"] = {t: {c: pooled_correlations(studies, c, target=t) for c in columns} for t in TARGETS}
+        payload["pooled_raw"] = {t: {c: pooled_correlations(studies, c, target=t, normalise=False) for c in columns} for t in TARGETS}
+        payload["pooled_retest"] = {t: pooled_retest(studies, t) for t in TARGETS}
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
     from scipy import stats  # the library's numpy correlations must agree with scipy.stats
@@ -245,23 +246,27 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         for c in columns:
             x, y = study.predictor(c), study.measured()
             if np.ptp(x) > 0:
-                assert abs(stats.spearmanr(x, y)[0] - study.correlation[c]["spearman"]) < 1e-9
+                assert abs(stats.spearmanr(x, y)[0] - study.correlation["wall"][c]["spearman"]) < 1e-9
     total = sum(len(s.configs) for s in studies)
-    retest = pooled_retest(studies)
-    print(f"{'pooled (per graph)':<19} {'':>5} {total:>4} {'':>15} {_cell(retest):>13}  " + "  ".join(f"{_cell(payload['pooled'][c]):>15}" for c in columns))
-    print(f"{'pooled (raw)':<19} {'':>5} {total:>4} {'':>15} {'':>13}  " + "  ".join(f"{_cell(payload['pooled_raw'][c]):>15}" for c in columns))
-    payload["pooled_retest"] = retest
-    json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    for target, (clock, statistic) in TARGETS.items():
+        print(f"\nscored by {clock} time, {statistic} of {2 * args.repeats} runs (Spearman / Pearson)")
+        print(f"{'graph':<19} {'nodes':>5} {'cfgs':>4} {'retest':>13}  " + "  ".join(f"{c:>15}" for c in columns))
+        for study in studies:
+            print(f"{study.name:<19} {study.num_nodes:>5} {len(study.configs):>4} {_cell(study.retest[target]):>13}  "
+                  + "  ".join(f"{_cell(study.correlation[target][c]):>15}" for c in columns))
+        print(f"{'pooled (per graph)':<19} {'':>5} {total:>4} {_cell(payload['pooled_retest'][target]):>13}  "
+              + "  ".join(f"{_cell(payload['pooled'][target][c]):>15}" for c in columns))
+        print(f"{'pooled (raw)':<19} {'':>5} {total:>4} {'':>13}  " + "  ".join(f"{_cell(payload['pooled_raw'][target][c]):>15}" for c in columns))
     print(f"wrote {json_path}")
     return 0
 
 
-def pooled_retest(studies: list) -> dict[str, float]:
-    """Pass A's medians against pass B's, normalised per graph and pooled: the noise ceiling."""
+def pooled_retest(studies: list, target: str) -> dict[str, float]:
+    """Rounds A against rounds B, normalised per graph and pooled: the noise ceiling."""
     from cost_model.profiling.calibration import correlations
 
-    a = np.concatenate([np.array([c["measured_a_s"] for c in s.configs]) / np.median(s.measured()) for s in studies])
-    b = np.concatenate([np.array([c["measured_b_s"] for c in s.configs]) / np.median(s.measured()) for s in studies])
+    a = np.concatenate([np.array([c["measured_a_s"][target] for c in s.configs]) / np.median(s.measured(target)) for s in studies])
+    b = np.concatenate([np.array([c["measured_b_s"][target] for c in s.configs]) / np.median(s.measured(target)) for s in studies])
     return correlations(a, b)
 
 

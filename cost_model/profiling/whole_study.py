@@ -1,20 +1,23 @@
 """One whole-graph calibration study: configurations run for real, profiled apart, simulated.
 
-    study = run_study(suite_graph("bert-base"), host_topology(2), repeats=7)
-    study.correlation["profiled"]["spearman"], study.correlation["kernels"]["spearman"]
+    study = run_study(suite_graph("bert-base"), host_topology(2), repeats=5)
+    study.correlation["wall"]["profiled-shared"]["spearman"], study.correlation["wall"]["kernels"]
 
 The order of work (see `whole_graph` for the configurations):
 1. compile every kernel of every configuration (`GroupExecutor`, isomorphic groups share one
    executable);
 2. the profiling pass: every node alone and every fused group of any configuration, each run
-   alone on its own seeded inputs (`seed + 1`), interleaved, through a fresh in-memory profile
-   cache: the `profiled` cost table;
-3. two scoring passes (A, B) over the whole steps, each interleaved in its own random order, on
-   inputs from `seed`: the measured step time is the median of all A and B samples, and the rank
-   correlation of A's medians with B's is the test-retest noise;
+   alone on its own seeded inputs (`seed + 1`), interleaved, through fresh in-memory profile
+   caches: the `profiled` cost tables (one per clock);
+3. the scoring pass over the whole steps, interleaved in a new random order each round, on
+   inputs from `seed`; every run is read with two clocks (wall time, this process's CPU time).
+   Targets (`TARGETS`): the wall-time median (the step as a user waits for it), the wall-time
+   minimum (the least disturbed run) and the CPU-time median. The odd and even rounds (A, B)
+   saw the same load history; their agreement is the test-retest noise of each target;
 4. simulate every configuration with the roofline of the measured host and with the profiled
-   table (no kernel may be measured here: `StudyLog.profiled_after_scoring` stays 0), and compute
-   the naive baselines.
+   tables, each on independent devices and on one shared executor (`Topology.executors`); no
+   kernel may be measured here (`StudyLog.profiled_after_scoring` stays 0); and compute the
+   naive baselines.
 """
 
 from __future__ import annotations
@@ -31,17 +34,20 @@ from cost_model.profiling.cache import ProfileCache
 from cost_model.profiling.calibration import GroupExecutor, correlations, kernel_groups
 from cost_model.profiling.costs import ProfiledCosts
 from cost_model.profiling.profiler import Profiler
-from cost_model.profiling.timing import Measurement, time_interleaved
+from cost_model.profiling.timing import Measurement
 from cost_model.profiling.whole_graph import WholeGraph, configurations, naive_baselines
 from cost_model.profiling.xla_backend import XlaBackend
 from cost_model.simulator.problem import SimulationProblem
 from cost_model.simulator.simulate import simulate
 
-__all__ = ["SIM_SOURCES", "BASELINES", "PassWindow", "StudyLog", "WholeGraphStudy", "pooled_correlations", "run_study", "timed_pass"]
+__all__ = ["SIM_SOURCES", "BASELINES", "TARGETS", "PassWindow", "StudyLog", "WholeGraphStudy", "pooled_correlations", "run_study", "timed_pass"]
 
 logger = logging.getLogger(__name__)
 
 SIM_SOURCES = ("roofline", "profiled", "roofline-shared", "profiled-shared")
+# What a configuration's step is scored by: (clock, statistic over the runs). The profiled
+# source scored against a target reads the kernel table of the same clock and statistic.
+TARGETS = {"wall": ("wall", "median"), "wall-min": ("wall", "min"), "cpu": ("cpu", "median")}
 BASELINES = ("kernels", "flops", "bytes")
 
 
@@ -75,11 +81,34 @@ class StudyLog:
         return bool(self.of(a)) and bool(self.of(b))
 
 
+def _time_two_clocks(
+    runners: list[Callable[[], Any]], *, repeats: int, warmup: int, seed: int
+) -> tuple[list[Measurement], list[Measurement]]:
+    """`time_interleaved` with two clocks read around each run: wall time (perf_counter) and this
+    process's CPU time (all its threads). On a machine whose cores are shared with other work, a
+    run's wall time includes the time the scheduler gave to others; its CPU time does not."""
+    for runner in runners:
+        for _ in range(warmup):
+            runner()
+    wall: list[list[float]] = [[] for _ in runners]
+    cpu: list[list[float]] = [[] for _ in runners]
+    rng = np.random.default_rng(seed)
+    for _ in range(repeats):
+        for index in rng.permutation(len(runners)).tolist():
+            w0, c0 = time.perf_counter(), time.process_time()
+            runners[index]()
+            c1, w1 = time.process_time(), time.perf_counter()
+            wall[index].append(w1 - w0)
+            cpu[index].append(c1 - c0)
+    return [Measurement.from_samples(x) for x in wall], [Measurement.from_samples(x) for x in cpu]
+
+
 def timed_pass(
     log: StudyLog, name: str, runners: list[Callable[[], Any]], *, input_seed: int, repeats: int, warmup: int, seed: int
-) -> list[Measurement]:
+) -> tuple[list[Measurement], list[Measurement]]:
+    """One logged pass: (wall-time, CPU-time) measurements of each runner."""
     began = time.perf_counter()
-    measured = time_interleaved(runners, repeats=repeats, warmup=warmup, seed=seed)
+    measured = _time_two_clocks(runners, repeats=repeats, warmup=warmup, seed=seed)
     log.windows.append(PassWindow(name, began, time.perf_counter(), input_seed, len(runners) * (repeats + warmup)))
     return measured
 
@@ -91,18 +120,21 @@ class WholeGraphStudy:
     num_nodes: int
     default_fusion: str
     configs: list[dict[str, Any]] = field(default_factory=list)
-    correlation: dict[str, dict[str, float]] = field(default_factory=dict)  # source/baseline -> spearman, pearson
-    retest: dict[str, float] = field(default_factory=dict)  # pass A medians vs pass B medians
+    correlation: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # target -> predictor -> spearman, pearson
+    retest: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> rounds A vs rounds B
     log: StudyLog = field(default_factory=StudyLog)
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def measured(self) -> np.ndarray:
-        return np.array([c["measured_s"] for c in self.configs])
+    def measured(self, target: str = "wall") -> np.ndarray:
+        return np.array([c["measured_s"][target] for c in self.configs])
 
-    def predictor(self, name: str) -> np.ndarray:
-        """A simulated source or a naive baseline, one value per configuration."""
-        key = "simulated_s" if name in SIM_SOURCES else "baselines"
-        return np.array([c[key][name] for c in self.configs])
+    def predictor(self, name: str, target: str = "wall") -> np.ndarray:
+        """A simulated source (profiled ones from the table of `target`'s clock and statistic) or a
+        naive baseline, one value per configuration."""
+        if name in BASELINES:
+            return np.array([c["baselines"][name] for c in self.configs])
+        key = f"{name}@{target}" if name.startswith("profiled") else name
+        return np.array([c["simulated_s"][key] for c in self.configs])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,55 +177,60 @@ def run_study(
     compiled = time.perf_counter()
 
     log = StudyLog()
-    # Profiling pass: its own runners and inputs (seed + 1), before and apart from any scored run.
-    profiler = Profiler(backend, cache=ProfileCache(":memory:"), repeats=profile_repeats, warmup=warmup, seed=seed + 1)
+    # Profiling pass: its own runners and inputs (seed + 1), before and apart from any scored run;
+    # one table per clock (wall, CPU), from the same runs.
+    profilers = {clock: Profiler(backend, cache=ProfileCache(":memory:"), repeats=profile_repeats, warmup=warmup, seed=seed + 1) for clock in ("wall", "cpu")}
     groups: dict[tuple[int, ...], None] = {(i,): None for i in range(len(nodes))}
     for config in configs:
         for members in kernel_groups(config.decisions)[0]:
             groups.setdefault(tuple(members))
-    todo = profiler.pending(graph, [[nodes[i] for i in g] for g in groups])
-    runners = profiler.prepare(graph, todo)
-    profiler.store(todo, timed_pass(log, "profile", runners, input_seed=seed + 1, repeats=profile_repeats, warmup=warmup, seed=seed + 2))
+    todo = profilers["wall"].pending(graph, [[nodes[i] for i in g] for g in groups])
+    runners = profilers["wall"].prepare(graph, todo)
+    wall, cpu = timed_pass(log, "profile", runners, input_seed=seed + 1, repeats=profile_repeats, warmup=warmup, seed=seed + 2)
+    profilers["wall"].store(todo, wall)
+    profilers["cpu"].store(todo, cpu)
     profiled_at = time.perf_counter()
 
     # The scoring pass over whole steps (inputs from `seed`); its odd and even rounds (A, B) see
     # the same load history, so their agreement is the test-retest noise of the ranking.
     steps = [p.run for p in plans]
-    scored = timed_pass(log, "score", steps, input_seed=seed, repeats=2 * repeats, warmup=warmup, seed=seed + 3)
+    wall_steps, cpu_steps = timed_pass(log, "score", steps, input_seed=seed, repeats=2 * repeats, warmup=warmup, seed=seed + 3)
     scored_at = time.perf_counter()
 
-    before = profiler.measured
+    before = {clock: p.measured for clock, p in profilers.items()}
     shared = Topology(f"{topology.name}-shared", topology.devices, topology.links, executors=[0] * topology.num_devices)
-    costs = ProfiledCosts(profiler, statistic="median")
-    problems = {
-        "roofline": roofline,
-        "profiled": SimulationProblem.from_graph(graph, topology, kernel_costs=costs),
-        "roofline-shared": SimulationProblem.from_graph(graph, shared),
-        "profiled-shared": SimulationProblem.from_graph(graph, shared, kernel_costs=costs),
-    }
+    problems = {"roofline": roofline, "roofline-shared": SimulationProblem.from_graph(graph, shared)}
+    for target, (clock, statistic) in TARGETS.items():
+        costs = ProfiledCosts(profilers[clock], statistic=statistic)
+        problems[f"profiled@{target}"] = SimulationProblem.from_graph(graph, topology, kernel_costs=costs)
+        problems[f"profiled-shared@{target}"] = SimulationProblem.from_graph(graph, shared, kernel_costs=costs)
     study = WholeGraphStudy(whole.name, whole.origin, len(nodes), whole.default_fusion, log=log)
-    for config, m in zip(configs, scored):
+    for config, mw, mc in zip(configs, wall_steps, cpu_steps):
         kernels, kernel_device = kernel_groups(config.decisions)
-        study.configs.append(
-            {
-                "label": config.label,
-                "fusion": config.fusion,
-                "placement": config.placement,
-                "params": config.extra,
-                "devices_used": len(set(kernel_device)),
-                "measured_s": m.median_s,
-                "measured_a_s": float(np.median(m.samples[0::2])),
-                "measured_b_s": float(np.median(m.samples[1::2])),
-                "measured_min_s": m.min_s,
-                "simulated_s": {name: simulate(p, config.decisions).step_time_s for name, p in problems.items()},
-                "baselines": naive_baselines(roofline, config.decisions),
-            }
-        )
-    log.profiled_after_scoring = profiler.measured - before
-    measured = study.measured()
-    for name in SIM_SOURCES + BASELINES:
-        study.correlation[name] = correlations(study.predictor(name), measured)
-    study.retest = correlations([c["measured_a_s"] for c in study.configs], [c["measured_b_s"] for c in study.configs])
+        by_clock = {"wall": mw, "cpu": mc}
+        row: dict[str, Any] = {
+            "label": config.label,
+            "fusion": config.fusion,
+            "placement": config.placement,
+            "params": config.extra,
+            "devices_used": len(set(kernel_device)),
+            "measured_s": {}, "measured_a_s": {}, "measured_b_s": {},
+            "samples_s": {clock: list(m.samples) for clock, m in by_clock.items()},
+            "simulated_s": {name: simulate(p, config.decisions).step_time_s for name, p in problems.items()},
+            "baselines": naive_baselines(roofline, config.decisions),
+        }
+        for target, (clock, statistic) in TARGETS.items():
+            stat = np.min if statistic == "min" else np.median
+            samples = np.asarray(by_clock[clock].samples)
+            row["measured_s"][target] = float(stat(samples))
+            row["measured_a_s"][target] = float(stat(samples[0::2]))
+            row["measured_b_s"][target] = float(stat(samples[1::2]))
+        study.configs.append(row)
+    log.profiled_after_scoring = sum(p.measured - before[clock] for clock, p in profilers.items())
+    for target in TARGETS:
+        measured = study.measured(target)
+        study.correlation[target] = {name: correlations(study.predictor(name, target), measured) for name in SIM_SOURCES + BASELINES}
+        study.retest[target] = correlations([c["measured_a_s"][target] for c in study.configs], [c["measured_b_s"][target] for c in study.configs])
     study.seconds = {
         "compile": compiled - began,
         "profile": profiled_at - compiled,
@@ -207,14 +244,14 @@ def run_study(
     return study
 
 
-def pooled_correlations(studies: list[WholeGraphStudy], name: str, *, normalise: bool = True) -> dict[str, float]:
+def pooled_correlations(studies: list[WholeGraphStudy], name: str, *, target: str = "wall", normalise: bool = True) -> dict[str, float]:
     """Spearman/Pearson of predictor `name` against the measured step over every configuration
     of every study. `normalise` divides both by their median within each graph first, so the
     pooled ranking asks "which configuration of this graph is faster", not "which graph is
     bigger"; a predictor constant within every graph (total FLOPs) then has no correlation (NaN)."""
     xs, ys = [], []
     for study in studies:
-        x, y = study.predictor(name), study.measured()
+        x, y = study.predictor(name, target), study.measured(target)
         if normalise:
             x = x / np.median(x) if np.median(x) > 0 else x
             y = y / np.median(y)

@@ -141,10 +141,15 @@ def test_study_profiles_on_other_runs_than_it_scores():
     (score,) = study.log.of("score")
     assert profile.input_seed != score.input_seed and profile.ended <= score.began
     for row in study.configs:
-        assert row["measured_s"] > 0 and row["measured_a_s"] > 0 and row["measured_b_s"] > 0
+        for target in ("wall", "wall-min", "cpu"):
+            assert row["measured_s"][target] > 0 and row["measured_a_s"][target] > 0 and row["measured_b_s"][target] > 0
+        assert row["measured_s"]["wall-min"] <= row["measured_s"]["wall"] and len(row["samples_s"]["wall"]) == 4
         assert all(t > 0 for t in row["simulated_s"].values())
-    assert set(study.correlation) == {"roofline", "profiled", "roofline-shared", "profiled-shared", "kernels", "flops", "bytes"}
-    assert np.isnan(study.correlation["flops"]["spearman"])  # fusion does not change FLOPs
+    assert set(study.correlation) == {"wall", "wall-min", "cpu"}
+    assert set(study.correlation["wall"]) == {"roofline", "profiled", "roofline-shared", "profiled-shared", "kernels", "flops", "bytes"}
+    assert np.isnan(study.correlation["wall"]["flops"]["spearman"])  # fusion does not change FLOPs
+    # the profiled source read the table of each target's clock: wall and CPU tables differ
+    assert not np.array_equal(study.predictor("profiled", "wall"), study.predictor("profiled", "cpu"))
 
 
 def test_shared_executor_serializes_devices_and_their_copies():
@@ -171,7 +176,7 @@ def test_shared_executor_serializes_devices_and_their_copies():
 def _fake_study(name: str, measured: list[float], predicted: list[float], constant: float) -> WholeGraphStudy:
     study = WholeGraphStudy(name, "test", 200, "none")
     for m, p in zip(measured, predicted):
-        study.configs.append({"measured_s": m, "simulated_s": {"roofline": p}, "baselines": {"flops": constant}})
+        study.configs.append({"measured_s": {"wall": m}, "simulated_s": {"roofline": p}, "baselines": {"flops": constant}})
     return study
 
 
