@@ -202,7 +202,8 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     names = list(WHOLE_GRAPHS) if args.whole_graphs == "all" else args.whole_graphs.split(",")
     json_path = args.json if args.json != RESULTS else WHOLE_RESULTS
     host = measure_host_device(use_cache=args.cache)
-    topology = host_topology(2, device=host, use_cache=args.cache)
+    # independent devices; the study derives the shared-executor twin and scores both
+    topology = host_topology(2, device=host, use_cache=args.cache, shared_executor=False)
     link = topology.links[0]
     print(
         f"host: {host.peak('fp32') / 1e9:.0f} GFLOP/s fp32, {host.mem_bandwidth / 1e9:.1f} GB/s, {host.launch_overhead_s * 1e6:.1f} us launch; "

@@ -198,6 +198,8 @@ def run_study(
     scored_at = time.perf_counter()
 
     before = {clock: p.measured for clock, p in profilers.items()}
+    if topology.shares_executors:
+        raise ValueError(f"run_study wants independent devices (it scores the shared-executor twin itself); {topology.name} shares executors")
     shared = Topology(f"{topology.name}-shared", topology.devices, topology.links, executors=[0] * topology.num_devices)
     problems = {"roofline": roofline, "roofline-shared": SimulationProblem.from_graph(graph, shared)}
     for target, (clock, statistic) in TARGETS.items():
