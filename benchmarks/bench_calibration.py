@@ -113,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-graphs", default="", help=f"whole-graph mode: 'all' or names from {','.join(WHOLE_GRAPHS)}")
     parser.add_argument("--random-fusions", type=int, default=3, help="whole-graph mode: fuse-by-priority draws per graph")
     parser.add_argument("--testdata", type=Path, default=TESTDATA, help="whole-graph mode: the shared test data folder")
+    parser.add_argument("--report", type=Path, default=None, help="whole-graph mode: re-print the table of a finished run's JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
-    if args.whole_graphs:
+    if args.whole_graphs or args.report is not None:
         return whole_graphs_main(args, argv)
 
     from cost_model.profiling import ProfileCache, Profiler, XlaBackend, measure_host_device
@@ -190,15 +191,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cell(c: dict[str, float]) -> str:
-    return f"{c['spearman']:.3f} / {c['pearson']:.3f}" if c["spearman"] == c["spearman"] else "n/a"
+    return f"{c['spearman']:.2f} / {c['pearson']:.2f}" if c["spearman"] == c["spearman"] else "n/a"
+
+
+# The predictors the printed table shows (the JSON has every SIM_SOURCES entry): the roofline,
+# the profiled CPU-time table, each on independent and on shared devices, and the profiled
+# wall-time table on shared devices; then the naive baselines.
+SHOWN = ("roofline", "roofline-shared", "profiled@cpu", "profiled-shared@cpu", "profiled-shared@wall")
+SHORT = {"roofline": "roofline", "roofline-shared": "roofline-sh", "profiled@cpu": "prof-cpu", "profiled-shared@cpu": "prof-cpu-sh",
+         "profiled-shared@wall": "prof-wall-sh", "kernels": "kernels", "flops": "FLOPs", "bytes": "bytes"}
 
 
 def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     from cost_model.profiling import measure_host_device
     from cost_model.profiling.host import host_topology
     from cost_model.profiling.whole_graph import SUITE_SIZES, suite_graph, testdata_graph
-    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, TARGETS, pooled_correlations, run_study
+    from cost_model.profiling.whole_study import TARGETS, WholeGraphStudy, run_study
 
+    if args.report is not None:  # re-print a finished run's table from its JSON, measuring nothing
+        payload = json.loads(args.report.read_text(encoding="utf-8"))
+        report([WholeGraphStudy.from_json(g) for g in payload["graphs"]], payload)
+        return 0
     names = list(WHOLE_GRAPHS) if args.whole_graphs == "all" else args.whole_graphs.split(",")
     json_path = args.json if args.json != RESULTS else WHOLE_RESULTS
     host = measure_host_device(use_cache=args.cache)
@@ -209,7 +222,6 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         f"host: {host.peak('fp32') / 1e9:.0f} GFLOP/s fp32, {host.mem_bandwidth / 1e9:.1f} GB/s, {host.launch_overhead_s * 1e6:.1f} us launch; "
         f"host-to-host copy {link.latency_s * 1e6:.0f} us + {link.bandwidth / 1e9:.2f} GB/s"
     )
-    columns = SIM_SOURCES + BASELINES
     studies = []
     payload: dict = {
         "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
@@ -218,6 +230,7 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "sizes": {n: SUITE_SIZES[n] for n in names if n in SUITE_SIZES},
         "targets": {t: list(v) for t, v in TARGETS.items()},
+        "repeats": 2 * args.repeats,
         "graphs": [],
     }
     for index, name in enumerate(names):
@@ -236,30 +249,48 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"{name}: {study.num_nodes} nodes, {len(study.configs)} configurations, wall median {m.min():.1f}..{m.max():.1f} ms, "
               f"{study.seconds['total']:.0f} s ({study.seconds['executables_compiled']:.0f} executables compiled)", flush=True)
         payload["graphs"].append(study.to_json())
-        payload["pooled"] = {t: {c: pooled_correlations(studies, c, target=t) for c in columns} for t in TARGETS}
-        payload["pooled_raw"] = {t: {c: pooled_correlations(studies, c, target=t, normalise=False) for c in columns} for t in TARGETS}
-        payload["pooled_retest"] = {t: pooled_retest(studies, t) for t in TARGETS}
+        pool(studies, payload)
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    report(studies, payload)
+    json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print(f"wrote {json_path}")
+    return 0
+
+
+def pool(studies: list, payload: dict) -> None:
+    """Pooled correlations (normalised per graph, and raw) and pooled test-retest, into payload."""
+    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, TARGETS, pooled_correlations
+
+    columns = SIM_SOURCES + BASELINES
+    payload["pooled"] = {t: {c: pooled_correlations(studies, c, target=t) for c in columns} for t in TARGETS}
+    payload["pooled_raw"] = {t: {c: pooled_correlations(studies, c, target=t, normalise=False) for c in columns} for t in TARGETS}
+    payload["pooled_retest"] = {t: pooled_retest(studies, t) for t in TARGETS}
+
+
+def report(studies: list, payload: dict) -> None:
     from scipy import stats  # the library's numpy correlations must agree with scipy.stats
 
+    from cost_model.profiling.whole_study import BASELINES, TARGETS
+
+    pool(studies, payload)
+    columns = SHOWN + BASELINES
     for study in studies:
         for c in columns:
             x, y = study.predictor(c), study.measured()
             if np.ptp(x) > 0:
                 assert abs(stats.spearmanr(x, y)[0] - study.correlation["wall"][c]["spearman"]) < 1e-9
     total = sum(len(s.configs) for s in studies)
+    runs = len(studies[0].configs[0]["samples_s"]["wall"]) if studies else 0
     for target, (clock, statistic) in TARGETS.items():
-        print(f"\nscored by {clock} time, {statistic} of {2 * args.repeats} runs (Spearman / Pearson)")
-        print(f"{'graph':<19} {'nodes':>5} {'cfgs':>4} {'retest':>13}  " + "  ".join(f"{c:>15}" for c in columns))
+        print(f"\nscored by {clock} time, {statistic} of {runs} runs (Spearman / Pearson)")
+        print(f"{'graph':<19} {'nodes':>5} {'cfgs':>4} {'retest':>13}  " + "  ".join(f"{SHORT[c]:>13}" for c in columns))
         for study in studies:
             print(f"{study.name:<19} {study.num_nodes:>5} {len(study.configs):>4} {_cell(study.retest[target]):>13}  "
-                  + "  ".join(f"{_cell(study.correlation[target][c]):>15}" for c in columns))
+                  + "  ".join(f"{_cell(study.correlation[target][c]):>13}" for c in columns))
         print(f"{'pooled (per graph)':<19} {'':>5} {total:>4} {_cell(payload['pooled_retest'][target]):>13}  "
-              + "  ".join(f"{_cell(payload['pooled'][target][c]):>15}" for c in columns))
-        print(f"{'pooled (raw)':<19} {'':>5} {total:>4} {'':>13}  " + "  ".join(f"{_cell(payload['pooled_raw'][target][c]):>15}" for c in columns))
-    print(f"wrote {json_path}")
-    return 0
+              + "  ".join(f"{_cell(payload['pooled'][target][c]):>13}" for c in columns))
+        print(f"{'pooled (raw)':<19} {'':>5} {total:>4} {'':>13}  " + "  ".join(f"{_cell(payload['pooled_raw'][target][c]):>13}" for c in columns))
 
 
 def pooled_retest(studies: list, target: str) -> dict[str, float]:

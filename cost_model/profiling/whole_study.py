@@ -44,10 +44,12 @@ __all__ = ["SIM_SOURCES", "BASELINES", "TARGETS", "PassWindow", "StudyLog", "Who
 
 logger = logging.getLogger(__name__)
 
-SIM_SOURCES = ("roofline", "profiled", "roofline-shared", "profiled-shared")
-# What a configuration's step is scored by: (clock, statistic over the runs). The profiled
-# source scored against a target reads the kernel table of the same clock and statistic.
+# What a configuration's step is scored by: (clock, statistic over the runs).
 TARGETS = {"wall": ("wall", "median"), "wall-min": ("wall", "min"), "cpu": ("cpu", "median")}
+# Simulated predictors: the roofline of the measured host, and the profiled kernel tables (one
+# per clock and statistic, `profiled@<target>`), each on independent devices and on one shared
+# executor (`-shared`). Every predictor is scored against every target.
+SIM_SOURCES = ("roofline", "roofline-shared") + tuple(f"profiled{shared}@{t}" for t in TARGETS for shared in ("", "-shared"))
 BASELINES = ("kernels", "flops", "bytes")
 
 
@@ -128,13 +130,27 @@ class WholeGraphStudy:
     def measured(self, target: str = "wall") -> np.ndarray:
         return np.array([c["measured_s"][target] for c in self.configs])
 
-    def predictor(self, name: str, target: str = "wall") -> np.ndarray:
-        """A simulated source (profiled ones from the table of `target`'s clock and statistic) or a
-        naive baseline, one value per configuration."""
+    def predictor(self, name: str) -> np.ndarray:
+        """A simulated source (`SIM_SOURCES`) or a naive baseline, one value per configuration."""
         if name in BASELINES:
             return np.array([c["baselines"][name] for c in self.configs])
-        key = f"{name}@{target}" if name.startswith("profiled") else name
-        return np.array([c["simulated_s"][key] for c in self.configs])
+        return np.array([c["simulated_s"][name] for c in self.configs])
+
+    def score(self) -> None:
+        """Correlations of every predictor and the test-retest noise, for every target."""
+        for target in TARGETS:
+            measured = self.measured(target)
+            self.correlation[target] = {name: correlations(self.predictor(name), measured) for name in SIM_SOURCES + BASELINES}
+            self.retest[target] = correlations([c["measured_a_s"][target] for c in self.configs], [c["measured_b_s"][target] for c in self.configs])
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WholeGraphStudy:
+        """A study back from `to_json` (its configurations' rows; correlations recomputed)."""
+        study = cls(data["name"], data["origin"], int(data["nodes"]), data["default_fusion"], configs=list(data["configs"]))
+        study.seconds = dict(data.get("seconds", {}))
+        study.log = StudyLog([PassWindow(**w) for w in data.get("passes", [])], int(data.get("profiled_after_scoring", 0)))
+        study.score()
+        return study
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,10 +245,7 @@ def run_study(
             row["measured_b_s"][target] = float(stat(samples[1::2]))
         study.configs.append(row)
     log.profiled_after_scoring = sum(p.measured - before[clock] for clock, p in profilers.items())
-    for target in TARGETS:
-        measured = study.measured(target)
-        study.correlation[target] = {name: correlations(study.predictor(name, target), measured) for name in SIM_SOURCES + BASELINES}
-        study.retest[target] = correlations([c["measured_a_s"][target] for c in study.configs], [c["measured_b_s"][target] for c in study.configs])
+    study.score()
     study.seconds = {
         "compile": compiled - began,
         "profile": profiled_at - compiled,
@@ -253,7 +266,7 @@ def pooled_correlations(studies: list[WholeGraphStudy], name: str, *, target: st
     bigger"; a predictor constant within every graph (total FLOPs) then has no correlation (NaN)."""
     xs, ys = [], []
     for study in studies:
-        x, y = study.predictor(name, target), study.measured(target)
+        x, y = study.predictor(name), study.measured(target)
         if normalise:
             x = x / np.median(x) if np.median(x) > 0 else x
             y = y / np.median(y)
