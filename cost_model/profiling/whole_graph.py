@@ -2,7 +2,7 @@
 
     whole = suite_graph("resnet-50")                     # the suite's inference graph, small sizes
     configs = configurations(whole, problem, rng, num_devices=2)
-    study = run_study(whole, host_topo, repeats=7)       # measure, profile apart, simulate, baselines
+    study = run_study(whole, host_topology(2, shared_executor=False))  # whole_study.py
 
 A graph is prepared once (`prepare_graph`): the framework's default fusion is applied (for HLO it
 inlines cheap calls first, which changes the node list), its groups are read off and the nodes
@@ -12,12 +12,10 @@ topological split balanced by roofline time; each kernel on a random device). Ev
 configuration's schedule is the same rule: kernels in a topological order of the kernel graph,
 ties by first node, so the executor's dispatch order and the simulator's priorities agree.
 
-Measured: `GroupExecutor` runs every kernel as one XLA executable on its device in that order;
-the whole step is timed in two interleaved scoring passes (pass A and pass B, fresh random orders)
-whose per-configuration medians give the measured time and the test-retest noise. The profiled
+Measured (`whole_study.run_study`): `GroupExecutor` runs every kernel as one XLA executable on
+its device in that order, the whole step timed in an interleaved scoring pass; the profiled
 kernel table is timed in its own earlier pass, on inputs drawn from another seed and on separate
-runner objects, so no profiled sample is also a scored one (`StudyLog` records the passes' time
-windows; the test checks they do not overlap). Naive baselines for the same configurations:
+runner objects, so no profiled sample is also a scored one. Naive baselines for the same configurations:
 kernel count, total FLOPs (fusion and placement do not change it, so it only ranks across
 graphs) and total kernel bytes (boundary bytes of fused kernels, every operand of lone ones).
 """
@@ -25,7 +23,6 @@ graphs) and total kernel bytes (boundary bytes of fused kernels, every operand o
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

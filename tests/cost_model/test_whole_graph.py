@@ -13,7 +13,6 @@ from cost_model.profiling.whole_graph import (
     configurations,
     kernel_order_priorities,
     naive_baselines,
-    placements,
     prepare_graph,
 )
 from cost_model.profiling.whole_study import WholeGraphStudy, pooled_correlations, run_study
