@@ -1,6 +1,6 @@
 """One whole-graph calibration study: configurations run for real, profiled apart, simulated.
 
-    study = run_study(suite_graph("bert-base"), host_topology(2), repeats=5)
+    study = run_study(suite_graph("bert-base"), host_topology(2, shared_executor=False), repeats=5)
     study.correlation["wall"]["profiled-shared"]["spearman"], study.correlation["wall"]["kernels"]
 
 The order of work (see `whole_graph` for the configurations):
