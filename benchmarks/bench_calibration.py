@@ -8,6 +8,15 @@ times. Prints a table of Spearman/Pearson correlations and writes JSON.
 
     python benchmarks/bench_calibration.py [--configs 40] [--repeats 30] [--json out.json]
 
+`--whole-graphs` runs the whole-graph calibration instead (`cost_model.profiling.whole_study`):
+the suite's inference graphs at small sizes and HLO test data modules, >= 200 nodes each, under
+fusion groupings (none, the default fusion, random `fuse-by-priority` draws) x placements on
+2 host devices (one, split, random), each whole step run for real; profiled kernel costs come
+from a separate pass on other inputs; beside the simulator, the naive baselines (kernel count,
+total FLOPs, total kernel bytes):
+
+    python benchmarks/bench_calibration.py --whole-graphs all [--random-fusions 3] [--repeats 5]
+
 The machinery is `cost_model.profiling.study.calibrate_workload`; this file only picks the
 workloads, sets XLA's device count before JAX is imported, and reports.
 """
@@ -29,6 +38,9 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_calibration.json"
+WHOLE_RESULTS = Path(__file__).resolve().parent / "results" / "bench_calibration_whole.json"
+TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
+WHOLE_GRAPHS = ("bert-base", "wavenet-2x18", "dynamic-slice-loop", "mass-matrix-35", "gnmt-2", "resnet-50", "nasnet")
 
 
 def workloads(scale: float = 1.0) -> dict[str, tuple]:
@@ -98,8 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", action="store_true", help="reuse the persistent profile cache (default: fresh, in memory)")
     parser.add_argument("--json", type=Path, default=RESULTS)
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--whole-graphs", default="", help=f"whole-graph mode: 'all' or names from {','.join(WHOLE_GRAPHS)}")
+    parser.add_argument("--random-fusions", type=int, default=3, help="whole-graph mode: fuse-by-priority draws per graph")
+    parser.add_argument("--testdata", type=Path, default=TESTDATA, help="whole-graph mode: the shared test data folder")
+    parser.add_argument("--report", type=Path, default=None, help="whole-graph mode: re-print the table of a finished run's JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if args.whole_graphs or args.report is not None:
+        return whole_graphs_main(args, argv)
 
     from cost_model.profiling import ProfileCache, Profiler, XlaBackend, measure_host_device
     from cost_model.profiling.calibration import correlations, hlo_workload
@@ -170,6 +188,118 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(payload, indent=1), encoding="utf-8")
     print(f"wrote {args.json}")
     return 0
+
+
+def _cell(c: dict[str, float]) -> str:
+    return f"{c['spearman']:.2f} / {c['pearson']:.2f}" if c["spearman"] == c["spearman"] else "n/a"
+
+
+# The predictors the printed table shows (the JSON has every SIM_SOURCES entry): the roofline,
+# the profiled CPU-time table, each on independent and on shared devices, and the profiled
+# wall-time table on shared devices; then the naive baselines.
+SHOWN = ("roofline", "roofline-shared", "profiled@cpu", "profiled-shared@cpu", "profiled-shared@wall")
+SHORT = {"roofline": "roofline", "roofline-shared": "roofline-sh", "profiled@cpu": "prof-cpu", "profiled-shared@cpu": "prof-cpu-sh",
+         "profiled-shared@wall": "prof-wall-sh", "kernels": "kernels", "flops": "FLOPs", "bytes": "bytes"}
+
+
+def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    from cost_model.profiling import measure_host_device
+    from cost_model.profiling.host import host_topology
+    from cost_model.profiling.whole_graph import SUITE_SIZES, suite_graph, testdata_graph
+    from cost_model.profiling.whole_study import TARGETS, WholeGraphStudy, run_study
+
+    if args.report is not None:  # re-print a finished run's table from its JSON, measuring nothing
+        payload = json.loads(args.report.read_text(encoding="utf-8"))
+        report([WholeGraphStudy.from_json(g) for g in payload["graphs"]], payload)
+        return 0
+    names = list(WHOLE_GRAPHS) if args.whole_graphs == "all" else args.whole_graphs.split(",")
+    json_path = args.json if args.json != RESULTS else WHOLE_RESULTS
+    host = measure_host_device(use_cache=args.cache)
+    # independent devices; the study derives the shared-executor twin and scores both
+    topology = host_topology(2, device=host, use_cache=args.cache, shared_executor=False)
+    link = topology.links[0]
+    print(
+        f"host: {host.peak('fp32') / 1e9:.0f} GFLOP/s fp32, {host.mem_bandwidth / 1e9:.1f} GB/s, {host.launch_overhead_s * 1e6:.1f} us launch; "
+        f"host-to-host copy {link.latency_s * 1e6:.0f} us + {link.bandwidth / 1e9:.2f} GB/s"
+    )
+    studies = []
+    payload: dict = {
+        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
+        "host": {"fp32_flops": host.peak("fp32"), "mem_bandwidth": host.mem_bandwidth, "launch_overhead_s": host.launch_overhead_s,
+                 "link_latency_s": link.latency_s, "link_bandwidth": link.bandwidth},
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "sizes": {n: SUITE_SIZES[n] for n in names if n in SUITE_SIZES},
+        "targets": {t: list(v) for t, v in TARGETS.items()},
+        "repeats": 2 * args.repeats,
+        "graphs": [],
+    }
+    for index, name in enumerate(names):
+        began = time.perf_counter()
+        try:
+            whole = suite_graph(name) if name in SUITE_SIZES else testdata_graph(name, args.testdata)
+            study = run_study(whole, topology, num_random=args.random_fusions, repeats=args.repeats, profile_repeats=args.repeats,
+                              seed=args.seed + 100 * index)
+        except Exception as error:  # one graph XLA cannot run in pieces does not end the run; it is reported
+            print(f"{name:<19} failed: {type(error).__name__}: {error}", flush=True)
+            payload.setdefault("failed", {})[name] = f"{type(error).__name__}: {error}"
+            continue
+        study.seconds["total"] = time.perf_counter() - began
+        studies.append(study)
+        m = study.measured() * 1e3
+        print(f"{name}: {study.num_nodes} nodes, {len(study.configs)} configurations, wall median {m.min():.1f}..{m.max():.1f} ms, "
+              f"{study.seconds['total']:.0f} s ({study.seconds['executables_compiled']:.0f} executables compiled)", flush=True)
+        payload["graphs"].append(study.to_json())
+        pool(studies, payload)
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    report(studies, payload)
+    json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print(f"wrote {json_path}")
+    return 0
+
+
+def pool(studies: list, payload: dict) -> None:
+    """Pooled correlations (normalised per graph, and raw) and pooled test-retest, into payload."""
+    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, TARGETS, pooled_correlations
+
+    columns = SIM_SOURCES + BASELINES
+    payload["pooled"] = {t: {c: pooled_correlations(studies, c, target=t) for c in columns} for t in TARGETS}
+    payload["pooled_raw"] = {t: {c: pooled_correlations(studies, c, target=t, normalise=False) for c in columns} for t in TARGETS}
+    payload["pooled_retest"] = {t: pooled_retest(studies, t) for t in TARGETS}
+
+
+def report(studies: list, payload: dict) -> None:
+    from scipy import stats  # the library's numpy correlations must agree with scipy.stats
+
+    from cost_model.profiling.whole_study import BASELINES, TARGETS
+
+    pool(studies, payload)
+    columns = SHOWN + BASELINES
+    for study in studies:
+        for c in columns:
+            x, y = study.predictor(c), study.measured()
+            if np.ptp(x) > 0:
+                assert abs(stats.spearmanr(x, y)[0] - study.correlation["wall"][c]["spearman"]) < 1e-9
+    total = sum(len(s.configs) for s in studies)
+    runs = len(studies[0].configs[0]["samples_s"]["wall"]) if studies else 0
+    for target, (clock, statistic) in TARGETS.items():
+        print(f"\nscored by {clock} time, {statistic} of {runs} runs (Spearman / Pearson)")
+        print(f"{'graph':<19} {'nodes':>5} {'cfgs':>4} {'retest':>13}  " + "  ".join(f"{SHORT[c]:>13}" for c in columns))
+        for study in studies:
+            print(f"{study.name:<19} {study.num_nodes:>5} {len(study.configs):>4} {_cell(study.retest[target]):>13}  "
+                  + "  ".join(f"{_cell(study.correlation[target][c]):>13}" for c in columns))
+        print(f"{'pooled (per graph)':<19} {'':>5} {total:>4} {_cell(payload['pooled_retest'][target]):>13}  "
+              + "  ".join(f"{_cell(payload['pooled'][target][c]):>13}" for c in columns))
+        print(f"{'pooled (raw)':<19} {'':>5} {total:>4} {'':>13}  " + "  ".join(f"{_cell(payload['pooled_raw'][target][c]):>13}" for c in columns))
+
+
+def pooled_retest(studies: list, target: str) -> dict[str, float]:
+    """Rounds A against rounds B, normalised per graph and pooled: the noise ceiling."""
+    from cost_model.profiling.calibration import correlations
+
+    a = np.concatenate([np.array([c["measured_a_s"][target] for c in s.configs]) / np.median(s.measured(target)) for s in studies])
+    b = np.concatenate([np.array([c["measured_b_s"][target] for c in s.configs]) / np.median(s.measured(target)) for s in studies])
+    return correlations(a, b)
 
 
 if __name__ == "__main__":

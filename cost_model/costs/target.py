@@ -8,7 +8,8 @@ a given field is an error naming both (`passes.infra.context.resolve_pipeline_ta
 
 Device specs: a topology preset, the `NxGPU` short form (`4xV100`), a YAML/JSON file (see
 `cost_model.devices.loader`), or `Nxhost`: N copies of this machine as measured
-(`cost_model.profiling.host_topology`), the topology whose kernels `--costs profiled` describes.
+(`cost_model.profiling.host_topology`), the topology whose kernels `--costs profiled` describes;
+its devices share one executor (forced XLA host devices are one process on the same cores).
 """
 
 from __future__ import annotations

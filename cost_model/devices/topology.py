@@ -26,12 +26,24 @@ _TF_DEVICE = re.compile(r"(?:^|/)(?:device:)?([A-Za-z_]+):(\d+)$")
 class Topology:
     """Devices and the directed links between them. Immutable after construction."""
 
-    def __init__(self, name: str, devices: Sequence[DeviceSpec], links: Iterable[Link] = ()) -> None:
+    def __init__(
+        self, name: str, devices: Sequence[DeviceSpec], links: Iterable[Link] = (), *, executors: Sequence[int] | None = None
+    ) -> None:
         self.name = name
         self.devices: tuple[DeviceSpec, ...] = tuple(devices)
         self.links: tuple[Link, ...] = tuple(links)
         if not self.devices:
             raise DeviceSpecError("a topology needs at least one device", node=name, field="devices")
+        # Devices that share one executor run one task at a time between them, copies between
+        # them included: forced XLA host devices are one dispatching thread on the same cores.
+        self.executors: tuple[int, ...] = tuple(range(len(self.devices))) if executors is None else tuple(int(e) for e in executors)
+        if len(self.executors) != len(self.devices) or any(not 0 <= e < len(self.devices) for e in self.executors):
+            raise DeviceSpecError(
+                f"executors must give each of the {len(self.devices)} devices an executor index in [0, {len(self.devices)}), "
+                f"got {list(self.executors)}",
+                node=name,
+                field="executors",
+            )
         self._index: dict[str, int] = {}
         for index, device in enumerate(self.devices):
             if not device.name:
@@ -53,6 +65,22 @@ class Topology:
     @property
     def num_devices(self) -> int:
         return len(self.devices)
+
+    @property
+    def shares_executors(self) -> bool:
+        """Some devices share an executor (see `executors`)."""
+        return len(set(self.executors)) < len(self.executors)
+
+    @cached_property
+    def link_resources(self) -> np.ndarray:
+        """int64 (L,): the simulator resource of each link: its own (num_devices + l), or the
+        shared executor of its two ends when they have one."""
+        out = np.arange(len(self.links), dtype=np.int64) + len(self.devices)
+        for index, link in enumerate(self.links):
+            a, b = self.executors[self._index[link.src]], self.executors[self._index[link.dst]]
+            if a == b:
+                out[index] = a
+        return out
 
     @property
     def device_names(self) -> tuple[str, ...]:

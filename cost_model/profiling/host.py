@@ -145,8 +145,18 @@ def measure_host_link(src: str = "cpu0", dst: str = "cpu1", *, use_cache: bool =
     )
 
 
-def host_topology(num_devices: int = 1, *, device: DeviceSpec | None = None, use_cache: bool = True) -> Topology:
-    """`num_devices` copies of the measured host (or of `device`), joined by measured memcpy links."""
+def host_topology(
+    num_devices: int = 1, *, device: DeviceSpec | None = None, use_cache: bool = True, shared_executor: bool = True
+) -> Topology:
+    """`num_devices` copies of the measured host (or of `device`), joined by measured memcpy links.
+
+    `shared_executor` (default): the devices are one executor (`Topology.executors`), which is
+    what forced XLA host devices driven from one Python thread on the same cores are: kernels on
+    different devices and the copies between them run one at a time. Measured on whole graphs
+    (`benchmarks/bench_calibration.py --whole-graphs`), spreading a step over two host devices
+    never made it faster here, and the shared model ranks configurations better than
+    independent devices do. `shared_executor=False` gives independent machines.
+    """
     spec = device if device is not None else measure_host_device(use_cache=use_cache)
     devices = [spec.renamed(f"cpu{i}") for i in range(num_devices)]
     links: list[Link] = []
@@ -156,4 +166,6 @@ def host_topology(num_devices: int = 1, *, device: DeviceSpec | None = None, use
             for j in range(num_devices):
                 if i != j:
                     links.append(Link(f"cpu{i}", f"cpu{j}", forward.bandwidth, forward.latency_s, "memcpy"))
-    return Topology(f"{num_devices}xhost", devices, links)
+    if not shared_executor:
+        return Topology(f"{num_devices}xhost-independent", devices, links)
+    return Topology(f"{num_devices}xhost", devices, links, executors=[0] * num_devices)

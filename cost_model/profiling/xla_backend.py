@@ -13,20 +13,23 @@ private compile entry points.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from cost_model.profiling.signature import group_signature, signature_key
 from cost_model.profiling.subgraph import GroupCut, ProfilingError, cut_group
+from graph_ir.attrs import AttrKind
 from graph_ir.types import TensorType
 
 if TYPE_CHECKING:
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["XlaBackend", "XlaKernel", "compile_hlo_group", "host_devices", "random_inputs"]
+__all__ = ["XlaBackend", "XlaKernel", "compile_hlo_group", "host_devices", "isomorphism_key", "random_inputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +66,17 @@ class XlaBackend:
 
     name = "xla-cpu"
 
-    def __init__(self, device: Any | None = None) -> None:
+    def __init__(self, device: Any | None = None, *, share: bool = True) -> None:
         self.device = device
         # Compiled kernels by (graph, members, device): the calibration's executor and the
         # profiler ask for the same groups, and compiling dominates their cost.
         self._kernels: dict[tuple[int, tuple[int, ...], int], XlaKernel] = {}
+        # Executables by (isomorphism key, device): the 16 bottlenecks of a ResNet or the layers
+        # of a BERT repeat the same groups, and one XLA CPU compile costs ~0.1-0.2 s here.
+        self.share = share
+        self._executables: dict[tuple[str, int], Any] = {}
+        self.compiled = 0  # distinct executables compiled
+        self.shared = 0  # kernels served by an executable compiled for an isomorphic group
 
     def kernel(self, graph: Graph, members: Sequence[Node], device: Any | None = None) -> XlaKernel:
         target = device if device is not None else self.device
@@ -76,7 +85,21 @@ class XlaBackend:
         key = (id(graph), tuple(sorted(id(n) for n in members)), target.id)
         kernel = self._kernels.get(key)
         if kernel is None:
-            kernel = self._kernels[key] = compile_hlo_group(graph, members, target)
+            if not self.share:
+                kernel = compile_hlo_group(graph, members, target)
+                self.compiled += 1
+            else:
+                cut = cut_group(graph, members, tuple_op="tuple")
+                share_key = (isomorphism_key(cut), target.id)
+                executable = self._executables.get(share_key)
+                if executable is None:
+                    kernel = compile_hlo_group(graph, members, target, cut=cut)
+                    self._executables[share_key] = kernel.executable
+                    self.compiled += 1
+                else:
+                    kernel = XlaKernel(cut, executable, target, 0.0)
+                    self.shared += 1
+            self._kernels[key] = kernel
         return kernel
 
     def prepare(self, graph: Graph, members: Sequence[Node], *, seed: int = 0) -> Callable[[], Any]:
@@ -85,14 +108,34 @@ class XlaBackend:
         return lambda: kernel.run_blocking(args)
 
 
-def compile_hlo_group(graph: Graph, members: Sequence[Node], device: Any | None = None) -> XlaKernel:
+def isomorphism_key(cut: GroupCut) -> str:
+    """Equal for two cuts that compile to the same program with the same argument and result
+    order: the group's signature (ops, attributes, types, operands by position), which of its
+    values leave it, in order, and the contents of constants (signatures count those by type)."""
+    position = {node: index for index, node in enumerate(cut.members)}
+    parts = [group_signature(list(cut.members))]
+    parts.append("out:" + ",".join(f"{position[v.producer]}.{v.index}" for v in cut.outputs))  # type: ignore[index]
+    digest = hashlib.sha256()
+    for node in cut.members:
+        for value in node.inputs:
+            if value is not None and value.is_constant:
+                digest.update(np.ascontiguousarray(value.const.numpy()).tobytes())  # type: ignore[union-attr]
+        for name, attr in sorted(node.attrs.items()):
+            if attr.kind is AttrKind.TENSOR:
+                digest.update(name.encode())
+                digest.update(np.ascontiguousarray(attr.value.numpy()).tobytes())
+    parts.append("const:" + digest.hexdigest())
+    return signature_key("\n".join(parts))
+
+
+def compile_hlo_group(graph: Graph, members: Sequence[Node], device: Any | None = None, *, cut: GroupCut | None = None) -> XlaKernel:
     """Cut `members` out of an HLO-imported `graph` and compile them as one executable on `device`."""
     import time
 
     from graph_ir.io.hlo_export import export_hlo_proto
     from graph_ir.io.xla_bridge import compile_hlo_module
 
-    cut = cut_group(graph, members, tuple_op="tuple")
+    cut = cut if cut is not None else cut_group(graph, members, tuple_op="tuple")
     _strip_module_shell(cut.graph)
     began = time.perf_counter()
     try:

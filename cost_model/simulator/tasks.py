@@ -9,7 +9,9 @@ Tasks are kernels (ids 0..K-1) and transfer hops (ids K..K+H-1).
   holds a copy for the whole step). A transfer is a chain of hops along the topology's route,
   store-and-forward; each hop occupies one directed link's copy engine for latency + bytes/bw.
 - Resources: device d is resource d; directed link l is resource D + l. Each runs one task at a
-  time; among its ready tasks the lowest `rank` goes first. Kernel rank orders by priority
+  time; among its ready tasks the lowest `rank` goes first. Devices that share an executor
+  (`Topology.executors`: forced XLA host devices) are one resource, and so is a link between
+  two of them. Kernel rank orders by priority
   (highest first; a fused kernel takes its members' maximum), then by first node index. A hop
   ranks by the highest priority among the kernels its transfer feeds, then by transfer order.
 """
@@ -229,7 +231,11 @@ def build_task_graph(problem: SimulationProblem, decisions: Decisions) -> TaskGr
     # -- task arrays ---------------------------------------------------------------------------
     num_tasks = num_kernels + num_hops
     duration = np.concatenate([kernel_duration, hop_duration])
-    resource = np.concatenate([kernel_device, num_devices + hop_link])
+    topology = problem.topology
+    if topology.shares_executors:  # devices on one executor serialize, copies between them too
+        resource = np.concatenate([np.asarray(topology.executors, dtype=np.int64)[kernel_device], topology.link_resources[hop_link]])
+    else:
+        resource = np.concatenate([kernel_device, num_devices + hop_link])
     xfer_priority = np.full(num_xfers, -np.inf)
     np.maximum.at(xfer_priority, xc_xfer, kernel_priority[xc_kernel])
     sort_priority = np.concatenate([kernel_priority, xfer_priority[hop_xfer]])
