@@ -1,13 +1,14 @@
 """MetaSchedule's own XGBoost cost model (XGBModel on PerStoreFeature features) on the tile dataset.
 
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --splits-only        # writes the splits
-    PYTHONPATH=. /path/to/tvm26-venv/bin/python benchmarks/bench_metaschedule.py out/tile
+    PYTHONPATH=. /path/to/venv-with-tvm-ffi-0.1.14/bin/python benchmarks/bench_metaschedule.py out/tile --feature-cache out/ms_features
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --metaschedule benchmarks/results/metaschedule_preds.json
 
-Runs in its own virtual environment: apache-tvm 0.26.0 with apache-tvm-ffi 0.1.13.post2, plus
-xgboost-cpu, scipy, pyyaml (networkx). With apache-tvm-ffi 0.1.15.post2 (what pip picks for
-apache-tvm 0.26/0.27 today), `tvm.ir.save_json` of any object segfaults in
-`tvm::ffi::ToJSONGraph`, and PerStoreFeature deep-copies each candidate's module through it.
+Runs in a virtual environment with apache-tvm 0.27.0.post1 and apache-tvm-ffi 0.1.14.post1
+(0.26.0 with 0.1.13.post2 works too), plus xgboost-cpu and pyyaml. With apache-tvm-ffi
+0.1.15.post2 (what pip picks for apache-tvm 0.26/0.27 today, and what the shared venv has),
+`tvm.ir.save_json` of any object segfaults in `tvm::ffi::ToJSONGraph`, and PerStoreFeature
+deep-copies each candidate's module through it.
 `TuneContext` is built through its FFI constructor: its Python `__init__` imports
 `tvm.s_tir.tensor_intrin`, which parses every CUDA/CPU intrinsic as TVMScript (minutes on this
 loaded machine) and is not needed to extract features.
@@ -46,8 +47,9 @@ def _context(mod):  # type: ignore[no-untyped-def]
     return ctx
 
 
-def kernel_features(path: str) -> tuple[list[np.ndarray], np.ndarray]:
-    """PerStoreFeature arrays of every stored configuration of one kernel file, and its runtimes."""
+def kernel_features(path: str, cache_dir: str | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    """PerStoreFeature arrays of every stored configuration of one kernel file, and its runtimes.
+    With `cache_dir`, features already extracted for a configuration (by its text) are reused."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -58,13 +60,29 @@ def kernel_features(path: str) -> tuple[list[np.ndarray], np.ndarray]:
         meta = json.loads(str(data["meta"]))
         texts = [str(t) for t in data["config_text"]]
         runtime = data["config_runtime"].astype(np.float64)
-    space = TileSpace(build_kernel(KernelSpec(meta["kind"], tuple(meta["dims"]))))
-    mod = tvm.IRModule({"main": space.kernel.func})
-    args = ms.arg_info.ArgInfo.from_prim_func(space.kernel.func)
-    candidates = [ms.MeasureCandidate(space.schedule_object(TileConfig.from_text(t)), args) for t in texts]
-    extractor = ms.feature_extractor.PerStoreFeature()
-    feats = [f.numpy().astype("float32") for f in extractor.extract_from(_context(mod), candidates)]
-    return feats, runtime
+    known: dict[str, np.ndarray] = {}
+    cache_file = Path(cache_dir) / Path(path).name if cache_dir else None
+    if cache_file is not None and cache_file.is_file():
+        with np.load(cache_file, allow_pickle=False) as data:
+            offsets = data["offsets"]
+            known = {str(t): data["features"][offsets[i] : offsets[i + 1]] for i, t in enumerate(data["texts"])}
+    todo = [t for t in texts if t not in known]
+    if todo:
+        space = TileSpace(build_kernel(KernelSpec(meta["kind"], tuple(meta["dims"]))))
+        mod = tvm.IRModule({"main": space.kernel.func})
+        args = ms.arg_info.ArgInfo.from_prim_func(space.kernel.func)
+        candidates = [ms.MeasureCandidate(space.schedule_object(TileConfig.from_text(t)), args) for t in todo]
+        extractor = ms.feature_extractor.PerStoreFeature()
+        for text, f in zip(todo, extractor.extract_from(_context(mod), candidates)):
+            known[text] = f.numpy().astype("float32")
+        if cache_file is not None:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            names = list(known)
+            offsets = np.cumsum([0] + [known[t].shape[0] for t in names])
+            width = next((known[t].shape[1] for t in names if known[t].ndim == 2 and known[t].shape[0]), 164)
+            stacked = np.concatenate([known[t].reshape(-1, width) for t in names]) if names else np.zeros((0, width), np.float32)
+            np.savez(cache_file, texts=np.array(names), offsets=offsets, features=stacked)
+    return [known[t] for t in texts], runtime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", help="tile dataset folder")
     parser.add_argument("--splits", default=str(RESULTS / "costmodel_splits.json"))
     parser.add_argument("-o", "--output", default=str(RESULTS / "metaschedule_preds.json"))
+    parser.add_argument("--feature-cache", metavar="DIR", help="reuse PerStoreFeature arrays extracted before (per kernel file, by config)")
     args = parser.parse_args(argv)
 
     import tvm
@@ -83,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     cache: dict[str, tuple[list[np.ndarray], np.ndarray]] = {}
     for i, name in enumerate(names):
-        cache[name] = kernel_features(str(Path(args.data) / name))
+        cache[name] = kernel_features(str(Path(args.data) / name), args.feature_cache)
         if i % 20 == 0:
             print(f"features: {i + 1}/{len(names)} kernels, {time.perf_counter() - began:.0f} s", flush=True)
     out = {"tvm": tvm.__version__, "seed": splits.get("seed"), "predictions": {}, "train_s": {}}
