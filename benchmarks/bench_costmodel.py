@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=str(RESULTS))
     parser.add_argument("--splits-only", action="store_true", help="write the splits JSON and stop")
     parser.add_argument("--metaschedule", metavar="PREDS.json", help="predictions of bench_metaschedule.py to score beside the others")
+    parser.add_argument("--only-split", choices=("random", "program"), help="run one split (e.g. the two in two processes)")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=3)
     args = parser.parse_args(argv)
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     metaschedule = json.loads(Path(args.metaschedule).read_text(encoding="utf-8")) if args.metaschedule else None
     results = []
-    for split in ("random", "program"):
+    for split in [args.only_split] if args.only_split else ["random", "program"]:
         train_idx, test_idx = splits[split]
         train = [records[i] for i in train_idx]
         test = [records[i] for i in test_idx]
