@@ -26,8 +26,13 @@ PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
 
 class TilePredictor:
     def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
+        from cost_model.measure.tile.space import CONFIG_FEATURES
+
         if model.config.layout_form:
             raise ValueError("a layout-form (fusion) model cannot rank tile configurations")
+        if model.config.config_features != CONFIG_FEATURES:
+            raise ValueError(f"this tile model reads {model.config.config_features} config features, the tile space now makes "
+                             f"{CONFIG_FEATURES} (a checkpoint from before the loop-nest features): retrain it with costmodel train")
         self.model = model
         self.extra = extra or {}
 
