@@ -5,7 +5,7 @@
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --metaschedule benchmarks/results/metaschedule_preds.json
 
 Runs in a virtual environment with apache-tvm 0.27.0.post1 and apache-tvm-ffi 0.1.14.post1
-(0.26.0 with 0.1.13.post2 works too), plus xgboost-cpu and pyyaml. With apache-tvm-ffi
+(0.26.0 with 0.1.13.post2 works too), plus xgboost-cpu, psutil and pyyaml. With apache-tvm-ffi
 0.1.15.post2 (what pip picks for apache-tvm 0.26/0.27 today, and what the shared venv has),
 `tvm.ir.save_json` of any object segfaults in `tvm::ffi::ToJSONGraph`, and PerStoreFeature
 deep-copies each candidate's module through it.
