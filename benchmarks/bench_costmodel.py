@@ -2,10 +2,15 @@
 
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile [--epochs 60] [--seed 0] [--losses listmle,hinge,logistic,mse]
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/fusion --losses mse,listmle   # layout-form (fusion) files
+    PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --splits-only             # the splits, for bench_metaschedule.py
+    PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --metaschedule benchmarks/results/metaschedule_preds.json
 
 For both splits (random kernels; whole programs held out) it trains the GraphSAGE model once
-per loss (the rank-loss ablation), fits the XGBoost flat-feature baseline, and scores the
-configuration-blind roofline, all on the same test kernels: top-1 / top-5 slowdown, mean
+per loss (the rank-loss ablation), fits the XGBoost flat-feature baseline (regression on log
+runtime, and XGBoost's pairwise rank objective within kernels), adds MetaSchedule's XGBModel on
+its PerStoreFeature features when `--metaschedule` names its predictions (bench_metaschedule.py,
+run in its own venv on the splits this script writes to benchmarks/results/costmodel_splits.json),
+and scores the configuration-blind roofline, all on the same test kernels: top-1 / top-5 slowdown, mean
 per-kernel Kendall tau, MAPE (configs of 5 us or more), and the autotuner view: measurements the
 model-guided tuner needs to land within 2% of the kernel's best measured config (the rank of the
 first such config in the model's order) against random search's expected count. Prints a
@@ -53,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--losses", default="listmle,hinge,logistic,mse")
     parser.add_argument("--test-fraction", type=float, default=0.25)
     parser.add_argument("--json", default=str(RESULTS))
+    parser.add_argument("--splits-only", action="store_true", help="write the splits JSON and stop")
+    parser.add_argument("--metaschedule", metavar="PREDS.json", help="predictions of bench_metaschedule.py to score beside the others")
+    parser.add_argument("--only-split", choices=("random", "program"), help="run one split (e.g. the two in two processes)")
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=3)
     args = parser.parse_args(argv)
 
     import torch
@@ -78,21 +88,38 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.profiling.host import measure_host_device
 
     host = measure_host_device()
+    splits = {split: split_records(records, split, test_fraction=args.test_fraction, seed=args.seed) for split in ("random", "program")}
+    split_file = Path(args.json).with_name("costmodel_splits.json")
+    split_file.parent.mkdir(parents=True, exist_ok=True)
+    split_file.write_text(json.dumps({"data": summary["data"], "seed": args.seed, "test_fraction": args.test_fraction, "splits": {
+        s: {"train": [Path(records[i].path).name for i in tr], "test": [Path(records[i].path).name for i in te]} for s, (tr, te) in splits.items()}}), encoding="utf-8")
+    if args.splits_only:
+        print(f"splits written to {split_file}")
+        return 0
+    metaschedule = json.loads(Path(args.metaschedule).read_text(encoding="utf-8")) if args.metaschedule else None
     results = []
-    for split in ("random", "program"):
-        train_idx, test_idx = split_records(records, split, test_fraction=args.test_fraction, seed=args.seed)
+    for split in [args.only_split] if args.only_split else ["random", "program"]:
+        train_idx, test_idx = splits[split]
         train = [records[i] for i in train_idx]
         test = [records[i] for i in test_idx]
         random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=args.seed) for r in test]
         rows = []
         for loss in [x for x in args.losses.split(",") if x]:
             began = time.perf_counter()
-            model = fit(train, TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05))
+            model = fit(train, TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
+                                           hidden=args.hidden, layers=args.layers))
             preds = [predict(model, to_tensors(r)) for r in test]
             rows.append(score(f"GraphSAGE ({loss})", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
         began = time.perf_counter()
         gbdt = GbdtBaseline(seed=args.seed).fit(train)
         rows.append(score("XGBoost, flat features", [gbdt.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
+        began = time.perf_counter()
+        ranker = GbdtBaseline(seed=args.seed, objective="rank").fit(train)
+        rows.append(score("XGBoost rank, flat features", [ranker.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
+        if metaschedule is not None:
+            preds = metaschedule["predictions"][split]
+            rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",
+                              [np.asarray(preds[Path(r.path).name]) for r in test], test, random_needs) | {"train_s": metaschedule["train_s"][split]})
         label = "roofline simulator" if test[0].layout_form else "roofline (config-blind)"
         rows.append(score(label, [roofline_predictions(r, host) for r in test], test, random_needs) | {"train_s": 0.0})
         for row in rows:

@@ -7,7 +7,8 @@ handler imports what it needs.
     compiler-opt costmodel collect --task fusion --out data/fusion --configs 30 --seed 0
     compiler-opt costmodel train data/tile -o model.pt --loss listmle --split program
     compiler-opt costmodel evaluate model.pt data/tile --split program
-    compiler-opt autotune model.onnx --task tile --model model.pt --budget 5 -o tuned.onnx
+    compiler-opt autotune model.onnx --task tile --budget 200 -o tuned.onnx
+    compiler-opt autotune model.hlo --task fusion --budget 100 -o tuned.hlo
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import os
 from typing import Any
 
-__all__ = ["add_parsers", "autotune_model"]
+__all__ = ["add_parsers", "autotune_fusion_model", "autotune_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +115,32 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     return tunings
 
 
+def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 100, top_k: int = 10,
+                          cache_path: str | None = None, seed: int = 0, progress: bool = False) -> Any:
+    """Load the HLO model `model`, tune its fusion groups (passes.autotune.fusion), write `output`."""
+    import graph_ir
+    from cost_model.learned.predictor import FusionPredictor
+    from cost_model.profiling.cache import ProfileCache
+    from passes.autotune.fusion import FusionTuner, fusion_harness
+
+    graph = graph_ir.load(model)
+    predictor = FusionPredictor.load(cost_model) if cost_model else FusionPredictor.packaged()
+    with ProfileCache(cache_path) as cache:
+        tuning = FusionTuner(predictor, fusion_harness(cache, seed=seed), budget=budget, top_k=top_k, seed=seed).tune(graph, progress=progress)
+    graph.verify()
+    graph_ir.save(graph, output)
+    return tuning
+
+
 def _cmd_autotune(args: argparse.Namespace) -> int:
-    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget, top_k=args.top_k or 5,
+    if args.task == "fusion":
+        t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
+                                  cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
+        print(f"autotune fusion: {len(t.candidates)} candidates ranked, {t.outcome.measurements} measured; best {t.outcome.best_seconds * 1e6:.1f} us "
+              f"vs default fusion {t.default_seconds * 1e6:.1f} us ({t.speedup_over_default:.2f}x), {t.groups} fused groups, "
+              f"outputs match the unfused graph; written to {args.output}")
+        return 0
+    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
                              save_model=args.save_model)
     for t in tunings:
@@ -170,13 +195,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune = sub.add_parser("autotune", parents=[common], help="pick tile sizes / fusions with the learned model, measuring only the top-k")
     tune.add_argument("model", metavar="MODEL", help="model file (any importable format)")
     tune.add_argument("-o", "--output", required=True, metavar="OUT")
-    tune.add_argument("--task", choices=("tile",), required=True, help="tile (fusion autotuning is not built yet)")
-    tune.add_argument("--cost-model", metavar="MODEL.pt", help="trained cost model (default: the one shipped in the package)")
-    tune.add_argument("--budget", type=int, default=200, metavar="N", help="candidates ranked by the model per kernel/graph")
-    tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (default 5)")
+    tune.add_argument("--task", choices=("tile", "fusion"), required=True,
+                      help="tile: TVM tile configs of dot/conv/reduce kernels; fusion: fusion groups of an HLO graph (run on XLA)")
+    tune.add_argument("--cost-model", metavar="MODEL.pt", help="trained cost model (default: the one shipped in the package for the task)")
+    tune.add_argument("--budget", type=int, default=None, metavar="N",
+                      help="candidates ranked by the model per kernel (tile, default 200) or graph (fusion: random legal fusions + the default one, default 100)")
+    tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (tile, default 5) or graph (fusion, default 10)")
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
-    tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="fine-tune the model on each kernel's top-k measurements (0: off)")
+    tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
     tune.add_argument("--save-model", metavar="MODEL.pt", help="write the (fine-tuned) model here")
     tune.add_argument("--no-progress", action="store_true")
     tune.set_defaults(handler=_cmd_autotune, file_arg="model")

@@ -6,10 +6,12 @@
   configurations: the simulator's step time with roofline kernels of this host, per config;
 - `GbdtBaseline`: gradient-boosted trees (XGBoost) on flat features: mean and max of the node
   features, the last (output) node's features and opcode, and the configuration's knob vector;
-Not here: MetaSchedule's own XGBModel. Its PerStoreFeature extractor segfaults in the
-apache-tvm 0.27.0.post1 wheel (even on an unscheduled 64^3 matmul, through
-`PerStoreFeature().extract_from(TuneContext(...), [MeasureCandidate(...)])`), so that baseline
-could not be run on this machine.
+  `objective="regression"` fits log runtime, `objective="rank"` XGBoost's pairwise rank loss
+  within each kernel (what MetaSchedule's XGBModel does with its own features);
+MetaSchedule's own XGBModel on its PerStoreFeature features runs out of process
+(`benchmarks/bench_metaschedule.py`, in a venv with apache-tvm 0.26.0 + apache-tvm-ffi
+0.1.13.post2: with apache-tvm-ffi 0.1.15.post2, `tvm.ir.save_json` of any object segfaults in
+`tvm::ffi::ToJSONGraph`, and PerStoreFeature deep-copies every module through it).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ def flat_features(record: KernelRecord) -> np.ndarray:
 class GbdtBaseline:
     """XGBoost regression of log runtime on `flat_features`."""
 
-    def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1) -> None:
-        self.seed, self.rounds, self.depth, self.threads = seed, rounds, depth, threads
+    def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1, objective: str = "regression") -> None:
+        if objective not in ("regression", "rank"):
+            raise ValueError(f"objective must be 'regression' or 'rank', got {objective!r}")
+        self.seed, self.rounds, self.depth, self.threads, self.objective = seed, rounds, depth, threads, objective
         self.booster = None
 
     def fit(self, records: Sequence[KernelRecord]) -> GbdtBaseline:
@@ -72,9 +76,15 @@ class GbdtBaseline:
         self.width = width
         x = np.concatenate([self._pad(flat_features(r)) for r in records])
         y = np.concatenate([np.log(r.config_runtime) for r in records])
-        params = {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed,
-                  "nthread": self.threads, "objective": "reg:squarederror"}
-        self.booster = xgb.train(params, xgb.DMatrix(x, label=y), num_boost_round=self.rounds)
+        params = {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": self.threads}
+        if self.objective == "rank":  # relevance = minus log runtime, compared only within a kernel
+            qid = np.concatenate([np.full(r.num_configs, i) for i, r in enumerate(records)])
+            matrix = xgb.DMatrix(x, label=-y, qid=qid)
+            params["objective"] = "rank:pairwise"
+        else:
+            matrix = xgb.DMatrix(x, label=y)
+            params["objective"] = "reg:squarederror"
+        self.booster = xgb.train(params, matrix, num_boost_round=self.rounds)
         return self
 
     def _pad(self, x: np.ndarray) -> np.ndarray:
@@ -87,4 +97,5 @@ class GbdtBaseline:
 
         if self.booster is None:
             raise RuntimeError("fit() first")
-        return self.booster.predict(xgb.DMatrix(self._pad(flat_features(record)))).astype(np.float64)
+        out = self.booster.predict(xgb.DMatrix(self._pad(flat_features(record)))).astype(np.float64)
+        return -out if self.objective == "rank" else out  # rank scores: higher = faster

@@ -1,7 +1,9 @@
-"""Predictions of a trained tile model for arbitrary kernels and configurations (no measurement).
+"""Predictions of a trained model for arbitrary kernels and configurations (no measurement).
 
     predictor = TilePredictor.load("model.pt")          # or TilePredictor.packaged()
     seconds = predictor.predict_seconds(space, configs)  # one number per configuration
+
+`FusionPredictor` does the same for fusion configurations of a graph (a layout-form model).
 """
 
 from __future__ import annotations
@@ -16,15 +18,21 @@ import torch
 from cost_model.learned.model import CostModel
 from cost_model.learned.train import load_model
 
-__all__ = ["PACKAGED_MODEL", "TilePredictor"]
+__all__ = ["PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "FusionPredictor", "TilePredictor"]
 
 PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
+PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
 
 
 class TilePredictor:
     def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
+        from cost_model.measure.tile.space import CONFIG_FEATURES
+
         if model.config.layout_form:
             raise ValueError("a layout-form (fusion) model cannot rank tile configurations")
+        if model.config.config_features != CONFIG_FEATURES:
+            raise ValueError(f"this tile model reads {model.config.config_features} config features, the tile space now makes "
+                             f"{CONFIG_FEATURES} (a checkpoint from before the loop-nest features): retrain it with costmodel train")
         self.model = model
         self.extra = extra or {}
 
@@ -79,3 +87,47 @@ class TilePredictor:
             value = float(out.detach())
         self.model.eval()
         return value
+
+
+class FusionPredictor:
+    """A layout-form (fusion) model's predictions for fusion configurations of a graph.
+
+        predictor = FusionPredictor.load("fusion_model.pt")   # or FusionPredictor.packaged()
+        log_seconds = predictor.predict_log(nodes, [decisions.fusion_group, ...])
+    """
+
+    def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
+        if not model.config.layout_form:
+            raise ValueError("a tile-form model cannot rank fusion configurations (train one on a fusion dataset)")
+        self.model = model
+        self.extra = extra or {}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> FusionPredictor:
+        model, extra = load_model(path)
+        return cls(model, extra)
+
+    @classmethod
+    def packaged(cls) -> FusionPredictor:
+        from graph_ir.errors import CompilerOptError
+
+        if not PACKAGED_FUSION_MODEL.is_file():
+            raise CompilerOptError("no fusion cost model ships with this installation; pass one (compiler-opt costmodel train on a fusion dataset)",
+                                   file=str(PACKAGED_FUSION_MODEL))
+        return cls.load(PACKAGED_FUSION_MODEL)
+
+    def predict_log(self, nodes: Sequence[Any], groups: Sequence[np.ndarray], *, batch: int = 64) -> np.ndarray:
+        """Predicted log seconds of the whole graph under each grouping (`groups[c][i]`: node i's
+        group in configuration c, -1 alone), in batches of `batch` configurations."""
+        from cost_model.learned.fusion_features import fusion_config_features, fusion_graph_arrays
+
+        feats, opcodes, edges = fusion_graph_arrays(nodes)
+        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        ids = torch.arange(len(nodes))
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(groups), batch):
+                config = np.stack([fusion_config_features(nodes, g) for g in groups[start : start + batch]])
+                out.append(self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index,
+                                      torch.from_numpy(config).float(), ids).double().numpy())
+        return np.concatenate(out) if out else np.zeros(0)

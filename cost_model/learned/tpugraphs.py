@@ -135,13 +135,20 @@ def load_npz(path: str | os.PathLike[str]) -> KernelRecord:
             meta = json.loads(str(arrays["meta"]))
         except json.JSONDecodeError as error:
             raise DatasetError(f"meta is not JSON: {error}", file=path) from error
+    config_feat = arrays["config_feat"].astype(np.float32) if "config_feat" in arrays else None
+    if config_feat is not None and "is_reduce" in meta and "extents" in meta and "config_text" in arrays:
+        # A tile file of ours: its knob features are recomputed from the stored configurations,
+        # so files collected before a feature change train and predict like new ones.
+        from cost_model.measure.tile.space import refresh_config_features
+
+        config_feat = refresh_config_features([str(t) for t in arrays["config_text"]], meta["is_reduce"], meta["extents"]).astype(np.float32)
     return KernelRecord(
         node_feat=arrays["node_feat"].astype(np.float32),
         node_opcode=arrays["node_opcode"].astype(np.int64),
         edge_index=arrays["edge_index"].astype(np.int64),
         config_runtime=arrays["config_runtime"].astype(np.float64),
         config_runtime_normalizers=arrays["config_runtime_normalizers"].astype(np.float64),
-        config_feat=arrays["config_feat"].astype(np.float32) if "config_feat" in arrays else None,
+        config_feat=config_feat,
         node_config_ids=arrays["node_config_ids"].astype(np.int64) if "node_config_ids" in arrays else None,
         node_config_feat=arrays["node_config_feat"].astype(np.float32) if "node_config_feat" in arrays else None,
         config_text=[str(t) for t in arrays["config_text"]] if "config_text" in arrays else [],

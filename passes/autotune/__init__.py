@@ -2,13 +2,17 @@
 
 - `search.tune_candidates`: the generic step (rank, measure top-k, keep the fastest measured);
 - `tile.TileTuner` / the `autotune-tiles` pass: tile configurations of a graph's dot, conv and
-  reduce kernels (TVM on this CPU), written to `node.tile` and `node.meta["tile_config"]`.
-Importing this package registers `autotune-tiles`; it imports TVM and torch only when it runs.
+  reduce kernels (TVM on this CPU), written to `node.tile` and `node.meta["tile_config"]`;
+- `fusion.FusionTuner` / the `autotune-fusion` pass: fusion groups of an HLO graph (random legal
+  `fuse-by-priority` draws and the default fusion, ranked by a layout-form model, top-k run on
+  XLA), written to `node.fusion_group`.
+Importing this package registers both passes; they import TVM, JAX and torch only when they run.
 """
 
 from __future__ import annotations
 
+from passes.autotune.fusion import AutotuneFusion, FusionTuner, FusionTuning
 from passes.autotune.search import TuneOutcome, random_search_measurements, tune_candidates
 from passes.autotune.tile import AutotuneTiles, KernelTuning, TileTuner
 
-__all__ = ["AutotuneTiles", "KernelTuning", "TileTuner", "TuneOutcome", "random_search_measurements", "tune_candidates"]
+__all__ = ["AutotuneFusion", "AutotuneTiles", "FusionTuner", "FusionTuning", "KernelTuning", "TileTuner", "TuneOutcome", "random_search_measurements", "tune_candidates"]

@@ -15,7 +15,7 @@ from compiler_opt.cli.main import main
 def test_parser_knows_the_commands(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["costmodel", "train", "--help"]) == 0
     assert "--loss" in capsys.readouterr().out
-    assert main(["autotune", "m.onnx", "-o", "x.onnx", "--task", "fusion"]) == 2  # not built: refused by the parser
+    assert main(["autotune", "m.onnx", "-o", "x.onnx", "--task", "placement"]) == 2  # not a task: refused by the parser
 
 
 def test_train_on_a_missing_folder_is_a_user_error(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -26,12 +26,14 @@ import numpy as np
 
 from cost_model.measure.tile.kernels import TileKernel
 
-__all__ = ["ORDERS", "UNROLL_STEPS", "MAX_LOOPS", "TileConfig", "TileSpace", "config_features", "CONFIG_FEATURES"]
+__all__ = ["ORDERS", "UNROLL_STEPS", "MAX_LOOPS", "TileConfig", "TileSpace", "config_features", "CONFIG_FEATURES", "refresh_config_features"]
 
 ORDERS = ("S0 S1 R0 S2 R1", "S0 R0 S1 R1 S2", "S0 S1 R0 R1 S2", "S0 S1 S2 R0 R1")
 UNROLL_STEPS = (0, 16, 64, 512)
 MAX_LOOPS = 7  # conv2d: 4 spatial + 3 reduction
-CONFIG_FEATURES = MAX_LOOPS * 3 + len(ORDERS) + 7
+_LOOP_FEATURES = 3  # per loop slot: log2 extent, reduction flag, innermost (contiguous) spatial loop flag
+_NEST_FEATURES = 12
+CONFIG_FEATURES = MAX_LOOPS * 3 + len(ORDERS) + 7 + MAX_LOOPS * _LOOP_FEATURES + _NEST_FEATURES
 
 
 @dataclass(frozen=True)
@@ -160,14 +162,24 @@ class TileSpace:
         return max(i for i, r in enumerate(self.is_reduce) if not r)
 
     def features(self, config: TileConfig) -> np.ndarray:
-        return config_features(config, self.is_reduce)
+        return config_features(config, self.is_reduce, self.extents)
 
 
-def config_features(config: TileConfig, is_reduce: Sequence[bool]) -> np.ndarray:
+def config_features(config: TileConfig, is_reduce: Sequence[bool], extents: Sequence[int] | None = None) -> np.ndarray:
     """The knob vector as floats: log2 of every split factor (3 slots per loop, 7 loops), the
     order one-hot, vectorize, log2(unroll + 1), parallel, and derived sizes: log2 of the
     innermost vector length, of the inner tile (S1*S2 over spatial loops), of the reduction
-    inner tile (R1) and of the parallel extent."""
+    inner tile (R1) and of the parallel extent. Then what the knobs mean for this kernel's loop
+    nest (the split factors alone do not say which loop is contiguous in memory): per loop slot
+    its log2 extent, reduction flag and whether it is the innermost spatial (contiguous) loop;
+    and for the nest: the innermost non-trivial loop of the final order (log2 trip count,
+    reduction?, contiguous?, vectorized?), log2 of the inner tile's iterations (spatial x
+    reduction), of the outer trip count, of the unrolled body (min(unroll, inner body)), of the
+    innermost spatial tile, of the output elements per reduction tile, a scalar-fallback flag
+    (vectorize asked for but not applicable), log2 vector length (-1 if none) and a code-bloat
+    flag (unroll >= 64 over a body of >= 256 iterations)."""
+    if extents is None:
+        extents = [math.prod(t) for t in config.tiles]
     out = np.zeros(CONFIG_FEATURES, dtype=np.float32)
     for i, tile in enumerate(config.tiles):
         out[i * 3 : i * 3 + len(tile)] = np.log2(np.asarray(tile, dtype=np.float64))
@@ -181,4 +193,28 @@ def config_features(config: TileConfig, is_reduce: Sequence[bool]) -> np.ndarray
     parallel_extent = math.prod(t[0] for t, r in zip(config.tiles, is_reduce) if not r) if config.parallel else 1
     out[base : base + 7] = [float(config.vectorize), math.log2(config.unroll + 1), float(config.parallel),
                             math.log2(vec), math.log2(spatial_tile), math.log2(reduce_tile), math.log2(parallel_extent)]
+    base += 7
+    for i, (extent, reduce) in enumerate(zip(extents, is_reduce)):
+        out[base + i * _LOOP_FEATURES : base + (i + 1) * _LOOP_FEATURES] = [math.log2(max(int(extent), 1)), float(reduce), float(i == last_spatial)]
+    base += MAX_LOOPS * _LOOP_FEATURES
+    levels: dict[str, list[tuple[int, int]]] = {"S0": [], "S1": [], "S2": [], "R0": [], "R1": []}
+    for i, (tile, reduce) in enumerate(zip(config.tiles, is_reduce)):
+        for level, factor in enumerate(tile):
+            levels[("R" if reduce else "S") + str(level)].append((i, factor))
+    nest = [(level, i, f) for level in ORDERS[config.order].split() for i, f in levels[level]]
+    level, loop, trip = ([n for n in nest if n[2] > 1] or nest)[-1]
+    inner_spatial = math.prod(t[-1] for t, r in zip(config.tiles, is_reduce) if not r)
+    total = math.prod(int(e) for e in extents)
+    out[base : base + _NEST_FEATURES] = [
+        math.log2(trip), float(level.startswith("R")), float(loop == last_spatial), float(level == "S2" and loop == last_spatial and vec > 1),
+        math.log2(spatial_tile * reduce_tile), math.log2(max(total / (spatial_tile * reduce_tile), 1.0)),
+        math.log2(min(config.unroll, inner_spatial * reduce_tile) + 1), math.log2(inner_spatial),
+        math.log2(max(total / reduce_tile, 1.0)), float(config.vectorize and vec == 1), math.log2(vec) if vec > 1 else -1.0,
+        float(config.unroll >= 64 and inner_spatial * reduce_tile >= 256)]
     return out
+
+
+def refresh_config_features(config_text: Sequence[str], is_reduce: Sequence[bool], extents: Sequence[int]) -> np.ndarray:
+    """(C, CONFIG_FEATURES) from stored config texts: a dataset written before the features
+    changed is read with the current ones (the texts and the loop nest are what was measured)."""
+    return np.stack([config_features(TileConfig.from_text(t), is_reduce, extents) for t in config_text])

@@ -46,3 +46,10 @@ def test_learned_costs_answer_tile_kernels_on_cpu_only(repo_root) -> None:  # ty
     assert simulate(learned, decisions).step_time_s > 0
     fused = Decisions(np.full(n, cpu), np.zeros(n), np.zeros(n))  # one fused group: the model does not describe it
     assert build_task_graph(learned, fused).kernel_duration[0] == build_task_graph(plain, fused).kernel_duration[0]
+
+
+def test_a_tile_model_with_old_config_features_is_refused_clearly() -> None:
+    model = CostModel(ModelConfig(NODE_FEATURES, 28, hidden=8, layers=1))  # the knob-only width of the first session
+    with pytest.raises(ValueError, match="retrain it"):
+        TilePredictor(model)
+    assert TilePredictor(CostModel(ModelConfig(NODE_FEATURES, CONFIG_FEATURES, hidden=8, layers=1))).model is not None

@@ -1,0 +1,267 @@
+"""Fusion autotuning of an HLO or ONNX graph, and the `autotune-fusion` pass.
+
+Candidates: the default fusion (`fuse`'s greedy loop + epilogue fusion) and up to `budget`
+distinct random legal fusions drawn with `fuse-by-priority` (random per-node priorities and
+threshold; `random_fusion`, the same draw the fusion dataset is made of). A layout-form learned
+model (`cost_model.learned.predictor.FusionPredictor`) ranks them all; the `top_k` predicted
+fastest and the default are run for real, the whole graph executed as those groups, each group
+one XLA executable (`cost_model.profiling.calibration.GroupExecutor`; ONNX graphs: one
+onnxruntime session per group, `cost_model.profiling.ort_groups`), timed by the `Harness`
+(interleaved rounds, min; SQLite cache keyed by the graph signature and the grouping, the fusion
+dataset's keys, so a rerun or a graph the dataset measured measures nothing twice). The fastest
+measured configuration wins, so the result is never slower than the measured default; its
+outputs are compared with the unfused graph's on the same seeded inputs before its groups are
+written into the graph (`node.fusion_group`; the HLO and ONNX exporters turn them into fused
+computations / functions).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from passes.autotune.search import TuneOutcome, tune_candidates
+from passes.infra.base import Pass, PassError, PassResult, option
+from passes.infra.registry import register_pass
+
+if TYPE_CHECKING:
+    from cost_model.decisions import Decisions
+    from cost_model.measure.harness import Harness
+    from graph_ir.graph import Graph
+
+__all__ = ["AutotuneFusion", "FusionTuner", "FusionTuning", "default_fusion", "draw_fusions", "fusion_config_text", "random_fusion"]
+
+logger = logging.getLogger(__name__)
+
+BACKEND = "xla-fusion-config"  # the fusion dataset's cache backend: measurements are shared
+ORT_BACKEND = "ort-fusion-config"
+
+
+def executor_for(graph: Graph, nodes: Sequence[Any], *, seed: int = 0) -> tuple[Any, str]:
+    """(group executor, cache backend name): XLA for HLO graphs, onnxruntime for ONNX graphs."""
+    domains = {node.domain for node in nodes}
+    if domains <= {"hlo"}:
+        from cost_model.profiling.calibration import GroupExecutor
+
+        return GroupExecutor(graph, nodes, seed=seed), BACKEND
+    if all(d in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft") for d in domains):
+        from cost_model.profiling.ort_groups import OrtGroupExecutor
+
+        return OrtGroupExecutor(graph, nodes, seed=seed), ORT_BACKEND
+    raise PassError(f"autotune-fusion runs HLO graphs (XLA) and ONNX graphs (onnxruntime); this graph has ops of domains {sorted(domains)}",
+                    pass_name=AutotuneFusion.name)
+
+
+def fusion_config_text(decisions: Decisions) -> str:
+    """The configuration's cache key part: the group id of every node in node order."""
+    return json.dumps([int(g) for g in decisions.fusion_group])
+
+
+def _decisions_of(graph: Graph, nodes: Sequence[Any], write: Callable[[], object], *, cleared: bool) -> Decisions:
+    # Fusion passes only write node.fusion_group: run one in place, read the groups, restore.
+    from cost_model.decisions import Decisions
+
+    index = {node: i for i, node in enumerate(nodes)}
+    saved = {n: n.fusion_group for n in nodes}
+    try:
+        if cleared:
+            for n in nodes:
+                n.fusion_group = None
+        write()
+        groups = np.array([n.fusion_group if n.fusion_group is not None else -1 for n in nodes])
+    finally:
+        for node, group in saved.items():
+            node.fusion_group = group
+    return Decisions(np.zeros(len(nodes)), groups, topological_priorities(nodes, groups, index))
+
+
+def random_fusion(graph: Graph, nodes: Sequence[Any], rng: np.random.Generator, *, max_nodes: int = 16) -> Decisions:
+    """One legal random fusion of `graph` (nodes in `nodes` order) as `Decisions` on device 0."""
+    from passes.fusion.by_priority import FuseByPriority
+
+    priorities = tuple(float(p) for p in rng.uniform(0.0, 1.0, len(nodes)))
+    threshold = float(rng.uniform(0.0, 1.0))
+    return _decisions_of(graph, nodes, lambda: FuseByPriority(priorities=priorities, threshold=threshold, max_nodes=max_nodes).call(graph), cleared=False)
+
+
+def default_fusion(graph: Graph, nodes: Sequence[Any], *, max_nodes: int = 16) -> Decisions:
+    """What `fuse` would do (greedy loop + epilogue fusion), as `Decisions` on device 0."""
+    from passes.fusion.fuse import greedy_fuse
+    from passes.fusion.groups import FusionGroups
+
+    def write() -> None:
+        groups = FusionGroups(graph, max_nodes=max_nodes)
+        greedy_fuse(groups)
+        groups.write()
+
+    return _decisions_of(graph, nodes, write, cleared=True)
+
+
+def draw_fusions(graph: Graph, nodes: Sequence[Any], rng: np.random.Generator, count: int, *, tries: int = 4) -> dict[str, Decisions]:
+    """Up to `count` distinct random fusions (config text -> decisions), in draw order; a graph
+    with few legal fusions gives fewer (at most `tries * count` draws)."""
+    drawn: dict[str, Decisions] = {}
+    for _ in range(count * tries):
+        if len(drawn) >= count:
+            break
+        decisions = random_fusion(graph, nodes, rng)
+        drawn.setdefault(fusion_config_text(decisions), decisions)
+    return drawn
+
+
+def topological_priorities(nodes: Sequence[Any], groups: np.ndarray, index: dict) -> np.ndarray:
+    """Scheduling priorities that run kernels (groups, or single nodes) in a topological order of
+    the kernel graph (Kahn's algorithm, ties by first node); higher runs first."""
+    kernel = np.where(groups >= 0, groups, -1 - np.arange(len(nodes)))
+    keys = sorted(set(kernel.tolist()), key=lambda k: int(np.flatnonzero(kernel == k)[0]))
+    succ: dict[int, set[int]] = {k: set() for k in keys}
+    indeg = {k: 0 for k in keys}
+    for i, node in enumerate(nodes):
+        for value in node.inputs:
+            producer = getattr(value, "producer", None) if value is not None else None
+            if producer in index and kernel[index[producer]] != kernel[i] and kernel[i] not in succ[kernel[index[producer]]]:
+                succ[kernel[index[producer]]].add(kernel[i])
+                indeg[kernel[i]] += 1
+    ready = [k for k in keys if indeg[k] == 0]
+    order: list[int] = []
+    while ready:
+        k = ready.pop(0)
+        order.append(k)
+        for s in sorted(succ[k], key=keys.index):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    if len(order) != len(keys):
+        raise ValueError("fusion groups form a cycle")
+    rank = {k: r for r, k in enumerate(order)}
+    return np.array([-float(rank[k]) for k in kernel.tolist()])
+
+
+@dataclass
+class FusionTuning:
+    outcome: TuneOutcome
+    candidates: list[str]  # config texts, candidate order (0: the default fusion)
+    default_seconds: float
+    groups: int = 0  # fused groups of two or more nodes written
+    checked: bool = False  # outputs equal to the unfused graph's
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def speedup_over_default(self) -> float:
+        return self.default_seconds / self.outcome.best_seconds
+
+
+class FusionTuner:
+    """Tunes one graph's fusion with a `FusionPredictor` (ranking) and a `Harness` (measuring)."""
+
+    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 100, top_k: int = 10, seed: int = 0,
+                 rtol: float = 1e-3, atol: float = 1e-4) -> None:
+        if budget < 1 or top_k < 1:
+            raise ValueError(f"budget and top_k must be >= 1, got {budget} and {top_k}")
+        self.predictor, self.harness = predictor, harness
+        self.budget, self.top_k, self.seed, self.rtol, self.atol = budget, top_k, seed, rtol, atol
+
+    def candidates(self, graph: Graph, nodes: Sequence[Any]) -> dict[str, Decisions]:
+        rng = np.random.default_rng(self.seed)
+        default = default_fusion(graph, nodes)
+        out = {fusion_config_text(default): default}
+        for text, decisions in draw_fusions(graph, nodes, rng, self.budget).items():
+            out.setdefault(text, decisions)
+        return out
+
+    def tune(self, graph: Graph, *, progress: bool = False) -> FusionTuning:
+        from tqdm import tqdm
+
+        from cost_model.decisions import node_order
+        from cost_model.profiling.signature import graph_signature
+
+        nodes = node_order(graph)
+        if not nodes:
+            raise ValueError("the graph has no nodes to fuse")
+        drawn = self.candidates(graph, nodes)
+        texts = list(drawn)
+        executor, backend = executor_for(graph, nodes, seed=self.seed)
+        if self.harness.backend != backend:  # XLA and onnxruntime timings never share cache rows
+            self.harness.backend = backend
+        signature = graph_signature(graph)
+        scores = np.asarray(self.predictor.predict_log(nodes, [drawn[t].fusion_group for t in texts]), dtype=np.float64)
+        top = set(np.argsort(scores, kind="stable")[: self.top_k].tolist()) | {0}
+        bar = tqdm(total=len(top), desc="autotune fusion", unit="config", disable=not progress)
+
+        default_time: dict[str, float] = {}
+
+        def measure(chosen: Sequence[str]) -> list[float]:
+            # The default fusion is timed in the same interleaved rounds: the reference the result
+            # is reported against, and a floor (the tuner keeps it when nothing ranked beats it).
+            batch = list(chosen) + ([texts[0]] if texts[0] not in chosen else [])
+            runners = {}
+            for text in batch:  # compile every plan first (the bar counts them), then time
+                runners[text] = executor.plan(drawn[text]).run if self.harness.cached(signature, text) is None else None
+                bar.update(1)
+            measured = self.harness.measure(signature, runners)
+            default_time["s"] = measured.measurements[texts[0]].min_s
+            return [measured.measurements[t].min_s for t in chosen]
+
+        outcome = tune_candidates(texts, rank=lambda _: scores, measure=measure, top_k=self.top_k)
+        default_seconds = default_time["s"]
+        if 0 not in outcome.measured:
+            outcome.measured[0] = default_seconds
+            if default_seconds < outcome.best_seconds:
+                outcome.best, outcome.best_seconds = texts[0], default_seconds
+        bar.close()
+        best = drawn[outcome.best]
+        checked = self._check(executor, nodes, best)
+        for node, group in zip(nodes, best.fusion_group.tolist()):
+            node.fusion_group = int(group) if group >= 0 else None
+        sizes = np.bincount(best.fusion_group[best.fusion_group >= 0]) if (best.fusion_group >= 0).any() else np.zeros(0)
+        return FusionTuning(outcome, texts, default_seconds, int((sizes > 1).sum()), checked)
+
+    def _check(self, executor: Any, nodes: Sequence[Any], best: Decisions) -> bool:
+        from cost_model.decisions import Decisions
+
+        unfused = np.full(len(nodes), -1)
+        reference = Decisions(np.zeros(len(nodes)), unfused, topological_priorities(nodes, unfused, {n: i for i, n in enumerate(nodes)}))
+        want = [np.asarray(a) for a in executor.plan(reference).run()]
+        got = [np.asarray(a) for a in executor.plan(best).run()]
+        for i, (a, b) in enumerate(zip(want, got)):
+            if a.shape != b.shape or not np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=True):
+                raise PassError(f"autotune-fusion: output {i} of the chosen fusion differs from the unfused graph (max |diff| "
+                                f"{float(np.max(np.abs(a.astype(np.float64) - b))) if a.shape == b.shape else 'shape'})", pass_name=AutotuneFusion.name)
+        return True
+
+
+def fusion_harness(cache: Any, *, seed: int = 0, repeats: int = 5) -> Harness:
+    """A harness with the fusion dataset's cache keys (backend, machine) and timing."""
+    from cost_model.measure.harness import Harness, wall_timer
+    from cost_model.profiling.signature import machine_fingerprint
+
+    return Harness(cache=cache, backend=BACKEND, machine=machine_fingerprint(), timer=wall_timer, repeats=repeats, warmup=1,
+                   retest_fraction=0.0, seed=seed)
+
+
+@register_pass
+@dataclass(frozen=True)
+class AutotuneFusion(Pass):
+    """Pick fusion groups with the learned layout model, measuring the top-k for real (XLA / onnxruntime)."""
+
+    name = "autotune-fusion"
+    model: str = option("", "trained layout-form cost model (.pt); empty: the packaged one")
+    budget: int = option(100, "random legal fusions ranked by the model (plus the default fusion)")
+    top_k: int = option(10, "configurations run for real")
+    cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
+    seed: int = option(0, "seed of the candidate draw")
+
+    def call(self, graph: Graph) -> PassResult:
+        from cost_model.learned.predictor import FusionPredictor
+        from cost_model.profiling.cache import ProfileCache
+
+        predictor = FusionPredictor.load(self.model) if self.model else FusionPredictor.packaged()
+        with ProfileCache(self.cache or None) as cache:
+            tuning = FusionTuner(predictor, fusion_harness(cache, seed=self.seed), budget=self.budget, top_k=self.top_k, seed=self.seed).tune(graph)
+        graph.meta["autotune_fusion"] = {"seconds": tuning.outcome.best_seconds, "default_seconds": tuning.default_seconds,
+                                         "measured": tuning.outcome.measurements, "candidates": len(tuning.candidates), "groups": tuning.groups}
+        return PassResult(graph, True)

@@ -1,0 +1,108 @@
+"""Fusion autotuning: candidates are legal and leave the graph alone; the tuner ranks with the
+packaged layout model, runs only the top-k (+ the default fusion) for real, keeps the fastest
+measured, writes its groups, and a rerun measures nothing (the cache)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch_geometric")
+pytest.importorskip("onnxruntime")
+
+from cost_model.decisions import node_order  # noqa: E402
+from cost_model.learned.predictor import FusionPredictor  # noqa: E402
+from cost_model.profiling.cache import ProfileCache  # noqa: E402
+from cost_model.profiling.calibration import kernel_groups  # noqa: E402
+from passes.autotune.fusion import FusionTuner, default_fusion, draw_fusions, fusion_harness  # noqa: E402
+
+
+@pytest.fixture()
+def onnx_basic(onnx_backend_data, tmp_path):  # type: ignore[no-untyped-def]
+    """pytorch-operator/test_operator_basic (Add, Mul, Tanh, Sigmoid, Neg) moved from opset 6, which
+    onnxruntime no longer runs, to 13."""
+    import onnx
+    from onnx import version_converter
+
+    model = version_converter.convert_version(onnx.load(onnx_backend_data / "pytorch-operator" / "test_operator_basic" / "model.onnx"), 13)
+    path = tmp_path / "basic.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_candidates_are_legal_distinct_and_leave_the_graph_alone(onnx_basic) -> None:  # type: ignore[no-untyped-def]
+    import graph_ir
+
+    graph = graph_ir.load(str(onnx_basic))
+    nodes = node_order(graph)
+    before = [n.fusion_group for n in nodes]
+    drawn = draw_fusions(graph, nodes, np.random.default_rng(0), 50)
+    assert [n.fusion_group for n in nodes] == before
+    assert 2 <= len(drawn) <= 50 and len(set(drawn)) == len(drawn)
+    for decisions in [default_fusion(graph, nodes), *drawn.values()]:
+        kernels, _ = kernel_groups(decisions)
+        position = {i: k for k, members in enumerate(kernels) for i in members}
+        for i, node in enumerate(nodes):  # every producer's kernel runs before its consumer's
+            for value in node.inputs:
+                if value is not None and value.producer in nodes:
+                    assert position[nodes.index(value.producer)] <= position[i]
+    assert (default_fusion(graph, nodes).fusion_group >= 0).all()  # five elementwise ops: one loop fusion
+
+
+def test_autotune_an_onnx_model_measures_top_k_and_resumes(onnx_basic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import onnxruntime as ort
+
+    import graph_ir
+
+    graph = graph_ir.load(str(onnx_basic))
+    cache_path = tmp_path / "tune.sqlite"
+    with ProfileCache(cache_path) as cache:
+        tuning = FusionTuner(FusionPredictor.packaged(), fusion_harness(cache, repeats=2), budget=20, top_k=3).tune(graph)
+    assert 2 <= tuning.outcome.measurements <= 4  # the top 3 and the default fusion
+    assert tuning.checked and tuning.outcome.best_seconds == min(tuning.outcome.measured.values())
+    assert tuning.outcome.best_seconds <= tuning.default_seconds
+    graph.verify()
+    best = np.array(__import__("json").loads(tuning.outcome.best))
+    assert [n.fusion_group if n.fusion_group is not None else -1 for n in node_order(graph)] == best.tolist()
+    out = tmp_path / "tuned.onnx"
+    graph_ir.save(graph, str(out))
+    feeds = {i.name: np.random.default_rng(1).standard_normal([1]).astype(np.float32) for i in ort.InferenceSession(str(onnx_basic)).get_inputs()}
+    want = ort.InferenceSession(str(onnx_basic)).run(None, feeds)
+    got = ort.InferenceSession(str(out)).run(None, feeds)
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    rows = sqlite3.connect(cache_path).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+    with ProfileCache(cache_path) as cache:
+        again = FusionTuner(FusionPredictor.packaged(), fusion_harness(cache, repeats=2), budget=20, top_k=3).tune(graph_ir.load(str(onnx_basic)))
+    assert sqlite3.connect(cache_path).execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == rows
+    assert again.outcome.best == tuning.outcome.best
+
+
+def test_a_tile_model_is_refused_for_fusion() -> None:
+    from cost_model.learned.predictor import PACKAGED_MODEL
+
+    with pytest.raises(ValueError, match="tile-form model"):
+        FusionPredictor.load(PACKAGED_MODEL)
+
+
+@pytest.mark.slow
+def test_cli_autotunes_a_jax_program_on_xla(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("jax")
+    import graph_ir
+    from compiler_opt.cli.main import main
+    from compiler_opt.costmodel.fusion_graphs import fusion_graphs
+
+    source = tmp_path / "attention.hlo"
+    graph_ir.save(fusion_graphs((1,))["attention@1"], str(source))
+    out = tmp_path / "tuned.hlo"
+    args = ["autotune", str(source), "--task", "fusion", "--budget", "30", "--top-k", "4", "--cache", str(tmp_path / "c.sqlite"), "-o", str(out), "--no-progress"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    import re
+
+    ranked, measured = (int(x) for x in re.search(r"(\d+) candidates ranked, (\d+) measured", text).groups())
+    assert 20 <= ranked <= 31 and measured <= 5 and "outputs match the unfused graph" in text
+    tuned = graph_ir.load(str(out))  # fused computations in the written HLO
+    assert "fused_computation" in out.read_text() and len(list(tuned)) < len(list(graph_ir.load(str(source))))
