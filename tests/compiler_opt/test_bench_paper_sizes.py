@@ -129,3 +129,22 @@ def test_bench_placement_writes_its_rows_as_it_goes(tmp_path: Path, example_mode
     assert data["complete"] is True and data["paper_sizes"] is False and data["equal_time"] is True
     assert [r["method"] for r in data["rows"]] == ["metis", "random"]
     assert seen == [1, 2, 2]  # after each row, then the finished rows
+
+
+PAPER_CASES = [(w.name, mode) for w in list_workloads() for mode in w.modes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "mode"), PAPER_CASES, ids=[f"{n}:{m}" for n, m in PAPER_CASES])
+def test_every_workload_builds_at_paper_size(name: str, mode: str) -> None:
+    """The paper-size graph builds, verifies and simulates on one V100 (the largest, gnmt-8:train,
+    takes many minutes to lower on two cores; see WORKSPACE.md for the measured sizes)."""
+    import numpy as np
+
+    from cost_model.decisions import node_order
+
+    paper = build_workload(name, mode, paper=True)
+    paper.verify()
+    assert len(paper) >= len(build_workload(name, mode))
+    one = launch_share(paper, np.full(len(node_order(paper)), -1, dtype=np.int32))
+    assert one.step_s > 0 and 0.0 < one.share < 1.0
