@@ -148,3 +148,20 @@ def test_every_workload_builds_at_paper_size(name: str, mode: str) -> None:
     assert len(paper) >= len(build_workload(name, mode))
     one = launch_share(paper, np.full(len(node_order(paper)), -1, dtype=np.int32))
     assert one.step_s > 0 and 0.0 < one.share < 1.0
+
+
+def test_placement_table_merges_files_and_leaves_unfinished_cells_out_of_the_summary(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("placement_table", REPO_ROOT / "benchmarks" / "placement_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    base = {"workload": "w:inference", "nodes": 10, "one_gpu_step_s": 0.004, "launch_share": 0.25, "lower_bound": 0.001}
+    done = [{**base, "devices": "2xV100", "method": m, "objective_value": 0.002 if m == "m-etf" else 0.004, "evaluations": 7} for m in table.METHODS]
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"rows": done[:3]}))
+    second.write_text(json.dumps({"rows": done[3:] + [{**base, "devices": "4xV100", "method": "metis", "objective_value": 0.001}]}))
+    text = table.markdown(table.load_rows([str(first), str(second)]))
+    lines = text.splitlines()
+    assert "| w:inference | 2 | 10 | 4 | 25.0% | 1 |" in lines[2] and "**2**" in lines[2] and lines[2].endswith("| 7/7 |")
+    assert "…" in lines[3]  # the 4-GPU cell has one method only
+    assert "(1 complete cells)" in lines[4]  # ... and is not in the geomean
+    assert lines[5].split("|")[7 + table.METHODS.index("m-etf")].strip() == "1.0"  # m-etf won the finished cell
