@@ -12,10 +12,15 @@ Workloads (`--workloads`, mixed freely):
   a `latency-inputs` folder). `expert` is a split file, or a folder holding `<name>_expert.json`
   (a training workload falls back to its inference split, as in the README); it runs as method
   `expert` and is the reference of `vs_expert` (else the `human-expert` heuristic is).
+Suite names are built at their **paper sizes** (`Workload.paper_sizes`, the placement papers'
+settings) unless `paper_sizes=False` (`--default-sizes`: the small sizes tests use); each graph row
+carries the launch share of the workload's one-GPU step (`bench_cells.launch_share`).
 Per (workload, devices, method) one row: the objective value, the lower bound and the ratio to
 it, the ratio to the expert, peak memory and OOM, search seconds and evaluations. Searching
-methods (sa, random, dp-ls) get the same `budget` of objective evaluations; cp-sat gets
-`time_limit_s`. On the README's profiled files at their own k the rows also carry the README's
+methods (sa, random, dp-ls) get `budget` objective evaluations; on graph workloads `sa` and
+`random` run last in each cell and, with `equal_time` (default), get more when the slowest other
+method of the cell ran longer (CPU seconds) than `budget` evaluations take (`bench_cells.equal_time_budget`);
+cp-sat gets `time_limit_s`. On the README's profiled files at their own k the rows also carry the README's
 reference optimum and expert numbers.
 """
 
@@ -27,7 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -69,6 +74,11 @@ class BenchSpec:
     seed: int = 0
     costs: str = "roofline"  # kernel cost source of suite/model workloads (cost_model.costs)
     default_fusion: bool = True  # the framework's default GPU fusion before placing (suite/model workloads)
+    paper_sizes: bool = True  # suite names at their paper sizes; False: the small default sizes
+    equal_time: bool = True  # sa/random get at least the slowest other method's wall time (graph workloads)
+    # Graphs above this many nodes get one error row per (devices, method) instead of a run: a
+    # paper-size graph too large for the machine at hand says so in the table.
+    max_nodes: int | None = None
 
 
 def _bench_error(message: str, **context: Any) -> Exception:
@@ -111,10 +121,10 @@ def _methods(spec: BenchSpec, has_expert: bool) -> list[str]:
     return methods
 
 
-def _options(method: str, spec: BenchSpec) -> dict[str, Any]:
+def _options(method: str, spec: BenchSpec, budget: int | None = None) -> dict[str, Any]:
     options: dict[str, Any] = {"seed": spec.seed}
     if method in SEARCHING:
-        options["budget"] = spec.budget
+        options["budget"] = spec.budget if budget is None else budget
     if method == "cp-sat":
         options["time_limit_s"] = spec.time_limit_s
     return options
@@ -185,7 +195,7 @@ def _is_user_error(err: BaseException) -> bool:
     return isinstance(err, (CompilerOptError, OSError, ValueError))
 
 
-def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any]]:
+def _graph_rows(name: str, spec: BenchSpec, progress: Any, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     from compiler_opt.cli.simulate_lib import load_simulation_graph
     from cost_model.costs import Target, simulate, throughput_objective
     from cost_model.lower_bound import step_time_lower_bound, work_bound
@@ -194,7 +204,12 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
     from cost_model.decisions import Decisions, node_order
     from passes.fusion.defaults import apply_default_fusion, colocated_groups
 
-    graph, label = load_simulation_graph(name)
+    from compiler_opt.cli.bench_cells import EQUAL_TIME_METHODS, equal_time_budget, evaluation_seconds, launch_share, order_methods
+    from compiler_opt.workloads.registry import parse_workload_spec
+
+    paper = spec.paper_sizes and not os.path.exists(name) and parse_workload_spec(name) is not None
+    graph, label = load_simulation_graph(name, paper=paper)
+    sizes = "paper" if paper else ("default" if "workload" in graph.meta else "file")
     # The framework's default fusion is applied after placement, within each device (a group the
     # placement splits stays unfused): methods place the unfused graph, the row reports the fused run.
     fusion = apply_default_fusion(graph).name if spec.default_fusion else "none"
@@ -202,31 +217,51 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
     if fusion != "none":
         for node in graph.all_nodes():
             node.fusion_group = None
+    if spec.max_nodes is not None and len(graph) > spec.max_nodes:
+        return _too_large_rows(graph, label, sizes, spec, progress, on_row)
+    one = launch_share(graph, default_groups, costs=spec.costs)
+    logger.info("%s (%s sizes, %d nodes): one-GPU step %.4g s, %d kernels, launch share %.3f",
+                label, sizes, len(graph), one.step_s, one.kernels, one.share)
     objective = spec.objective or "latency"
     rows = []
     methods = [m for m in _methods(spec, False) if m != "expert"]
+    if spec.equal_time:
+        methods = order_methods(methods)
     for devices in spec.devices:
         target = Target.resolve(devices=devices, costs=spec.costs, objective=objective)
         topology = target.topology
         bound = None
+        slowest_other = 0.0
+        per_evaluation: float | None = None
         for method in methods:
             progress.set_postfix_str(f"{label} {devices} {method}")
             row: dict[str, Any] = {
                 "workload": label, "kind": "graph", "method": method, "devices": devices,
                 "num_devices": topology.num_devices, "objective": objective, "nodes": len(graph), "costs": spec.costs, "default_fusion": fusion,
+                "sizes": sizes, "one_gpu_step_s": one.step_s, "one_gpu_kernels": one.kernels, "launch_share": one.share,
             }
+            budget = None
+            if spec.equal_time and method in EQUAL_TIME_METHODS:
+                if per_evaluation is None:
+                    per_evaluation = evaluation_seconds(graph, target, seed=spec.seed)
+                budget = equal_time_budget(spec.budget, slowest_other, per_evaluation)
+                row.update(budget=budget, budget_rule={"minimum": spec.budget, "slowest_other_cpu_s": slowest_other, "evaluation_cpu_s": per_evaluation})
+            cpu_began = time.process_time()
             try:
                 if method in GO_METHODS:
                     outcome = _go_outcome(graph, method, target, spec)
                 else:
-                    outcome = place_outcome(graph, method, target, objective, **_options(method, spec))
+                    outcome = place_outcome(graph, method, target, objective, **_options(method, spec, budget))
             except Exception as err:
                 if not _is_user_error(err):
                     raise
                 row.update(objective_value=None, lower_bound=None, search_seconds=None, error=str(err).splitlines()[0])
                 rows.append(row)
+                if on_row is not None:
+                    on_row(row)
                 progress.update(1)
                 continue
+            cpu_seconds = time.process_time() - cpu_began
             problem = outcome.context.problem
             decisions = outcome.decisions
             if fusion != "none" and method not in GO_METHODS:  # GO decides its own fusion groups
@@ -245,7 +280,28 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any) -> list[dict[str, Any
                 evaluations=outcome.evaluations, oom=bool(result.any_oom),
                 peak_memory_bytes=int(result.peak_memory_bytes.max()), peak_memory_fraction=float(fraction.max()),
             )
+            row["search_cpu_seconds"] = cpu_seconds
+            if method not in EQUAL_TIME_METHODS:
+                slowest_other = max(slowest_other, cpu_seconds)
             rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            progress.update(1)
+    return rows
+
+
+def _too_large_rows(graph: Any, label: str, sizes: str, spec: BenchSpec, progress: Any, on_row: Any) -> list[dict[str, Any]]:
+    rows = []
+    message = f"not run: {len(graph)} nodes at {sizes} sizes, above max_nodes={spec.max_nodes} (too large for this run)"
+    logger.warning("%s: %s", label, message)
+    for devices in spec.devices:
+        for method in [m for m in _methods(spec, False) if m != "expert"]:
+            row = {"workload": label, "kind": "graph", "method": method, "devices": devices, "objective": spec.objective or "latency",
+                   "nodes": len(graph), "sizes": sizes, "objective_value": None, "lower_bound": None, "search_seconds": None,
+                   "error": message}
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
             progress.update(1)
     return rows
 
@@ -286,8 +342,12 @@ def _go_outcome(graph: Any, method: str, target: Any, spec: BenchSpec) -> _GoOut
     return _GoOutcome(_GoProblem(problem), decisions, seconds)
 
 
-def run_bench(spec: BenchSpec, *, progress: bool = True) -> list[dict[str, Any]]:
-    """Rows for every (workload, devices, method); see the module docstring."""
+def run_bench(
+    spec: BenchSpec, *, progress: bool = True, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Rows for every (workload, devices, method); see the module docstring. `on_row` sees each
+    graph row as soon as it is scored (a long run can save partial results); `vs_expert` and
+    `vs_lower_bound` are filled in only at the end."""
     from tqdm import tqdm
 
     from cost_model.profiled import is_profiled_workload_file
@@ -316,7 +376,7 @@ def run_bench(spec: BenchSpec, *, progress: bool = True) -> list[dict[str, Any]]
     began = time.perf_counter()
     with tqdm(total=total, desc="bench", unit="run", disable=None if progress else True, leave=False) as bar:
         for item, profiled in zip(spec.workloads, kinds):
-            rows += _profiled_rows(item, spec, bar) if profiled else _graph_rows(item, spec, bar)
+            rows += _profiled_rows(item, spec, bar) if profiled else _graph_rows(item, spec, bar, on_row)
     _finish(rows)
     logger.info("bench: %d rows in %.1fs", len(rows), time.perf_counter() - began)
     return rows

@@ -24,6 +24,7 @@ def describe_workloads() -> list[dict[str, Any]]:
                 "export_formats": list(workload.sources),
                 "default_sizes": {**workload.default_sizes, **workload.fixed_sizes},
                 "paper_sizes": dict(workload.paper_sizes),
+                "paper_source": workload.paper_source,
                 "nodes": {mode: cached_node_count(workload.name, mode) for mode in workload.modes},
                 "slow": workload.slow,
                 "description": workload.description,

@@ -74,6 +74,9 @@ class Workload:
     # Sizes the name pins (rnnlm-4 has layers=4); part of the cache key, not overridable.
     fixed_sizes: Mapping[str, Any] = field(default_factory=dict)
     paper_sizes: Mapping[str, Any] = field(default_factory=dict)
+    # Where the paper sizes come from (paper, section or table) and which values are our own
+    # choices; `bench` and `bench_placement.py` build these sizes by default.
+    paper_source: str = ""
     modes: tuple[str, ...] = MODES
     slow: bool = False  # builds take tens of seconds (tests mark them slow)
 
@@ -281,6 +284,45 @@ def _jax_workload(name: str, family: str, module: str, description: str, **kwarg
     return register_workload(Workload(name, family, description, {"hlo": f"compiler_opt.workloads.{module}:hlo_text"}, **kwargs))
 
 
+# The paper sizes and where they come from. "Ours" marks a value no paper gives for this setting.
+_RNNLM_SOURCE = (
+    "ColocRL (Mirhoseini et al., ICML 2017, sec. 4) and HDP (Mirhoseini et al., ICLR 2018), whose setting GO "
+    "(Zhou et al., NeurIPS 2020) reuses with 2/4/8 layers: LSTM of 2048 units, batch 64; 40 unrolled steps and a "
+    "10k (Penn Treebank) vocabulary"
+)
+_GNMT_SOURCE = (
+    "HDP (Mirhoseini et al., ICLR 2018: NMT with 2, 4 and 8 layers, ColocRL's settings) and GO's GNMT-2/4/8: "
+    "LSTM of 1024 units, batch 128, 32k word-piece vocabulary as GNMT (Wu et al., 2016); source and target "
+    "length 50 are ours (the papers bucket sentences by length)"
+)
+_TRANSFORMER_XL_SOURCE = (
+    "Transformer-XL base on WikiText-103 (Dai et al., ACL 2019; the authors' run_wt103_base.sh): 16 layers, "
+    "d_model 410, 10 heads of 41, d_inner 2100, segment and memory 150, batch 60; the vocabulary is ours (32k "
+    "with a full softmax, where the paper has 267k words with an adaptive softmax)"
+)
+_INCEPTION_SOURCE = "ColocRL and HDP (Inception-V3 on ImageNet): 299x299 images, batch 32"
+_RESNET_SOURCE = (
+    "ours: batch 64 at 224x224 (HDP places ResNet-152 and GO none; NVIDIA's DeepLearningExamples train "
+    "ResNet-50 at 112-256 per V100)"
+)
+_CELL_SOURCES = {
+    "nasnet": "NASNet-A 6@768 on CIFAR-10 (Zoph et al., CVPR 2018): N = 6 cells per stage, 32 filters; batch 32 is ours",
+    "amoebanet": (
+        "AmoebaNet-A on CIFAR-10 (Real et al., AAAI 2019): N = 6 cells per stage; 32 filters where the paper "
+        "has F = 36, and batch 32, are ours"
+    ),
+}
+_WAVENET_SOURCE = (
+    "WaveNet (van den Oord et al., 2016): 16 kHz audio, one second (16000 samples), 256 mu-law classes; 2x18 "
+    "and 4x36 stacks/layers as GO's WaveNet workloads (dilations 1..256 per stack, where the paper cycles to "
+    "512); channel widths (64 residual, 512 skip) and batch 16 are ours (the paper gives none)"
+)
+_BERT_SOURCE = (
+    "BERT-base pre-training, phase 2 (Devlin et al., NAACL 2019): 512 tokens, about 15 % masked (76); batch 32 "
+    "per device is ours (the paper's 256 sequences span many chips)"
+)
+
+
 def _register_builtin() -> None:
     # Default and paper sizes live beside each model; the module imports only its framework
     # lazily, so reading them here would import JAX. They are repeated as literals instead and
@@ -290,7 +332,7 @@ def _register_builtin() -> None:
     for layers in (2, 4, 8):
         _jax_workload(
             f"rnnlm-{layers}", "rnn", "rnnlm", f"RNNLM: {layers} LSTM layers unrolled over time, softmax over the vocabulary",
-            default_sizes=rnn, fixed_sizes={"layers": layers}, paper_sizes=rnn_paper,
+            default_sizes=rnn, fixed_sizes={"layers": layers}, paper_sizes=rnn_paper, paper_source=_RNNLM_SOURCE,
         )
     seq = {"hidden": 256, "vocab": 2000, "src_len": 8, "tgt_len": 8, "batch": 16}
     seq_paper = {"hidden": 1024, "vocab": 32000, "src_len": 50, "tgt_len": 50, "batch": 128}
@@ -299,13 +341,14 @@ def _register_builtin() -> None:
             f"gnmt-{layers}", "seq2seq", "gnmt",
             f"GNMT seq2seq: {layers}-layer LSTM encoder (bidirectional bottom) and decoder, additive attention; "
             "inference decodes greedily",
-            default_sizes=seq, fixed_sizes={"layers": layers}, paper_sizes=seq_paper,
+            default_sizes=seq, fixed_sizes={"layers": layers}, paper_sizes=seq_paper, paper_source=_GNMT_SOURCE,
         )
     _jax_workload(
         "transformer-xl", "transformer", "transformer_xl",
         "Transformer-XL decoder: relative-position attention over [segment memory; segment], memory in and out",
         default_sizes={"layers": 4, "d_model": 256, "heads": 4, "d_ff": 1024, "seg_len": 64, "mem_len": 64, "vocab": 2000, "batch": 8},
         paper_sizes={"layers": 16, "d_model": 410, "heads": 10, "d_ff": 2100, "seg_len": 150, "mem_len": 150, "vocab": 32000, "batch": 60},
+        paper_source=_TRANSFORMER_XL_SOURCE,
     )
     register_workload(Workload(
         "inception-v3", "cnn",
@@ -313,12 +356,12 @@ def _register_builtin() -> None:
         "inference frozen, training as a functional step (weights in, updated weights out)",
         {"graphdef": "compiler_opt.workloads.inception:graphdef_bytes", "hlo": "compiler_opt.workloads.inception:hlo_text"},
         {"batch": 2, "image_size": 75, "classes": 1000},
-        paper_sizes={"batch": 32, "image_size": 299}, slow=True,
+        paper_sizes={"batch": 32, "image_size": 299}, slow=True, paper_source=_INCEPTION_SOURCE,
     ))
     _jax_workload(
         "resnet-50", "cnn", "resnet", "ResNet-50 v1.5: bottleneck blocks (3, 4, 6, 3), batch norm with running statistics",
         default_sizes={"batch": 32, "image_size": 224, "classes": 1000}, fixed_sizes={"depth": 50},
-        paper_sizes={"batch": 64},
+        paper_sizes={"batch": 64}, paper_source=_RESNET_SOURCE,
     )
     cells = {"cells_per_stage": 1, "filters": 32, "image_size": 32, "classes": 10, "batch": 32}
     for genotype, title in (("nasnet", "NASNet-A"), ("amoebanet", "AmoebaNet-A")):
@@ -326,6 +369,7 @@ def _register_builtin() -> None:
             genotype, "cnn", "nasnet",
             f"{title} cell network (CIFAR layout): N normal cells per stage, 2 reduction cells, separable convs and pools",
             default_sizes=cells, fixed_sizes={"genotype": genotype}, paper_sizes={"cells_per_stage": 6},
+            paper_source=_CELL_SOURCES[genotype],
         )
     wave = {"residual_channels": 64, "skip_channels": 256, "classes": 256, "length": 4096, "batch": 4}
     for stacks, layers in ((2, 18), (4, 36)):
@@ -333,17 +377,18 @@ def _register_builtin() -> None:
             f"wavenet-{stacks}x{layers}", "audio", "wavenet",
             f"WaveNet: {stacks} stacks, {layers} gated dilated causal conv layers (dilations 1..{2 ** (layers // stacks - 1)})",
             default_sizes=wave, fixed_sizes={"stacks": stacks, "layers": layers},
-            paper_sizes={"skip_channels": 512, "length": 16000, "batch": 16},
+            paper_sizes={"skip_channels": 512, "length": 16000, "batch": 16}, paper_source=_WAVENET_SOURCE,
         )
     _jax_workload(
         "bert-base", "transformer", "bert", "BERT-base encoder (12 x 768, 12 heads) with masked-LM and next-sentence heads",
         default_sizes={"layers": 12, "hidden": 768, "heads": 12, "d_ff": 3072, "vocab": 30522, "seq_len": 128, "masked": 20, "batch": 8},
-        paper_sizes={"seq_len": 512, "masked": 76, "batch": 32},
+        paper_sizes={"seq_len": 512, "masked": 76, "batch": 32}, paper_source=_BERT_SOURCE,
     )
     register_workload(Workload(
         "densenet-121", "cnn", "DenseNet-121 in PyTorch, exported with torch.onnx (dynamo); inference only",
         {"onnx": "compiler_opt.workloads.densenet:onnx_bytes"}, {"batch": 1, "image_size": 224},
         modes=("inference",), slow=True,
+        paper_source="no paper sizes: the default (batch 1, 224x224, single-image latency) is the only size",
     ))
 
 

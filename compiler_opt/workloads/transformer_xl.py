@@ -96,8 +96,12 @@ def forward(params: Params, tokens: jax.Array, mems: jax.Array, heads: int) -> t
 def hlo_text(
     mode: str, *, layers: int, d_model: int, heads: int, d_ff: int, seg_len: int, mem_len: int, vocab: int, batch: int
 ) -> str:
-    if d_model % heads or (d_model // heads) % 2:
-        raise ValueError(f"d_model {d_model} must split into {heads} heads of even width")
+    # Heads need not be of even width (the base model has 10 heads of 41); the sinusoidal
+    # position encodings, sin and cos halves concatenated, need an even d_model.
+    if d_model % heads:
+        raise ValueError(f"d_model {d_model} must split into {heads} heads of equal width")
+    if d_model % 2:
+        raise ValueError(f"d_model {d_model} must be even (sinusoidal position encodings)")
 
     def loss(params: Params, batch_: Params) -> tuple[jax.Array, Any]:
         logits, new_mems = forward(params, batch_["tokens"], batch_["mems"], heads)
