@@ -47,10 +47,14 @@ class ShapeInference(Pass):
         root = graph.root
         if not any(node.domain in _ONNX_DOMAINS for node in root.all_nodes()):
             return PassResult(graph, False)
+        if _fully_typed(root):
+            # Inference refines dtypes and non-static dims only: nothing is left to learn (the
+            # second -O2 round, and exporters that write every value's type, such as dynamo's).
+            return PassResult(graph, False)
         try:
             # Weights go as typed inputs without data: inference only reads the data of small
             # (shape-like) tensors, and copying every weight took most of the pass's time.
-            model = export_onnx(root, weights_as_inputs_above=_DATA_LIMIT)
+            model = export_onnx(root, weights_as_inputs_above=_DATA_LIMIT, metadata=False)
         except ExportError as err:
             logger.info("shape-infer skipped: the graph cannot be exported to ONNX (%s)", err)
             return PassResult(graph, False)
@@ -61,6 +65,8 @@ class ShapeInference(Pass):
             types = {info.name: info.type for info in [*proto.output, *proto.value_info]}
             for node in sub:
                 for value in node.outputs:
+                    if _static(value.type):
+                        continue  # nothing to refine: skip reading the inferred type
                     type_proto = types.get(value.name)
                     if type_proto is None:
                         continue
@@ -81,6 +87,19 @@ class ShapeInference(Pass):
 # Initializers above this many elements go to onnx's inference as typed graph inputs without
 # their data (4.7 s of a 7 s -O2 run on ResNet-50 went to serializing weights for it).
 _DATA_LIMIT = 1024
+
+
+def _static(value_type: Type | None) -> bool:
+    """A tensor type of known dtype and static shape (inference cannot refine it)."""
+    if value_type.__class__ is not TensorType or value_type.dtype is None:  # type: ignore[union-attr]
+        return False
+    shape = value_type.shape  # type: ignore[union-attr]
+    return shape is not None and shape.is_static
+
+
+def _fully_typed(root: Graph) -> bool:
+    """Every node result of every graph a tensor of known dtype and static shape."""
+    return all(_static(value.type) for node in root.all_nodes() for value in node.outputs)
 
 
 def _paired_graphs(graph: Graph, proto: GraphProto) -> Iterator[tuple[Graph, GraphProto]]:

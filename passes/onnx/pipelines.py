@@ -15,7 +15,7 @@ from __future__ import annotations
 __all__ = ["OPT_LEVELS", "opt_level_pipeline"]
 
 _REWRITES = "eliminate-noops,simplify-casts,fold-conv-bn,fold-conv-bias,fold-pad-into-conv,fold-chains,cancel-reshape-pairs,fuse-gemm"
-_O2_ROUND = f"constant-folding{{same-size=true}},{_REWRITES},eliminate-noops,constants-to-initializers,cse,dce"
+_O2_ROUND = f"simplify-casts,eliminate-noops,constant-folding{{same-size=true}},{_REWRITES},eliminate-noops,constants-to-initializers,cse,dce"
 
 OPT_LEVELS: dict[int, str] = {
     0: "",

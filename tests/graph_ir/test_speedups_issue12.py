@@ -45,3 +45,14 @@ def test_export_can_write_big_weights_as_typed_inputs():
     assert [i.name for i in light.graph.initializer] == ["s"]  # 1500 elements > 1024
     weight = [i for i in light.graph.input if i.name == "w"][0]
     assert [d.dim_value for d in weight.type.tensor_type.shape.dim] == [300, 5]
+
+
+def test_analysis_export_leaves_metadata_out():
+    graph = Graph("main")
+    x = graph.add_input(Value("x", TensorType(DType.FLOAT32, (2,))))
+    node = graph.add_node("Relu", [x])
+    node.metadata_props["pkg.torch.onnx.stack_trace"] = "File model.py, line 1"
+    node.device = "gpu1"
+    graph.add_output(node.outputs[0])
+    assert {p.key for p in export_onnx(graph).graph.node[0].metadata_props} >= {"pkg.torch.onnx.stack_trace"}
+    assert list(export_onnx(graph, metadata=False).graph.node[0].metadata_props) == []
