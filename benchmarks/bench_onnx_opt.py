@@ -182,26 +182,33 @@ def bench_model(name: str, repeat: int, tool_repeat: int) -> list[dict[str, Any]
     for tool, values in times.items():
         rows[tool]["tool_seconds"] = statistics.median(values) if values else rows[tool]["tool_seconds_first"]
     reference = _session(original, "ORT_DISABLE_ALL").run(None, feeds)
-    sessions = {}
     for tool, model in results.items():
-        row = rows[tool]
-        row["nodes"] = len(model.graph.node)
-        row["full_check"] = _full_check(model)
-        try:
-            sessions[tool] = {level: _session(model, level) for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL")}
-            got = sessions[tool]["ORT_DISABLE_ALL"].run(None, feeds)
-            row["max_abs_diff"] = max(float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(r, np.float64)))) for g, r in zip(got, reference))
-        except Exception as err:  # noqa: BLE001
-            row["error"] = f"{type(err).__name__}: {str(err)[:120]}"
+        rows[tool]["nodes"] = len(model.graph.node)
+        rows[tool]["full_check"] = _full_check(model)
     samples: dict[tuple[str, str], list[float]] = {}
+    # One optimisation level at a time, its sessions freed before the next: ten sessions of
+    # GPT-2 at once did not fit beside the other jobs on this machine.
     for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
+        sessions = {}
+        for tool, model in results.items():
+            try:
+                sessions[tool] = _session(model, level)
+                if level == "ORT_DISABLE_ALL":
+                    got = sessions[tool].run(None, feeds)
+                    rows[tool]["max_abs_diff"] = max(
+                        float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(r, np.float64)))) for g, r in zip(got, reference)
+                    )
+            except Exception as err:  # noqa: BLE001
+                rows[tool]["error"] = f"{type(err).__name__}: {str(err)[:120]}"
+                sessions.pop(tool, None)
         for tool in sessions:
-            sessions[tool][level].run(None, feeds)  # warm-up
+            sessions[tool].run(None, feeds)  # warm-up
         for _ in range(repeat):
             for tool in sessions:  # interleaved, so load drifts hit every tool alike
                 start = time.perf_counter()
-                sessions[tool][level].run(None, feeds)
+                sessions[tool].run(None, feeds)
                 samples.setdefault((tool, level), []).append(time.perf_counter() - start)
+        del sessions
     for (tool, level), values in samples.items():
         rows[tool][f"latency_ms_{level.lower()}"] = 1e3 * statistics.median(values)
     return list(rows.values())

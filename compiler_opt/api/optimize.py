@@ -224,13 +224,13 @@ def optimize(
     search_start = time.perf_counter()
     if "placement" in tasks:
         methods = AUTO_METHODS if method == "auto" else (method,)
-        if "go" in methods:
-            import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` where the entry point is not installed
         best: tuple[float, str, Graph, list[PassRecord]] | None = None
         for index, name in enumerate(methods):
             if index >= 2 and time.perf_counter() - search_start > budget_s:
                 notes.append(f"auto: budget of {budget_s:g} s spent; skipped {', '.join(methods[index:])}")
                 break
+            if name == "go":  # imported only when it runs: torch takes seconds to import
+                import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` where the entry point is not installed
             trial = graph.clone()
             trial_records: list[PassRecord] = []
             try:

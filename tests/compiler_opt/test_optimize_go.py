@@ -33,3 +33,19 @@ def test_auto_runs_go_within_the_budget_and_keeps_the_best(example_model):
     assert "go" in result.candidates, result.notes
     assert result.method == min(result.candidates, key=result.candidates.get)
     assert result.numerics.ok
+
+
+def test_auto_does_not_import_torch_when_the_budget_stops_before_go(example_model):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(compiler_opt.__file__).resolve().parents[1])  # this checkout, not an installed copy
+    code = (
+        "import sys, compiler_opt; compiler_opt.optimize(sys.argv[1], method='auto', budget_s=0, check=False); "
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(example_model)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.stdout.strip().splitlines()[-1] == "False"
