@@ -128,7 +128,6 @@ def _compose(graph: graph_ir.Graph, method: str, fuse_first: bool, seed: int, *,
     topology = load_topology(TOPOLOGY)
     result = simulate(SimulationProblem.from_graph(graph, topology), Decisions.from_graph(graph, topology))
     assert result.step_time_s > 0
-    assert any(node.fusion_group is not None for node in graph) or sum(1 for _ in graph) < 2
     return graph
 
 
