@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Value", "Node", "Use", "CONTROL_PREDECESSORS", "UNKNOWN_VALUE"]
 
+_GRAPH_KINDS = (AttrKind.GRAPH, AttrKind.GRAPHS)
+
 # node.meta key: names of nodes (same graph) that must run before this one although no value
 # flows between them (TF `^x` control inputs, HLO control-predecessors). Names, not Node objects,
 # so clones and exporters keep them without remapping; names of removed nodes are ignored.
@@ -138,6 +140,7 @@ class Node:
         "overload",
         "kind",
         "_attrs",
+        "_graph_attrs",
         "_inputs",
         "_outputs",
         "graph",
@@ -177,6 +180,9 @@ class Node:
         self.doc_string = doc_string
         self.metadata_props: dict[str, str] = {}
         self._attrs: dict[str, Attr] = {}
+        # How many attributes hold subgraphs: `subgraphs()` is asked of every node by every
+        # whole-model walk, and almost no node has one.
+        self._graph_attrs = 0
         if isinstance(attrs, dict) or (not isinstance(attrs, (tuple, list)) and isinstance(attrs, Mapping)):
             for attr_name, value in attrs.items():
                 self.set_attr(Attr.infer(attr_name, value))
@@ -254,23 +260,35 @@ class Node:
 
     def set_attr(self, attr: Attr) -> None:
         old = self._attrs.get(attr.name)
-        if old is not None:
-            for graph in old.graphs():
-                graph.parent = None
-        for graph in attr.graphs():
+        holds = attr.kind in _GRAPH_KINDS
+        for graph in attr.graphs() if holds else ():
             if graph.parent is not None and graph.parent is not self:
                 raise GraphIRError(f"subgraph {graph.name!r} already belongs to node {graph.parent.name!r}", node=self.name)
+        if old is not None and old.kind in _GRAPH_KINDS:
+            for graph in old.graphs():
+                graph.parent = None
+            self._graph_attrs -= 1
+        for graph in attr.graphs() if holds else ():
             graph.parent = self
+        self._graph_attrs += holds
         self._attrs[attr.name] = attr
 
     def remove_attr(self, name: str) -> None:
         attr = self._attrs.pop(name)
-        for graph in attr.graphs():
-            graph.parent = None
+        if attr.kind in _GRAPH_KINDS:
+            self._graph_attrs -= 1
+            for graph in attr.graphs():
+                graph.parent = None
+
+    @property
+    def has_subgraphs(self) -> bool:
+        return self._graph_attrs > 0
 
     def subgraphs(self) -> Iterator[Graph]:
+        if not self._graph_attrs:
+            return
         for attr in self._attrs.values():
-            if attr.kind in (AttrKind.GRAPH, AttrKind.GRAPHS):
+            if attr.kind in _GRAPH_KINDS:
                 yield from attr.graphs()
 
     def implicit_inputs(self) -> list[Value]:

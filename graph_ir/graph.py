@@ -332,15 +332,17 @@ class Graph:
         """Every node here and in nested subgraphs, parents before their subgraphs' nodes."""
         for node in list(self._nodes):
             yield node
-            for graph in node.subgraphs():
-                yield from graph.all_nodes()
+            if node._graph_attrs:
+                for graph in node.subgraphs():
+                    yield from graph.all_nodes()
 
     def subgraphs(self) -> Iterator[Graph]:
         """Every nested subgraph, depth first."""
         for node in self._nodes:
-            for graph in node.subgraphs():
-                yield graph
-                yield from graph.subgraphs()
+            if node._graph_attrs:
+                for graph in node.subgraphs():
+                    yield graph
+                    yield from graph.subgraphs()
 
     # -- analyses and views -------------------------------------------------------------------
     def verify(self) -> None:

@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from compiler_opt.api.loading import ModelFormatError, parse_input_shape
 from compiler_opt.api.numerics import NumericsCheck, check_numerics
-from compiler_opt.api.optimize import AUTO_METHODS, OptimizeError, OptimizeResult, PassRecord, optimize
+from compiler_opt.api.optimize import (
+    AUTO_METHODS,
+    CLASSICAL_AUTO_METHODS,
+    GO_AVAILABLE,
+    OptimizeError,
+    OptimizeResult,
+    PassRecord,
+    optimize,
+)
 
 __all__ = [
     "AUTO_METHODS",
+    "CLASSICAL_AUTO_METHODS",
+    "GO_AVAILABLE",
     "ModelFormatError",
     "NumericsCheck",
     "OptimizeError",

@@ -7,7 +7,8 @@ Steps, each a pass pipeline timed pass by pass (the per-pass change log):
 2. `fusion`: the `fuse` pass;
 3. `placement`: `method`, or with `method="auto"` a portfolio (`AUTO_METHODS`) tried in order on
    copies of the graph within `budget_s` (the first two always run), keeping the one with the
-   lowest simulated step time;
+   lowest simulated step time; the learned GO policy (`go`, zero-shot) is the third method where
+   torch is installed (it decides fusion and placement together);
 4. `schedule`: `schedule{strategy=critical-path}`.
 
 "Before" is what a framework would run without us: the imported graph, its default fusion
@@ -20,6 +21,7 @@ source, objective); every pass of every stage receives it through its `PassConte
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from collections import Counter
@@ -32,11 +34,17 @@ from cost_model.costs import Target
 from graph_ir.errors import CompilerOptError
 from graph_ir.graph import Graph
 
-__all__ = ["AUTO_METHODS", "OptimizeError", "OptimizeResult", "PassRecord", "optimize"]
+__all__ = ["AUTO_METHODS", "CLASSICAL_AUTO_METHODS", "GO_AVAILABLE", "OptimizeError", "OptimizeResult", "PassRecord", "optimize"]
 
 logger = logging.getLogger(__name__)
 
-AUTO_METHODS = ("m-etf", "single-device", "m-sct", "critical-path", "metis", "sa")
+CLASSICAL_AUTO_METHODS = ("m-etf", "single-device", "m-sct", "critical-path", "metis", "sa")
+# The learned GO policy (`compiler_opt.rl.go_pass`, zero-shot with the shipped checkpoint) joins
+# the portfolio where torch is installed; find_spec looks without importing torch, so
+# `optimize` stays light (and works) without it. Third: it runs whenever the budget lets a
+# third method run.
+GO_AVAILABLE = all(importlib.util.find_spec(m) is not None for m in ("torch", "torch_geometric"))
+AUTO_METHODS = CLASSICAL_AUTO_METHODS[:2] + ("go",) + CLASSICAL_AUTO_METHODS[2:] if GO_AVAILABLE else CLASSICAL_AUTO_METHODS
 TASKS = ("placement", "fusion", "schedule")
 
 
@@ -185,8 +193,10 @@ def optimize(
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise OptimizeError(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}", field="tasks")
-    if method != "auto" and method not in METHODS:
-        raise OptimizeError(f"unknown placement method {method!r}; known: auto, {', '.join(METHODS)}", field="method")
+    if method == "go" and not GO_AVAILABLE:
+        raise OptimizeError("method 'go' (the learned policy) needs torch: pip install 'compiler-opt[torch]'", field="method")
+    if method != "auto" and method != "go" and method not in METHODS:
+        raise OptimizeError(f"unknown placement method {method!r}; known: auto, go, {', '.join(METHODS)}", field="method")
     if budget_s < 0:
         raise OptimizeError(f"budget must be >= 0 seconds, got {budget_s}", field="budget_s")
     if not isinstance(target, Target):
@@ -219,6 +229,8 @@ def optimize(
             if index >= 2 and time.perf_counter() - search_start > budget_s:
                 notes.append(f"auto: budget of {budget_s:g} s spent; skipped {', '.join(methods[index:])}")
                 break
+            if name == "go":  # imported only when it runs: torch takes seconds to import
+                import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` where the entry point is not installed
             trial = graph.clone()
             trial_records: list[PassRecord] = []
             try:

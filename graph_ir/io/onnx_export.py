@@ -52,9 +52,21 @@ DEFAULT_OPSET = 21
 _DECISIONS_IR_VERSION = 10  # node metadata_props appeared in IR version 10
 
 
-def export_onnx(graph: Graph, *, ir_version: int | None = None, fused_groups_as_functions: bool = False) -> ModelProto:
+def export_onnx(
+    graph: Graph,
+    *,
+    ir_version: int | None = None,
+    fused_groups_as_functions: bool = False,
+    weights_as_inputs_above: int | None = None,
+    metadata: bool = True,
+) -> ModelProto:
     """Build a ModelProto for `graph` (a root graph); with `fused_groups_as_functions`, each
-    fused group becomes a local function and a call (module docstring). `graph` is not changed."""
+    fused group becomes a local function and a call (module docstring). `graph` is not changed.
+
+    `weights_as_inputs_above` is for analyses that read no weight data (shape inference): the
+    root graph's initializers with more elements are written as typed graph inputs without
+    their data, which saves copying every weight into the proto; `metadata=False` leaves out
+    the nodes' and values' metadata_props (an exporter's stack traces, decisions)."""
     if graph.parent is not None:
         raise ExportError(f"graph {graph.name!r} is a subgraph; export its root graph")
     reject_domains(graph, "ONNX")
@@ -67,9 +79,9 @@ def export_onnx(graph: Graph, *, ir_version: int | None = None, fused_groups_as_
         opsets.setdefault("", DEFAULT_OPSET)
     for function in fused:
         function.opset_imports = dict(opsets)  # the model's: a function body must agree with it
-    exporter = _Exporter()
+    exporter = _Exporter(metadata)
     model = ModelProto()
-    exporter.graph(graph, model.graph)  # filled in place: no second copy of the tensors
+    exporter.graph(graph, model.graph, weights_as_inputs_above)  # filled in place: no second copy of the tensors
     opset_protos = [helper.make_opsetid(d, v) for d, v in opsets.items()]
     model.opset_import.extend(opset_protos)
     model.functions.extend(exporter.function(f) for f in graph.functions.values())
@@ -250,31 +262,41 @@ def write_type(value_type: Type | None, where: str) -> TypeProto:
 
 
 class _Exporter:
-    def __init__(self) -> None:
+    def __init__(self, metadata: bool = True) -> None:
         self.wrote_node_metadata = False
+        self.metadata = metadata
 
     def value_info(self, value: Value) -> onnx.ValueInfoProto:
         info = onnx.ValueInfoProto(**_present(name=value.name, doc_string=value.doc_string))
         info.type.CopyFrom(write_type(value.type, value.name))
-        for key, text in value.meta.get("onnx.metadata_props", {}).items():
-            info.metadata_props.add(key=key, value=text)
+        if self.metadata:
+            for key, text in value.meta.get("onnx.metadata_props", {}).items():
+                info.metadata_props.add(key=key, value=text)
         return info
 
-    def graph(self, graph: Graph, proto: GraphProto | None = None) -> GraphProto:
+    def graph(self, graph: Graph, proto: GraphProto | None = None, weights_as_inputs_above: int | None = None) -> GraphProto:
         proto = proto if proto is not None else GraphProto()
         if graph.name:
             proto.name = graph.name
         if graph.doc_string:
             proto.doc_string = graph.doc_string
+        weights_as_inputs = []
         for value in graph._initializers.values():
             sparse = value.meta.get("onnx.sparse")
             if sparse is not None:
                 entry = proto.sparse_initializer.add()
                 entry.CopyFrom(sparse)
                 entry.values.name = value.name
+            elif weights_as_inputs_above is not None and value.const.size > weights_as_inputs_above:
+                weights_as_inputs.append(value)
             else:
                 tensor_to_proto(value.const, value.name, proto.initializer.add())
         proto.input.extend(self.value_info(v) for v in graph._inputs)
+        listed = set(graph._inputs)
+        for value in weights_as_inputs:
+            if value not in listed:
+                info = proto.input.add(name=value.name)
+                info.type.CopyFrom(write_type(TensorType(value.const.dtype, value.const.shape), value.name))
         outputs = set()
         for value in graph._outputs:
             proto.output.append(self.value_info(value))
@@ -298,6 +320,8 @@ class _Exporter:
         proto.output.extend("" if v.meta.get("onnx.unnamed") else v.name for v in node.outputs)
         for attr in node.attrs.values():
             proto.attribute.append(self.attr(attr, node.name))
+        if not self.metadata:
+            return proto
         for key, text in node.metadata_props.items():
             proto.metadata_props.add(key=key, value=text)
         decisions = decision_items(node)

@@ -392,16 +392,16 @@ class _Importer:
                 value.name = self.fresh_name(f"{node.name}_{position}")
                 value.meta["onnx.unnamed"] = True
         graph.append(node)
-        if proto.metadata_props:
-            _props(proto.metadata_props, "metadata_props")  # invalid UTF-8 is rejected before use
         self.read_metadata(proto, node)
         return node
 
     @staticmethod
     def read_metadata(proto: NodeProto, node: Node) -> None:
-        for entry in proto.metadata_props:
-            if not read_decision(node, entry.key, entry.value):
-                node.metadata_props[entry.key] = entry.value
+        if proto.metadata_props:
+            # Read once, validated (invalid UTF-8 is rejected before use).
+            for key, text in _props(proto.metadata_props, "metadata_props").items():
+                if not read_decision(node, key, text):
+                    node.metadata_props[key] = text
         if proto.device_configurations:
             node.meta["onnx.device_configurations"] = [c.SerializeToString() for c in proto.device_configurations]
 

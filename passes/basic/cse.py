@@ -52,19 +52,26 @@ class CommonSubexpressionElimination(Pass):
 
     def _merge_constants(self, graph: Graph, listed: dict[Value, list[Graph]]) -> int:
         inputs = set(graph.inputs)
-        seen: dict[Hashable, Value] = {}
-        merged = 0
-        for value in graph.initializers.values():
+        # Bucket by type first and hash contents only where two constants share one: hashing
+        # every weight of a CNN costs more than the rest of the pass.
+        buckets: dict[Hashable, list[Value]] = {}
+        for value in list(graph.initializers.values()):
             tensor = value.const
             if tensor is None or value in inputs or tensor.nbytes > self.constant_size_limit:
                 continue
-            key = (tensor.dtype, tuple(tensor.shape), value.type, tensor.digest())
-            kept = seen.setdefault(key, value)
-            if kept is value or value in listed:
+            buckets.setdefault((tensor.dtype, tuple(tensor.shape), value.type), []).append(value)
+        merged = 0
+        for bucket in buckets.values():
+            if len(bucket) < 2:
                 continue
-            value.replace_all_uses_with(kept, replace_graph_outputs=False)
-            graph.remove_initializer(value)
-            merged += 1
+            seen: dict[str, Value] = {}
+            for value in bucket:
+                kept = seen.setdefault(value.const.digest(), value)
+                if kept is value or value in listed:
+                    continue
+                value.replace_all_uses_with(kept, replace_graph_outputs=False)
+                graph.remove_initializer(value)
+                merged += 1
         return merged
 
 

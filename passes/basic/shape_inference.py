@@ -47,12 +47,17 @@ class ShapeInference(Pass):
         root = graph.root
         if not any(node.domain in _ONNX_DOMAINS for node in root.all_nodes()):
             return PassResult(graph, False)
+        if _fully_typed(root):
+            # Inference refines dtypes and non-static dims only: nothing is left to learn (the
+            # second -O2 round, and exporters that write every value's type, such as dynamo's).
+            return PassResult(graph, False)
         try:
-            model = export_onnx(root)
+            # Weights go as typed inputs without data: inference only reads the data of small
+            # (shape-like) tensors, and copying every weight took most of the pass's time.
+            model = export_onnx(root, weights_as_inputs_above=_DATA_LIMIT, metadata=False)
         except ExportError as err:
             logger.info("shape-infer skipped: the graph cannot be exported to ONNX (%s)", err)
             return PassResult(graph, False)
-        _weights_as_inputs(model.graph)
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=self.data_prop)
         modified = False
         for sub, proto in _paired_graphs(root, inferred.graph):
@@ -60,6 +65,8 @@ class ShapeInference(Pass):
             types = {info.name: info.type for info in [*proto.output, *proto.value_info]}
             for node in sub:
                 for value in node.outputs:
+                    if _static(value.type):
+                        continue  # nothing to refine: skip reading the inferred type
                     type_proto = types.get(value.name)
                     if type_proto is None:
                         continue
@@ -78,27 +85,21 @@ class ShapeInference(Pass):
 
 
 # Initializers above this many elements go to onnx's inference as typed graph inputs without
-# their data: inference only reads the data of small (shape-like) tensors, and serializing a
-# model's weights for it took most of the pass's time (4.7 s of a 7 s -O2 run on ResNet-50).
+# their data (4.7 s of a 7 s -O2 run on ResNet-50 went to serializing weights for it).
 _DATA_LIMIT = 1024
 
 
-def _weights_as_inputs(graph: GraphProto) -> None:
-    from onnx import helper
+def _static(value_type: Type | None) -> bool:
+    """A tensor type of known dtype and static shape (inference cannot refine it)."""
+    if value_type.__class__ is not TensorType or value_type.dtype is None:  # type: ignore[union-attr]
+        return False
+    shape = value_type.shape  # type: ignore[union-attr]
+    return shape is not None and shape.is_static
 
-    inputs = {value.name for value in graph.input}
-    kept = []
-    for init in graph.initializer:
-        count = 1
-        for d in init.dims:
-            count *= d
-        if count <= _DATA_LIMIT:
-            kept.append(init)
-        elif init.name not in inputs:
-            graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
-    if len(kept) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(kept)
+
+def _fully_typed(root: Graph) -> bool:
+    """Every node result of every graph a tensor of known dtype and static shape."""
+    return all(_static(value.type) for node in root.all_nodes() for value in node.outputs)
 
 
 def _paired_graphs(graph: Graph, proto: GraphProto) -> Iterator[tuple[Graph, GraphProto]]:

@@ -6,6 +6,7 @@
 | `simplify-casts` | `casts.py` | CastLike -> Cast; Cast of a lossless Cast |
 | `fold-conv-bn`, `fold-conv-bias`, `fold-pad-into-conv` | `conv_fold.py` | what a Conv absorbs |
 | `fold-chains`, `fuse-gemm` | `chains.py` | Transpose/Reshape pairs; MatMul+Add -> Gemm |
+| `cancel-reshape-pairs` | `reshape_pairs.py` | a Reshape and the Reshapes that undo it around elementwise ops |
 | `constants-to-initializers` | `constants.py` | Constant nodes -> initializers |
 
 `pipelines.py` holds the `-O0..-O3` levels. Every rewrite is checked in the tests against
@@ -20,8 +21,10 @@ from passes.onnx.constants import ConstantsToInitializers
 from passes.onnx.conv_fold import FoldConvBatchNorm, FoldConvBias, FoldPadIntoConv
 from passes.onnx.noop import EliminateNoops
 from passes.onnx.pipelines import OPT_LEVELS, opt_level_pipeline
+from passes.onnx.reshape_pairs import CancelReshapePairs
 
 __all__ = [
+    "CancelReshapePairs",
     "ConstantsToInitializers",
     "EliminateNoops",
     "FoldChains",

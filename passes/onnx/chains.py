@@ -4,7 +4,9 @@
 - Transpose(Transpose(x, p), q) = Transpose(x, p[q]) (an identity result is left for
   `eliminate-noops`).
 - Reshape(Reshape(x, s1), s2) = Reshape(x, s2) when s2 is a constant without 0 entries (a 0 copies
-  the *intermediate* dimension; -1 is computed from the element count, which is the same).
+  the *intermediate* dimension; -1 is computed from the element count, which is the same); the
+  `allowzero` flags then change nothing (they only say what a 0 entry means), and the result
+  keeps the outer one.
 - MatMul(A, B) + C -> Gemm(A, B, C) when A and B have rank 2, the MatMul's only reader is the
   Add, C broadcasts unidirectionally to the [M, N] result ([N], [1, N] or [M, N]) and the element
   type is a float type Gemm accepts.
@@ -54,9 +56,10 @@ class FoldChains(Pass):
                     new = Node("Transpose", [inner.inputs[0]], attrs=[Attr.infer("perm", tuple(int(p[i]) for i in q))], name=level.unique_name(node.name or "transpose"))
                 else:
                     shape = constant_array(node.inputs[1], state) if len(node.inputs) > 1 else None
-                    if shape is None or (shape == 0).any() or node.attr("allowzero", 0) or inner.attr("allowzero", 0):
+                    if shape is None or (shape == 0).any():
                         continue
-                    new = Node("Reshape", [inner.inputs[0], node.inputs[1]], name=level.unique_name(node.name or "reshape"))
+                    attrs = [node.attrs["allowzero"]] if "allowzero" in node.attrs else []
+                    new = Node("Reshape", [inner.inputs[0], node.inputs[1]], attrs=attrs, name=level.unique_name(node.name or "reshape"))
                 replace_with_nodes([inner, node], node.outputs[0], [new], new.outputs[0], state)
         return PassResult(graph, state.changes > 0)
 
