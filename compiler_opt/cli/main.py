@@ -88,7 +88,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         args.model, args.devices, decisions=args.decisions, objective=args.objective, trace=args.trace,
         plot=args.plot, sizes=parse_sizes(args.size), paper=args.paper_sizes, module=args.module,
         costs=args.costs,
-        default_fusion=not args.no_default_fusion, paper_sizes=not args.default_sizes, equal_time=not args.no_equal_time,
+        default_fusion=not args.no_default_fusion,
     )
     if args.json:
         print(json.dumps(report, indent=2))

@@ -44,8 +44,9 @@ def peak_memory(
     # Values at their origin (node outputs and graph inputs).
     origin_kernel = tasks.value_origin_kernel
     has_kernel = origin_kernel >= 0
-    alloc = np.where(has_kernel, kstart[np.maximum(origin_kernel, 0)], 0.0)
-    free = np.where(has_kernel, kend[np.maximum(origin_kernel, 0)], 0.0)
+    # origin -1 reads the appended 0.0 (also when there is no kernel at all)
+    alloc = np.where(has_kernel, np.append(kstart, 0.0)[origin_kernel], 0.0)
+    free = np.where(has_kernel, np.append(kend, 0.0)[origin_kernel], 0.0)
     local = tasks.local_use
     np.maximum.at(free, uv[local], kend[tasks.local_dst_kernel])
     if tasks.xfer_value.size:

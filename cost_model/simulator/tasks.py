@@ -113,7 +113,7 @@ def _boundary_bytes(problem: SimulationProblem, kernel_of_node: np.ndarray, num_
     uv, un = problem.use_value, problem.use_node
     consumer = kernel_of_node[un]
     prod = problem.use_producer
-    producer_kernel = np.where(prod >= 0, kernel_of_node[np.maximum(prod, 0)], -1)
+    producer_kernel = np.where(prod >= 0, np.append(kernel_of_node, -1)[prod], -1)
     external = producer_kernel != consumer
     # Each distinct (value, kernel) read once.
     read_key = np.unique(uv[external] * num_kernels + consumer[external])
@@ -180,10 +180,11 @@ def build_task_graph(problem: SimulationProblem, decisions: Decisions) -> TaskGr
     vprod = problem.value_producer
     has_producer = vprod >= 0
     first_consumer = problem.value_first_consumer
-    value_origin_device = np.where(
-        has_producer, device[np.maximum(vprod, 0)], np.where(first_consumer >= 0, device[np.maximum(first_consumer, 0)], 0)
-    )
-    value_origin_kernel = np.where(has_producer, kernel_of_node[np.maximum(vprod, 0)], -1)
+    # Index -1 (no producer, no consumer) reads the appended default, so a graph without a
+    # computing node (inputs passed straight to outputs) indexes nothing out of range.
+    device_or_0 = np.append(device, 0)
+    value_origin_device = np.where(has_producer, device_or_0[vprod], np.where(first_consumer >= 0, device_or_0[first_consumer], 0))
+    value_origin_kernel = np.where(has_producer, np.append(kernel_of_node, -1)[vprod], -1)
     src_device = value_origin_device[uv]
     src_kernel = value_origin_kernel[uv]
     is_constant = problem.value_kind[uv] == VALUE_CONSTANT

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cost_model.decisions import DecisionError, Decisions
-from cost_model.devices import DeviceSpec, Link, Topology
+from cost_model.devices import DeviceSpec, Link, Topology, load_topology
 from cost_model.roofline import group_time
 from cost_model.simulator import SimulationProblem, device_loads, simulate, throughput_objective
 from graph_ir import DType, Graph, Node, NumpyTensor, TensorType, Value
@@ -325,3 +325,17 @@ def test_unreachable_device_pair_is_a_decision_error() -> None:
         simulate(problem, decide(problem, [0, 1]))
     with pytest.raises(DecisionError, match="out of range"):
         simulate(problem, decide(problem, [0, 2]))
+
+
+def test_a_graph_without_computing_nodes_simulates() -> None:
+    # XLA's own HLO tests have modules whose outputs are their parameters (no instruction runs).
+    from onnx import TensorProto, helper
+
+    from graph_ir.io.onnx_import import import_onnx
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    graph = import_onnx(helper.make_model(helper.make_graph([], "passthrough", [x], [x])))
+    problem = SimulationProblem.from_graph(graph, load_topology("2xV100"))
+    assert problem.num_nodes == 0
+    result = simulate(problem, Decisions.default(0, device=1))
+    assert result.step_time_s == 0.0
