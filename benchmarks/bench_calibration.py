@@ -8,7 +8,7 @@ times. Prints a table of Spearman/Pearson correlations and writes JSON.
 
     python benchmarks/bench_calibration.py [--configs 40] [--repeats 30] [--json out.json]
 
-`--whole-graphs` runs the whole-graph calibration instead (`cost_model.profiling.whole_study`):
+`--whole-graphs` runs the whole-graph calibration instead (`compiler_opt.calibration.whole_study`):
 the suite's inference graphs at small sizes and HLO test data modules, >= 200 nodes each, under
 fusion groupings (none, the default fusion, random `fuse-by-priority` draws) x placements on
 2 host devices (one, split, random), each whole step run for real; profiled kernel costs come
@@ -205,8 +205,8 @@ SHORT = {"roofline": "roofline", "roofline-shared": "roofline-sh", "profiled@cpu
 def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     from cost_model.profiling import measure_host_device
     from cost_model.profiling.host import host_topology
-    from cost_model.profiling.whole_graph import SUITE_SIZES, suite_graph, testdata_graph
-    from cost_model.profiling.whole_study import TARGETS, WholeGraphStudy, run_study
+    from compiler_opt.calibration.whole_graph import SUITE_SIZES, suite_graph, testdata_graph
+    from compiler_opt.calibration.whole_study import TARGETS, WholeGraphStudy, run_study
 
     if args.report is not None:  # re-print a finished run's table from its JSON, measuring nothing
         payload = json.loads(args.report.read_text(encoding="utf-8"))
@@ -260,7 +260,7 @@ def whole_graphs_main(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 def pool(studies: list, payload: dict) -> None:
     """Pooled correlations (normalised per graph, and raw) and pooled test-retest, into payload."""
-    from cost_model.profiling.whole_study import BASELINES, SIM_SOURCES, TARGETS, pooled_correlations
+    from compiler_opt.calibration.whole_study import BASELINES, SIM_SOURCES, TARGETS, pooled_correlations
 
     columns = SIM_SOURCES + BASELINES
     payload["pooled"] = {t: {c: pooled_correlations(studies, c, target=t) for c in columns} for t in TARGETS}
@@ -271,7 +271,7 @@ def pool(studies: list, payload: dict) -> None:
 def report(studies: list, payload: dict) -> None:
     from scipy import stats  # the library's numpy correlations must agree with scipy.stats
 
-    from cost_model.profiling.whole_study import BASELINES, TARGETS
+    from compiler_opt.calibration.whole_study import BASELINES, TARGETS
 
     pool(studies, payload)
     columns = SHOWN + BASELINES

@@ -35,7 +35,7 @@ from cost_model.profiling.calibration import GroupExecutor, correlations, kernel
 from cost_model.profiling.costs import ProfiledCosts
 from cost_model.profiling.profiler import Profiler
 from cost_model.profiling.timing import Measurement
-from cost_model.profiling.whole_graph import WholeGraph, configurations, naive_baselines
+from compiler_opt.calibration.whole_graph import WholeGraph, configurations, naive_baselines
 from cost_model.profiling.xla_backend import XlaBackend
 from cost_model.simulator.problem import SimulationProblem
 from cost_model.simulator.simulate import simulate

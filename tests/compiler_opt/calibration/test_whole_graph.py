@@ -9,13 +9,13 @@ import pytest
 from cost_model.decisions import Decisions
 from cost_model.devices import DeviceSpec, DeviceSpecError, Link, Topology
 from cost_model.profiling.calibration import GroupExecutor, correlations, hlo_workload, kernel_groups
-from cost_model.profiling.whole_graph import (
+from compiler_opt.calibration.whole_graph import (
     configurations,
     kernel_order_priorities,
     naive_baselines,
     prepare_graph,
 )
-from cost_model.profiling.whole_study import WholeGraphStudy, pooled_correlations, run_study
+from compiler_opt.calibration.whole_study import WholeGraphStudy, pooled_correlations, run_study
 from cost_model.profiling.xla_backend import XlaBackend, host_devices
 from cost_model.simulator import SimulationProblem, simulate
 
