@@ -11,12 +11,16 @@ framework's default greedy fusion (the `fuse` pass) and default priorities; HDP 
 default fusion); GO decides placement, fusion and priorities jointly
 (`go-fine-tune-placement-only`: GO deciding placement alone, the joint-vs-placement ablation).
 
-Wall time is the budget: `go-fine-tune`, `go-fine-tune-placement-only`, `go-one`, `sa` and
-`random` all get `--seconds` per cell (sa/random: a short pilot run measures this machine's
-seconds per evaluation and the evaluation budget is set to fill `--seconds`; their schedules
-depend on the budget). `hdp` gets `--hdp-seconds`. Searching rows record their best-so-far curve
-(`curve`: [seconds, step time] pairs) so time-to-quality can be compared (HDP vs GO). `dp-ls`
-gets `--classical-budget` evaluations, `cp-sat` `--cp-sat-seconds`.
+Time is the budget, counted as CPU seconds of the benchmark process (`time.process_time()`, one
+torch thread): on this shared 2-core machine the wall time one CPU second takes varies several-fold
+from minute to minute with the other sessions' load, so wall-clock budgets would not be the same
+budget for two rows run at different times. `go-fine-tune`, `go-fine-tune-placement-only`,
+`go-one`, `sa` and `random` all get `--seconds` CPU seconds per cell (sa/random: short pilots
+measure CPU seconds per evaluation and the evaluation budget is set to fill `--seconds`; their
+schedules depend on the budget). `hdp` gets `--hdp-seconds`. Rows report CPU seconds
+(`seconds`) and wall seconds (`wall_seconds`). Searching rows record their best-so-far curve
+(`curve`: [CPU seconds, step time] pairs) so time-to-quality can be compared (HDP vs GO).
+`dp-ls` gets `--classical-budget` evaluations, `cp-sat` `--cp-sat-seconds` (its own wall limit).
 
 `--rows` picks row groups (classical, hdp, go-one, go-zero-shot, go-fine-tune,
 go-fine-tune-placement-only); rows already in `--json` are kept and skipped, and the file is
@@ -59,25 +63,26 @@ def classical_methods() -> list[str]:
 
 
 def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[Decisions, float, int]:
+    """A classical placement + default fusion; the CPU seconds it took (search and fusion)."""
     from passes.placement import place_outcome
 
-    began = time.perf_counter()
+    began = time.process_time()
     outcome = place_outcome(env.graph, method, env.topology, **options)
     device = outcome.decisions.device
     decisions = Decisions(device, env.decoder.default_fusion(device), np.zeros(env.problem.num_nodes))
-    return decisions, time.perf_counter() - began, outcome.evaluations
+    return decisions, time.process_time() - began, outcome.evaluations
 
 
 def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int) -> tuple[Decisions, float, int]:
-    """sa/random filling `seconds`: pilots of 5 and 25 evaluations give this machine's setup
-    time and seconds per evaluation, from which the evaluation budget is set."""
+    """sa/random filling `seconds` of CPU: pilots of 5 and 25 evaluations give the setup time
+    and CPU seconds per evaluation, from which the evaluation budget is set."""
     from passes.placement import place_outcome
 
     took = []
     for budget in (5, 25):
-        began = time.perf_counter()
+        began = time.process_time()
         place_outcome(env.graph, method, env.topology, budget=budget, seed=seed)
-        took.append(time.perf_counter() - began)
+        took.append(time.process_time() - began)
     per_eval = max((took[1] - took[0]) / 20, 1e-4)
     setup = max(took[0] - 5 * per_eval, 0.0)
     budget = max(10, int((seconds - setup) / per_eval))
@@ -85,27 +90,27 @@ def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int)
 
 
 def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace) -> tuple[Decisions, float, int, list]:
-    """GO fine-tune (from the checkpoint) or GO-one (fresh weights) for `args.seconds`."""
+    """GO fine-tune (from the checkpoint) or GO-one (fresh weights) for `args.seconds` CPU
+    seconds; the curve is [CPU seconds, best step time so far]."""
     config = TrainConfig(
         mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
-        seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_seconds=args.seconds,
+        seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
     )
-    began = time.perf_counter()
+    began = time.process_time()
     torch.manual_seed(args.seed)
     policy = make_policy(config)
     candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" else []
-    curve = [[time.perf_counter() - began, candidates[0].score.step_time_s]] if candidates and not candidates[0].score.oom else []
+    start = time.process_time() - began
+    curve = [[start, candidates[0].score.step_time_s]] if candidates and not candidates[0].score.oom else []
     result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
     candidates.extend(result.best.values())
-    start = curve[0][0] if curve else 0.0
     for record in result.history:
-        start += record["seconds"]
         if math.isfinite(record.get("best_ratio_geomean", math.nan)):
-            curve.append([start, record["best_ratio_geomean"] * env.reference_step_s])
+            curve.append([start + record["cpu_seconds"], record["best_ratio_geomean"] * env.reference_step_s])
     fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
     best = min(fitting, key=lambda c: c.score.step_time_s)
     evals = (1 + 1 if mode == "fine-tune" else 0) + result.iterations * args.samples
-    return best.decisions, time.perf_counter() - began, evals, curve
+    return best.decisions, time.process_time() - began, evals, curve
 
 
 class Bench:
@@ -163,6 +168,7 @@ class Bench:
     def row(self, env: GraphEnvironment, devices: str, key: str, method: str) -> None:
         args = self.args
         curve: list = []
+        wall_began = time.perf_counter()
         try:
             decisions, seconds, evals, curve = self._decide(env, method)
         except Exception as err:  # one failing method must not sink the table (cp-sat's size limit)
@@ -177,17 +183,18 @@ class Bench:
             self.save()
             print(f"{key} {method}: error {self.rows[-1]['error']}", file=sys.stderr, flush=True)
             return
+        wall = time.perf_counter() - wall_began
         score = env.score_decisions(decisions)
         cell = self.cells[key]
         self.rows.append({
             "workload": env.name, "devices": devices, "method": method, "nodes": env.problem.num_nodes,
             "step_time_s": score.step_time_s, "oom": score.oom, "invalid": score.invalid,
             "vs_expert": score.step_time_s / cell["reference_step_s"], "vs_bound": score.step_time_s / cell["lower_bound_s"],
-            "seconds": seconds, "evaluations": evals, "curve": curve, "checkpoint": args.checkpoint if method.startswith("go-") and method != "go-one" else None,
+            "seconds": seconds, "wall_seconds": wall, "evaluations": evals, "curve": curve, "checkpoint": args.checkpoint if method.startswith("go-") and method != "go-one" else None,
         })
         self.done.add((env.name, devices, method))
         self.save()
-        print(f"{key} {method}: {score.step_time_s * 1e3:.4f} ms ({self.rows[-1]['vs_expert']:.3f}x expert) {seconds:.1f} s", file=sys.stderr, flush=True)
+        print(f"{key} {method}: {score.step_time_s * 1e3:.4f} ms ({self.rows[-1]['vs_expert']:.3f}x expert) {seconds:.1f} CPU s, {wall:.1f} s", file=sys.stderr, flush=True)
 
     def _decide(self, env: GraphEnvironment, method: str) -> tuple[Decisions, float, int, list]:
         args = self.args
@@ -201,14 +208,16 @@ class Bench:
         elif method == "hdp":
             from compiler_opt.rl.hdp import HdpConfig, train_hdp
 
-            result = train_hdp(env, HdpConfig(seed=args.seed, max_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
-            decisions, seconds, evals, curve = result.decisions, result.seconds, result.evaluations, result.curve
+            began = time.process_time()
+            result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
+            decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
+            curve = [[cpu, step] for _, step, cpu in result.curve]
         elif method == "go-zero-shot":
             torch.manual_seed(args.seed)
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
-            began = time.perf_counter()
+            began = time.process_time()
             found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed)
-            decisions, seconds, evals = found.decisions, time.perf_counter() - began, args.zero_shot_samples + 1
+            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1
         elif method in ("go-fine-tune", "go-one", "go-fine-tune-placement-only"):
             run_env = env
             if method == "go-fine-tune-placement-only":
@@ -233,7 +242,7 @@ def tables(rows: list[dict]) -> list[Table]:
     for row in rows:
         cells.setdefault((row["workload"], row["devices"]), []).append(row)
     classical = set(classical_methods())
-    detail = Table("GO vs HDP vs classical (simulated step time, latency)", ["workload", "devices", "method", "step ms", "vs expert", "vs bound", "seconds", "evals"], numeric=frozenset(range(3, 8)))
+    detail = Table("GO vs HDP vs classical (simulated step time, latency)", ["workload", "devices", "method", "step ms", "vs expert", "vs bound", "CPU s", "evals"], numeric=frozenset(range(3, 8)))
     best_rows = []
     for (workload, devices), group in cells.items():
         fitting = [r for r in group if r["method"] in classical and not r["oom"] and not r["invalid"]]
@@ -247,7 +256,7 @@ def tables(rows: list[dict]) -> list[Table]:
             detail.rows.append(_cells(best_rows[-1]))
     out.append(detail)
     methods = ["human-expert", *[m for m in dict.fromkeys(r["method"] for r in rows) if m not in classical]]
-    summary = Table("geometric mean over cells", ["method", "cells", "vs expert", "vs bound", "wins (<= best classical)", "mean seconds"], numeric=frozenset({1, 2, 3, 4, 5}))
+    summary = Table("geometric mean over cells", ["method", "cells", "vs expert", "vs bound", "wins (<= best classical)", "mean CPU s"], numeric=frozenset({1, 2, 3, 4, 5}))
     for method in [*methods, "best classical", *sorted(classical - {"human-expert"})]:
         mine = [r for r in rows if r["method"] == method] if method != "best classical" else best_rows
         mine = [r for r in mine if math.isfinite(r["step_time_s"])]
@@ -260,7 +269,7 @@ def tables(rows: list[dict]) -> list[Table]:
         geo = lambda key: math.exp(np.mean([math.log(r[key]) for r in mine]))  # noqa: E731
         summary.rows.append([method, str(len(mine)), f"{geo('vs_expert'):.3f}", f"{geo('vs_bound'):.2f}", f"{wins}/{len(mine)}", f"{np.mean([r['seconds'] for r in mine]):.1f}"])
     out.append(summary)
-    speed = Table("time to HDP's final quality (s)", ["workload", "devices", "hdp best ms", "hdp s", "go-fine-tune s", "speed-up"], numeric=frozenset(range(2, 6)))
+    speed = Table("CPU seconds to reach HDP's final quality", ["workload", "devices", "hdp best ms", "hdp s", "go-fine-tune s", "speed-up"], numeric=frozenset(range(2, 6)))
     for (workload, devices), group in cells.items():
         by = {r["method"]: r for r in group}
         if "hdp" in by and "go-fine-tune" in by and by["hdp"]["curve"]:
@@ -286,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes")
     parser.add_argument("--rows", nargs="+", default=list(ROW_GROUPS), choices=ROW_GROUPS)
     parser.add_argument("--checkpoint", default="default")
-    parser.add_argument("--seconds", type=float, default=60.0, help="wall time of go-fine-tune, go-one, placement-only, sa, random per cell")
-    parser.add_argument("--hdp-seconds", type=float, default=240.0)
+    parser.add_argument("--seconds", type=float, default=60.0, help="CPU seconds of go-fine-tune, go-one, placement-only, sa, random per cell")
+    parser.add_argument("--hdp-seconds", type=float, default=240.0, help="CPU seconds of hdp per cell")
     parser.add_argument("--hdp-groups", type=int, default=64)
     parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
     parser.add_argument("--zero-shot-samples", type=int, default=8)
@@ -298,13 +307,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="ignore rows already in --json")
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
+    parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     bench = Bench(args)
     if not args.table_only:
         bench.run()
-    render_tables(tables(bench.rows))
+    rows = list(bench.rows)
+    for extra in args.also:
+        rows += json.loads(Path(extra).read_text())["rows"]
+    render_tables(tables(rows))
     return 0
 
 
