@@ -9,7 +9,8 @@ A cell is (workload, devices). Every answer is scored by the same simulator on t
 `SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
 framework's default greedy fusion (the `fuse` pass) and default priorities; HDP places only (same
 default fusion); GO decides placement, fusion and priorities jointly
-(`go-fine-tune-placement-only`: GO deciding placement alone, the joint-vs-placement ablation).
+(`go-fine-tune-placement-only`, `go-one-placement-only`: GO deciding placement alone with the
+default fusion and priorities, the joint-vs-placement ablation at the same budget).
 
 Time is the budget, counted as CPU seconds of the benchmark process (`time.process_time()`, one
 torch thread): on this shared 2-core machine the wall time one CPU second takes varies several-fold
@@ -51,7 +52,7 @@ from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
 
 ROOT = Path(__file__).resolve().parent.parent
-GO_ROWS = ("go-one", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only")
+GO_ROWS = ("go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only")
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random")
 
@@ -190,7 +191,7 @@ class Bench:
             "workload": env.name, "devices": devices, "method": method, "nodes": env.problem.num_nodes,
             "step_time_s": score.step_time_s, "oom": score.oom, "invalid": score.invalid,
             "vs_expert": score.step_time_s / cell["reference_step_s"], "vs_bound": score.step_time_s / cell["lower_bound_s"],
-            "seconds": seconds, "wall_seconds": wall, "evaluations": evals, "curve": curve, "checkpoint": args.checkpoint if method.startswith("go-") and method != "go-one" else None,
+            "seconds": seconds, "wall_seconds": wall, "evaluations": evals, "curve": curve, "checkpoint": args.checkpoint if method.startswith("go-") and not method.startswith("go-one") else None,
         })
         self.done.add((env.name, devices, method))
         self.save()
@@ -218,11 +219,11 @@ class Bench:
             began = time.process_time()
             found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed)
             decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1
-        elif method in ("go-fine-tune", "go-one", "go-fine-tune-placement-only"):
+        elif method in ("go-fine-tune", "go-one", "go-fine-tune-placement-only", "go-one-placement-only"):
             run_env = env
-            if method == "go-fine-tune-placement-only":
+            if method.endswith("-placement-only"):
                 run_env = GraphEnvironment(env.name, env.graph, env.topology, problem=env.problem, placement_only=True)
-            decisions, seconds, evals, curve = _go_tuned(run_env, "go-one" if method == "go-one" else "fine-tune", args)
+            decisions, seconds, evals, curve = _go_tuned(run_env, "go-one" if method.startswith("go-one") else "fine-tune", args)
         else:
             decisions, seconds, evals = _classical(env, method, seed=args.seed)
         return decisions, seconds, evals, curve
