@@ -308,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="ignore rows already in --json")
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as markdown (for RESULTS.md)")
     parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)
@@ -318,7 +319,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = list(bench.rows)
     for extra in args.also:
         rows += json.loads(Path(extra).read_text())["rows"]
-    render_tables(tables(rows))
+    if args.markdown:
+        for table in tables(rows):
+            print(f"\n{table.title}\n")
+            print("| " + " | ".join(table.headers) + " |")
+            print("|" + "---|" * len(table.headers))
+            for cells in table.rows:
+                print("| " + " | ".join(cells) + " |")
+    else:
+        render_tables(tables(rows))
     return 0
 
 
