@@ -79,14 +79,20 @@ def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int)
     and CPU seconds per evaluation, from which the evaluation budget is set."""
     from passes.placement import place_outcome
 
-    took = []
+    took, used = [], []
     for budget in (5, 25):
         began = time.process_time()
-        place_outcome(env.graph, method, env.topology, budget=budget, seed=seed)
+        used.append(place_outcome(env.graph, method, env.topology, budget=budget, seed=seed).evaluations or budget)
         took.append(time.process_time() - began)
-    per_eval = max((took[1] - took[0]) / 20, 1e-4)
-    setup = max(took[0] - 5 * per_eval, 0.0)
-    budget = max(10, int((seconds - setup) / per_eval))
+    # The evaluations a run really used (a search may stop early): a difference of ~0 would
+    # otherwise read as free evaluations and ask for an endless budget.
+    if used[1] > used[0] and took[1] > took[0]:
+        per_eval = (took[1] - took[0]) / (used[1] - used[0])
+    else:
+        per_eval = took[1] / max(used[1], 1)
+    per_eval = max(per_eval, 1e-3)
+    setup = max(took[0] - used[0] * per_eval, 0.0)
+    budget = min(max(10, int((seconds - setup) / per_eval)), 20000)
     return _classical(env, method, budget=budget, seed=seed)
 
 
