@@ -1,16 +1,33 @@
-"""GO (one / zero-shot / fine-tune) against the classical placement methods and the human expert.
+"""GO (one / zero-shot / fine-tune), the HDP-style reference and every classical method, per cell.
 
-    PYTHONPATH=. python benchmarks/bench_go.py --workloads rnnlm-8:inference amoebanet:inference \\
-        --devices 2xV100 4xV100 8xV100 --budget 6 --samples 6 --checkpoint default
+    PYTHONPATH=. nice -n 10 python benchmarks/bench_go.py --paper-sizes \\
+        --workloads inception-v3:inference amoebanet:inference rnnlm-8:inference \\
+        --devices 2xV100 4xV100 8xV100 --seconds 60 --hdp-seconds 240 --rows classical \\
+        --json benchmarks/results/bench_go_paper.json
 
-Every method's answer is scored by the same simulator on the same `SimulationProblem`. Classical
-placements get the framework's default greedy fusion (the `fuse` pass) and default priorities; GO
-decides placement, fusion and priorities jointly. `go-fine-tune` and `go-one` run `--budget` PPO
-iterations of `--samples` episodes; `sa` and `random` get the same number of simulator
-evaluations as GO fine-tune used (not the same wall time: their evaluations are cheaper, and the
-wall times are in the table). `--placement-only` adds GO fine-tune deciding placement alone
-(default fusion and priorities), the joint-vs-placement ablation. Ratios: to the human-expert reference and to the lower bound
-(`step_time_lower_bound`, fusion-aware). Rows go to benchmarks/results/bench_go.json.
+A cell is (workload, devices). Every answer is scored by the same simulator on the same
+`SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
+framework's default greedy fusion (the `fuse` pass) and default priorities; HDP places only (same
+default fusion); GO decides placement, fusion and priorities jointly
+(`go-fine-tune-placement-only`, `go-one-placement-only`: GO deciding placement alone with the
+default fusion and priorities, the joint-vs-placement ablation at the same budget).
+
+Time is the budget, counted as CPU seconds of the benchmark process (`time.process_time()`, one
+torch thread): on this shared 2-core machine the wall time one CPU second takes varies several-fold
+from minute to minute with the other sessions' load, so wall-clock budgets would not be the same
+budget for two rows run at different times. `go-fine-tune`, `go-fine-tune-placement-only`,
+`go-one`, `sa` and `random` all get `--seconds` CPU seconds per cell (sa/random: short pilots
+measure CPU seconds per evaluation and the evaluation budget is set to fill `--seconds`; their
+schedules depend on the budget). `hdp` gets `--hdp-seconds`. Rows report CPU seconds
+(`seconds`) and wall seconds (`wall_seconds`). Searching rows record their best-so-far curve
+(`curve`: [CPU seconds, step time] pairs) so time-to-quality can be compared (HDP vs GO).
+`dp-ls` gets `--classical-budget` evaluations, `cp-sat` `--cp-sat-seconds` (its own wall limit).
+
+`--rows` picks row groups (classical, hdp, go-one, go-zero-shot, go-fine-tune,
+go-fine-tune-placement-only); rows already in `--json` are kept and skipped, and the file is
+rewritten after every row, so a long run can be split (the classical rows do not depend on the
+checkpoint) and resumed. Ratios: to the human-expert reference and to the lower bound
+(`step_time_lower_bound`, fusion-aware).
 """
 
 from __future__ import annotations
@@ -18,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -34,67 +52,195 @@ from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
 
 ROOT = Path(__file__).resolve().parent.parent
-CLASSICAL = ("human-expert", "single-device", "critical-path", "m-etf", "m-sct", "m-topo", "metis")
+GO_ROWS = ("go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only")
+ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
+TIMED = ("sa", "random")
+
+
+def classical_methods() -> list[str]:
+    from passes.placement import METHODS
+
+    return list(METHODS)
 
 
 def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[Decisions, float, int]:
+    """A classical placement + default fusion; the CPU seconds it took (search and fusion)."""
     from passes.placement import place_outcome
 
-    began = time.perf_counter()
+    began = time.process_time()
     outcome = place_outcome(env.graph, method, env.topology, **options)
     device = outcome.decisions.device
     decisions = Decisions(device, env.decoder.default_fusion(device), np.zeros(env.problem.num_nodes))
-    return decisions, time.perf_counter() - began, outcome.evaluations
+    return decisions, time.process_time() - began, outcome.evaluations
 
 
-def run(args: argparse.Namespace) -> list[dict]:
-    rows: list[dict] = []
-    checkpoint = None if args.checkpoint == "default" else args.checkpoint
-    for spec in args.workloads:
-        name, graph = load_graph(spec)
-        for devices in args.devices:
-            env = GraphEnvironment(name, graph, load_topology(devices))
-            bound = step_time_lower_bound(env.problem, fusion=True)
+def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int) -> tuple[Decisions, float, int]:
+    """sa/random filling `seconds` of CPU: pilots of 5 and 25 evaluations give the setup time
+    and CPU seconds per evaluation, from which the evaluation budget is set."""
+    from passes.placement import place_outcome
 
-            def add(method: str, decisions: Decisions, seconds: float, evaluations: int) -> None:
-                score = env.score_decisions(decisions)
-                rows.append({
-                    "workload": name, "devices": devices, "method": method, "nodes": env.problem.num_nodes,
-                    "step_time_s": score.step_time_s, "oom": score.oom, "invalid": score.invalid,
-                    "vs_expert": score.step_time_s / env.reference_step_s, "vs_bound": score.step_time_s / bound,
-                    "seconds": seconds, "evaluations": evaluations,
-                })
-                print(f"{name} {devices} {method}: {score.step_time_s * 1e3:.4f} ms ({rows[-1]['vs_expert']:.3f}x expert) {seconds:.1f} s", file=sys.stderr, flush=True)
+    took, used = [], []
+    for budget in (5, 25):
+        began = time.process_time()
+        used.append(place_outcome(env.graph, method, env.topology, budget=budget, seed=seed).evaluations or budget)
+        took.append(time.process_time() - began)
+    # The evaluations a run really used (a search may stop early): a difference of ~0 would
+    # otherwise read as free evaluations and ask for an endless budget.
+    if used[1] > used[0] and took[1] > took[0]:
+        per_eval = (took[1] - took[0]) / (used[1] - used[0])
+    else:
+        per_eval = took[1] / max(used[1], 1)
+    per_eval = max(per_eval, 1e-3)
+    setup = max(took[0] - used[0] * per_eval, 0.0)
+    budget = min(max(10, int((seconds - setup) / per_eval)), 20000)
+    return _classical(env, method, budget=budget, seed=seed)
 
-            for method in CLASSICAL:
-                add(method, *_classical(env, method))
+
+def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace) -> tuple[Decisions, float, int, list]:
+    """GO fine-tune (from the checkpoint) or GO-one (fresh weights) for `args.seconds` CPU
+    seconds; the curve is [CPU seconds, best step time so far]."""
+    config = TrainConfig(
+        mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
+        seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
+    )
+    began = time.process_time()
+    torch.manual_seed(args.seed)
+    policy = make_policy(config)
+    candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" else []
+    start = time.process_time() - began
+    curve = [[start, candidates[0].score.step_time_s]] if candidates and not candidates[0].score.oom else []
+    result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
+    candidates.extend(result.best.values())
+    for record in result.history:
+        if math.isfinite(record.get("best_ratio_geomean", math.nan)):
+            curve.append([start + record["cpu_seconds"], record["best_ratio_geomean"] * env.reference_step_s])
+    fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
+    best = min(fitting, key=lambda c: c.score.step_time_s)
+    evals = (1 + 1 if mode == "fine-tune" else 0) + result.iterations * args.samples
+    return best.decisions, time.process_time() - began, evals, curve
+
+
+class Bench:
+    """Rows with resume: `done` holds (workload, devices, method) already in the JSON."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.path = Path(args.json)
+        self.rows: list[dict] = []
+        self.cells: dict[str, dict] = {}
+        if self.path.exists() and not args.fresh:
+            data = json.loads(self.path.read_text())
+            self.rows, self.cells = data.get("rows", []), data.get("cells", {})
+        self.done = {(r["workload"], r["devices"], r["method"]) for r in self.rows}
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"argv": sys.argv, "machine": platform.platform(), "cells": self.cells, "rows": self.rows}, indent=1))
+        os.replace(tmp, self.path)
+
+    def run(self) -> None:
+        args = self.args
+        wanted = set(args.rows)
+        methods = []
+        if "classical" in wanted:
+            methods += classical_methods()
+        methods += [m for m in ("hdp", *GO_ROWS) if m in wanted]
+        for spec in args.workloads:
+            graph = None
+            for devices in args.devices:
+                todo = [m for m in methods if (self._name(spec), devices, m) not in self.done]
+                if not todo:
+                    continue
+                if graph is None:
+                    name, graph = load_graph(spec, paper=args.paper_sizes)
+                env = GraphEnvironment(name, graph, load_topology(devices))
+                key = f"{name}@{devices}"
+                if key not in self.cells:
+                    began = time.perf_counter()
+                    self.cells[key] = {
+                        "nodes": env.problem.num_nodes, "reference_step_s": env.reference_step_s,
+                        "lower_bound_s": step_time_lower_bound(env.problem, fusion=True), "setup_seconds": time.perf_counter() - began,
+                    }
+                for method in todo:
+                    self.row(env, devices, key, method)
+
+    def _name(self, spec: str) -> str:
+        """The row label `load_graph` will give `spec`, without building it."""
+        from compiler_opt.workloads.registry import parse_workload_spec
+
+        parsed = parse_workload_spec(spec)
+        return f"{parsed[0].name}:{parsed[1]}" if parsed is not None else spec
+
+    def row(self, env: GraphEnvironment, devices: str, key: str, method: str) -> None:
+        args = self.args
+        curve: list = []
+        wall_began = time.perf_counter()
+        try:
+            decisions, seconds, evals, curve = self._decide(env, method)
+        except Exception as err:  # one failing method must not sink the table (cp-sat's size limit)
+            from graph_ir.errors import CompilerOptError
+
+            if not isinstance(err, (CompilerOptError, ValueError)):
+                raise
+            self.rows.append({"workload": env.name, "devices": devices, "method": method, "nodes": env.problem.num_nodes,
+                              "error": str(err).splitlines()[0], "step_time_s": math.inf, "oom": False, "invalid": True,
+                              "vs_expert": math.inf, "vs_bound": math.inf, "seconds": 0.0, "evaluations": 0, "curve": []})
+            self.done.add((env.name, devices, method))
+            self.save()
+            print(f"{key} {method}: error {self.rows[-1]['error']}", file=sys.stderr, flush=True)
+            return
+        wall = time.perf_counter() - wall_began
+        score = env.score_decisions(decisions)
+        cell = self.cells[key]
+        self.rows.append({
+            "workload": env.name, "devices": devices, "method": method, "nodes": env.problem.num_nodes,
+            "step_time_s": score.step_time_s, "oom": score.oom, "invalid": score.invalid,
+            "vs_expert": score.step_time_s / cell["reference_step_s"], "vs_bound": score.step_time_s / cell["lower_bound_s"],
+            "seconds": seconds, "wall_seconds": wall, "evaluations": evals, "curve": curve, "checkpoint": args.checkpoint if method.startswith("go-") and not method.startswith("go-one") else None,
+        })
+        self.done.add((env.name, devices, method))
+        self.save()
+        print(f"{key} {method}: {score.step_time_s * 1e3:.4f} ms ({self.rows[-1]['vs_expert']:.3f}x expert) {seconds:.1f} CPU s, {wall:.1f} s", file=sys.stderr, flush=True)
+
+    def _decide(self, env: GraphEnvironment, method: str) -> tuple[Decisions, float, int, list]:
+        args = self.args
+        curve: list = []
+        if method in TIMED:
+            decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
+        elif method == "dp-ls":
+            decisions, seconds, evals = _classical(env, method, budget=args.classical_budget, seed=args.seed)
+        elif method == "cp-sat":
+            decisions, seconds, evals = _classical(env, method, time_limit_s=args.cp_sat_seconds, seed=args.seed)
+        elif method == "hdp":
+            from compiler_opt.rl.hdp import HdpConfig, train_hdp
+
+            began = time.process_time()
+            result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
+            decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
+            curve = [[cpu, step] for _, step, cpu in result.curve]
+        elif method == "go-zero-shot":
             torch.manual_seed(args.seed)
-            policy, _ = load_checkpoint(checkpoint)
-            began = time.perf_counter()
-            found = zero_shot(policy, env, args.samples, seed=args.seed)
-            add("go-zero-shot", found.decisions, time.perf_counter() - began, args.samples + 1)
-            tuned_evals = args.budget * args.samples + 2
-            variants = [("fine-tune", env), ("go-one", env)]
-            if args.placement_only:
-                variants.append(("fine-tune-placement", GraphEnvironment(name, graph, env.topology, problem=env.problem, placement_only=True)))
-            for mode, run_env in variants:
-                label = {"fine-tune": "go-fine-tune", "go-one": "go-one", "fine-tune-placement": "go-fine-tune-placement-only"}[mode]
-                mode = "fine-tune" if mode == "fine-tune-placement" else mode
-                config = TrainConfig(
-                    mode=mode, workloads=[name], devices=[devices], iterations=args.budget, samples_per_graph=args.samples,
-                    seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr,
-                )
-                began = time.perf_counter()
-                policy = make_policy(config)
-                candidates = [zero_shot(policy, run_env, 1, seed=args.seed)] if mode == "fine-tune" else []
-                result = run_training(config, envs=[run_env], policy=policy, progress=False, save=False)
-                candidates.extend(result.best.values())
-                fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
-                best = min(fitting, key=lambda c: c.score.step_time_s)
-                add(label, best.decisions, time.perf_counter() - began, tuned_evals if mode == "fine-tune" else args.budget * args.samples)
-            for method in ("sa", "random"):
-                add(method, *_classical(env, method, budget=tuned_evals, seed=args.seed))
-    return rows
+            policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
+            began = time.process_time()
+            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed)
+            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1
+        elif method in ("go-fine-tune", "go-one", "go-fine-tune-placement-only", "go-one-placement-only"):
+            run_env = env
+            if method.endswith("-placement-only"):
+                run_env = GraphEnvironment(env.name, env.graph, env.topology, problem=env.problem, placement_only=True)
+            decisions, seconds, evals, curve = _go_tuned(run_env, "go-one" if method.startswith("go-one") else "fine-tune", args)
+        else:
+            decisions, seconds, evals = _classical(env, method, seed=args.seed)
+        return decisions, seconds, evals, curve
+
+
+def time_to_reach(curve: list, target: float) -> float | None:
+    """First time a best-so-far curve is at or below `target` (None: never)."""
+    for seconds, step in curve:
+        if step <= target * (1 + 1e-9):
+            return seconds
+    return None
 
 
 def tables(rows: list[dict]) -> list[Table]:
@@ -102,44 +248,92 @@ def tables(rows: list[dict]) -> list[Table]:
     cells: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         cells.setdefault((row["workload"], row["devices"]), []).append(row)
-    detail = Table("GO vs classical (simulated step time, latency)", ["workload", "devices", "method", "step ms", "vs expert", "vs bound", "seconds", "evals"], numeric=frozenset(range(3, 8)))
+    classical = set(classical_methods())
+    detail = Table("GO vs HDP vs classical (simulated step time, latency)", ["workload", "devices", "method", "step ms", "vs expert", "vs bound", "CPU s", "evals"], numeric=frozenset(range(3, 8)))
+    best_rows = []
     for (workload, devices), group in cells.items():
+        fitting = [r for r in group if r["method"] in classical and not r["oom"] and not r["invalid"]]
+        best = min(fitting, key=lambda r: r["step_time_s"]) if fitting else None
         for row in group:
-            step = "OOM" if row["oom"] else f"{row['step_time_s'] * 1e3:.4f}"
-            detail.rows.append([workload, devices, row["method"], step, f"{row['vs_expert']:.3f}", f"{row['vs_bound']:.2f}", f"{row['seconds']:.1f}", str(row["evaluations"])])
+            if row["method"] in classical and row["method"] != "human-expert":
+                continue
+            detail.rows.append(_cells(row))
+        if best is not None:
+            best_rows.append({**best, "method": f"best classical ({best['method']})"})
+            detail.rows.append(_cells(best_rows[-1]))
     out.append(detail)
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    summary = Table("geometric mean over cells", ["method", "vs expert", "vs bound", "wins (<= best classical)", "mean seconds"], numeric=frozenset({1, 2, 3, 4}))
-    for method in methods:
-        mine = [r for r in rows if r["method"] == method]
+    methods = ["human-expert", *[m for m in dict.fromkeys(r["method"] for r in rows) if m not in classical]]
+    summary = Table("geometric mean over cells", ["method", "cells", "vs expert", "vs bound", "wins (<= best classical)", "mean CPU s"], numeric=frozenset({1, 2, 3, 4, 5}))
+    for method in [*methods, "best classical", *sorted(classical - {"human-expert"})]:
+        mine = [r for r in rows if r["method"] == method] if method != "best classical" else best_rows
+        mine = [r for r in mine if math.isfinite(r["step_time_s"])]
+        if not mine:
+            continue
         wins = 0
         for (w, d), group in cells.items():
-            classical = min(r["step_time_s"] for r in group if not r["method"].startswith("go"))
-            wins += any(r["method"] == method and r["step_time_s"] <= classical * 1.000001 for r in group)
+            steps = [r["step_time_s"] for r in group if r["method"] in classical and not r["oom"]]
+            wins += bool(steps) and any(r["workload"] == w and r["devices"] == d and r["step_time_s"] <= min(steps) * 1.000001 for r in mine)
         geo = lambda key: math.exp(np.mean([math.log(r[key]) for r in mine]))  # noqa: E731
-        summary.rows.append([method, f"{geo('vs_expert'):.3f}", f"{geo('vs_bound'):.2f}", f"{wins}/{len(cells)}", f"{np.mean([r['seconds'] for r in mine]):.1f}"])
+        summary.rows.append([method, str(len(mine)), f"{geo('vs_expert'):.3f}", f"{geo('vs_bound'):.2f}", f"{wins}/{len(mine)}", f"{np.mean([r['seconds'] for r in mine]):.1f}"])
     out.append(summary)
+    speed = Table("CPU seconds to reach HDP's final quality", ["workload", "devices", "hdp best ms", "hdp s", "go-fine-tune s", "speed-up"], numeric=frozenset(range(2, 6)))
+    for (workload, devices), group in cells.items():
+        by = {r["method"]: r for r in group}
+        if "hdp" in by and "go-fine-tune" in by and by["hdp"]["curve"]:
+            target = by["hdp"]["step_time_s"]
+            hdp_t = time_to_reach(by["hdp"]["curve"], target)
+            go_t = time_to_reach(by["go-fine-tune"]["curve"], target)
+            ratio = f"{hdp_t / go_t:.1f}x" if hdp_t and go_t else "never" if go_t is None else "-"
+            speed.rows.append([workload, devices, f"{target * 1e3:.4f}", f"{hdp_t:.1f}" if hdp_t else "-", f"{go_t:.1f}" if go_t is not None else "not reached", ratio])
+    if speed.rows:
+        out.append(speed)
     return out
+
+
+def _cells(row: dict) -> list[str]:
+    step = "OOM" if row["oom"] else "invalid" if row["invalid"] else f"{row['step_time_s'] * 1e3:.4f}"
+    return [row["workload"], row["devices"], row["method"], step, f"{row['vs_expert']:.3f}", f"{row['vs_bound']:.2f}", f"{row['seconds']:.1f}", str(row["evaluations"])]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", nargs="+", default=["rnnlm-8:inference", "amoebanet:inference"])
+    parser.add_argument("--workloads", nargs="+", default=["inception-v3:inference", "amoebanet:inference", "rnnlm-8:inference", "gnmt-8:inference"])
     parser.add_argument("--devices", nargs="+", default=["2xV100", "4xV100", "8xV100"])
+    parser.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes")
+    parser.add_argument("--rows", nargs="+", default=list(ROW_GROUPS), choices=ROW_GROUPS)
     parser.add_argument("--checkpoint", default="default")
-    parser.add_argument("--budget", type=int, default=6, help="PPO iterations of go-one and go-fine-tune")
-    parser.add_argument("--samples", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=60.0, help="CPU seconds of go-fine-tune, go-one, placement-only, sa, random per cell")
+    parser.add_argument("--hdp-seconds", type=float, default=240.0, help="CPU seconds of hdp per cell")
+    parser.add_argument("--hdp-groups", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
+    parser.add_argument("--zero-shot-samples", type=int, default=8)
+    parser.add_argument("--classical-budget", type=int, default=1000, help="dp-ls evaluations")
+    parser.add_argument("--cp-sat-seconds", type=float, default=20.0)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--placement-only", action="store_true", help="also GO fine-tune deciding placement only (default fusion, priorities 0)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--fresh", action="store_true", help="ignore rows already in --json")
+    parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as markdown (for RESULTS.md)")
+    parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = run(args)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"argv": sys.argv, "machine": platform.platform(), "rows": rows}, indent=2))
-    render_tables(tables(rows))
+    bench = Bench(args)
+    if not args.table_only:
+        bench.run()
+    rows = list(bench.rows)
+    for extra in args.also:
+        rows += json.loads(Path(extra).read_text())["rows"]
+    if args.markdown:
+        for table in tables(rows):
+            print(f"\n{table.title}\n")
+            print("| " + " | ".join(table.headers) + " |")
+            print("|" + "---|" * len(table.headers))
+            for cells in table.rows:
+                print("| " + " | ".join(cells) + " |")
+    else:
+        render_tables(tables(rows))
     return 0
 
 

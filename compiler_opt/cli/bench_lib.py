@@ -38,7 +38,7 @@ import numpy as np
 
 from compiler_opt.cli._render import Table
 
-__all__ = ["BenchSpec", "README_REFERENCES", "bench_tables", "objective_unit", "run_bench"]
+__all__ = ["BenchSpec", "GO_METHODS", "LEARNED_METHODS", "README_REFERENCES", "bench_tables", "objective_unit", "run_bench"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,10 @@ SEARCHING = ("sa", "random", "dp-ls")
 # when asked for: zero-shot takes 8 samples beside its greedy answer, fine-tune and one take
 # budget // 100 PPO iterations (at least 1) of 8 episodes each.
 GO_METHODS = ("go-zero-shot", "go-fine-tune", "go-one")
+# The HDP-style reference (grouper + placer, REINFORCE; compiler_opt/rl/hdp.py), graph workloads
+# only, when asked for: budget // 8 updates of 8 episodes; it places only (default fusion, as the
+# classical rows).
+LEARNED_METHODS = ("hdp", *GO_METHODS)
 
 # shared/testdata/placement/README.md, k = 6, throughput-inputs/LayerGraphs:
 # (one device, work/6 bound, contiguous DP optimum, human expert, best known non-contiguous)
@@ -113,7 +117,7 @@ def expert_file(workload_path: str, expert: str | None) -> str | None:
 def _methods(spec: BenchSpec, has_expert: bool) -> list[str]:
     from passes.placement import METHODS
 
-    known = list(METHODS) + ["expert", *GO_METHODS]
+    known = list(METHODS) + ["expert", *LEARNED_METHODS]
     methods = spec.methods if spec.methods else list(METHODS) + (["expert"] if has_expert else [])
     unknown = [m for m in methods if m not in known]
     if unknown:
@@ -250,6 +254,8 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any, on_row: Callable[[dic
             try:
                 if method in GO_METHODS:
                     outcome = _go_outcome(graph, method, target, spec)
+                elif method == "hdp":
+                    outcome = _hdp_outcome(graph, label, target, spec)
                 else:
                     outcome = place_outcome(graph, method, target, objective, **_options(method, spec, budget))
             except Exception as err:
@@ -340,6 +346,22 @@ def _go_outcome(graph: Any, method: str, target: Any, spec: BenchSpec) -> _GoOut
     if decisions.num_nodes != problem.num_nodes:
         raise _bench_error(f"go changed the node count ({problem.num_nodes} -> {decisions.num_nodes})")
     return _GoOutcome(_GoProblem(problem), decisions, seconds)
+
+
+def _hdp_outcome(graph: Any, label: str, target: Any, spec: BenchSpec) -> _GoOutcome:
+    """Train the HDP-style reference on `graph` (budget // 8 REINFORCE updates of 8 episodes);
+    its best placement, unfused (the row applies the default fusion like a classical one's)."""
+    from compiler_opt.rl.environment import GraphEnvironment
+    from compiler_opt.rl.hdp import HdpConfig, train_hdp
+    from cost_model.decisions import Decisions
+
+    problem = target.problem(graph)
+    env = GraphEnvironment(label, graph, target.topology, problem=problem)
+    samples = 8
+    result = train_hdp(env, HdpConfig(samples=samples, iterations=max(1, spec.budget // samples), seed=spec.seed))
+    n = problem.num_nodes
+    decisions = Decisions(result.decisions.device, np.full(n, -1, dtype=np.int32), np.zeros(n))
+    return _GoOutcome(_GoProblem(problem), decisions, result.seconds, result.evaluations)
 
 
 def run_bench(

@@ -39,6 +39,7 @@ class TrainConfig:
     invalid_penalty: float = 4.0
     seed: int = 0
     max_seconds: float = 0.0  # stop after this much wall time (0: no limit)
+    max_cpu_seconds: float = 0.0  # stop after this much CPU time of this process (0: no limit): fair budgets on a shared machine
     checkpoint_every_s: float = 300.0
     out_dir: str = "runs/go"
     init_checkpoint: str = ""  # start from these weights (fine-tune; zero-shot)

@@ -137,6 +137,7 @@ def run_training(
     """Run `config.mode` (module docstring). `save=False`: no checkpoints or scalar files (the
     `go` pass's fine-tune and GO-one runs, whose result is the decisions)."""
     began = time.monotonic()
+    began_cpu = time.process_time()
     torch.use_deterministic_algorithms(True, warn_only=True)
     envs = list(envs) if envs is not None else build_environments(config)
     policy = policy if policy is not None else make_policy(config)
@@ -178,6 +179,7 @@ def run_training(
                 "clip_fraction": stats.clip_fraction,
                 "grad_norm": stats.grad_norm,
                 "seconds": time.monotonic() - started,
+                "cpu_seconds": time.process_time() - began_cpu,
             }
             history.append(record)
             if scalars is not None and saver is not None:
@@ -190,6 +192,9 @@ def run_training(
                 bar.set_postfix(best=_best_text(best, envs), reward=f"{record['reward_mean']:.3f}")
             if config.max_seconds and time.monotonic() - began >= config.max_seconds:
                 logger.info("stopping after %.0f s (max_seconds)", time.monotonic() - began)
+                break
+            if config.max_cpu_seconds and time.process_time() - began_cpu >= config.max_cpu_seconds:
+                logger.info("stopping after %.0f CPU s (max_cpu_seconds)", time.process_time() - began_cpu)
                 break
     finally:
         if bar is not None:

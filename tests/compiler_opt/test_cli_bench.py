@@ -78,3 +78,63 @@ def test_go_rows_run_the_learned_policy_on_graph_workloads(tmp_path: Path, examp
     go = rows["go-zero-shot"]
     assert "error" not in go and go["objective_value"] >= go["lower_bound"] * (1 - 1e-9)
     assert go["vs_expert"] is not None and go["search_seconds"] > 0
+
+
+def _tf_chain_pb(path: Path, layers: int = 3, width: int = 64) -> Path:
+    """A binary TF GraphDef: x -> (MatMul, Relu) x layers, constant weights."""
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    f32 = 'attr { key: "T" value { type: DT_FLOAT } }'
+    weight = ('attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "value" value { tensor { dtype: DT_FLOAT '
+              f'tensor_shape {{ dim {{ size: {width} }} dim {{ size: {width} }} }} float_val: 0.01 }} }} }}')
+    text = [f'node {{ name: "x" op: "Placeholder" attr {{ key: "dtype" value {{ type: DT_FLOAT }} }} '
+            f'attr {{ key: "shape" value {{ shape {{ dim {{ size: 32 }} dim {{ size: {width} }} }} }} }} }}']
+    prev = "x"
+    for i in range(layers):
+        text.append(f'node {{ name: "w{i}" op: "Const" {weight} }}')
+        text.append(f'node {{ name: "m{i}" op: "MatMul" input: "{prev}" input: "w{i}" {f32} }}')
+        text.append(f'node {{ name: "r{i}" op: "Relu" input: "m{i}" {f32} }}')
+        prev = f"r{i}"
+    path.write_bytes(text_format.Parse("\n".join(text), graph_pb2.GraphDef()).SerializeToString())
+    return path
+
+
+@pytest.mark.slow  # TF, JAX and a suite build: minutes on the shared 2-core machine
+def test_workloads_take_model_files_of_every_format_beside_suite_names(tmp_path: Path) -> None:
+    """`--workloads` mixes .pb, .hlo, .mlir files and a suite name; each is placed and scored,
+    and the HDP-style reference runs as a method."""
+    import jax
+    import numpy as np
+
+    from compiler_opt.workloads import export_workload
+
+    pb = _tf_chain_pb(tmp_path / "chain.pb")
+    hlo = export_workload("rnnlm-2", "inference", tmp_path / "rnnlm.hlo", steps=2)
+    mlir = tmp_path / "mlp.mlir"
+    mlir.write_text(jax.jit(lambda x, w: jax.nn.relu(x @ w) @ w).lower(np.ones((8, 32), np.float32), np.ones((32, 32), np.float32)).as_text())
+    out = tmp_path / "rows.json"
+    code = main(["bench", "--workloads", str(pb), str(hlo), str(mlir), "rnnlm-2:inference", "--devices", "2xV100",
+                 "--methods", "human-expert,hdp", "--budget", "16", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [r["workload"] for r in rows[::2]] == ["chain.pb", "rnnlm.hlo", "mlp.mlir", "rnnlm-2:inference"]
+    for row in rows:
+        assert "error" not in row and row["nodes"] >= 3
+        assert row["objective_value"] >= row["lower_bound"] * (1 - 1e-9)
+    hdp = [r for r in rows if r["method"] == "hdp"]
+    assert all(r["evaluations"] == 16 and r["vs_expert"] is not None for r in hdp)
+
+
+def test_hdp_row_on_a_stablehlo_file(tmp_path: Path) -> None:
+    """The fast tier of the above: one .mlir file, the HDP row trained for 2 updates."""
+    import jax
+    import numpy as np
+
+    mlir = tmp_path / "mlp.mlir"
+    mlir.write_text(jax.jit(lambda x, w: jax.nn.relu(x @ w) @ w).lower(np.ones((8, 32), np.float32), np.ones((32, 32), np.float32)).as_text())
+    out = tmp_path / "rows.json"
+    assert main(["bench", "--workloads", str(mlir), "--devices", "2xV100", "--methods", "human-expert,hdp", "--budget", "16", "--json", str(out)]) == 0
+    rows = {r["method"]: r for r in json.loads(out.read_text())}
+    assert rows["hdp"]["workload"] == "mlp.mlir" and rows["hdp"]["evaluations"] == 16 and "error" not in rows["hdp"]
+    assert rows["hdp"]["objective_value"] >= rows["hdp"]["lower_bound"] * (1 - 1e-9)
