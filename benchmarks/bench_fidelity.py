@@ -243,10 +243,10 @@ def simulate_step(problem: SimulationProblem, decisions: Decisions, pair: dict[s
 
 def kernel_terms(problem: SimulationProblem, decisions: Decisions) -> dict[str, np.ndarray]:
     """Per kernel on the one GPU: FLOP time per family at datasheet peaks, bytes / bandwidth, launch."""
-    from cost_model.simulator.tasks import _kernels, _boundary_bytes
+    from cost_model.simulator.tasks import kernel_bytes, kernels
 
     device = np.asarray(decisions.device, dtype=np.int64)
-    kernel_of_node, first, size = _kernels(problem, device, np.asarray(decisions.fusion_group))
+    kernel_of_node, first, size = kernels(problem, device, np.asarray(decisions.fusion_group))
     k = int(first.size)
     ktype = problem.device_type_of[device[first]]
     node_flop_time = problem.flop_time[np.arange(problem.num_nodes), problem.device_type_of[device]]
@@ -256,7 +256,7 @@ def kernel_terms(problem: SimulationProblem, decisions: Decisions) -> dict[str, 
         for name, mask in ((family, ~conv), (f"conv_{family}", conv)):
             weights = np.where((problem.family == i) & mask, node_flop_time, 0.0)
             terms[name] = np.bincount(kernel_of_node, weights=weights, minlength=k)
-    kbytes = np.where(size == 1, problem.node_bytes[first], _boundary_bytes(problem, kernel_of_node, k))
+    kbytes = kernel_bytes(problem, kernel_of_node, first, size)
     terms["memory"] = kbytes / problem.type_bandwidth[ktype]
     terms["launch"] = problem.type_launch[ktype]
     return terms

@@ -150,9 +150,9 @@ def kernel_order_priorities(problem: SimulationProblem, fusion_group: np.ndarray
     dispatch order (`kernel_groups`) and the simulator's list schedule see the same order."""
     import heapq
 
-    from cost_model.simulator.tasks import _kernels
+    from cost_model.simulator.tasks import kernels
 
-    kernel_of_node, first, _ = _kernels(problem, np.asarray(device, dtype=np.int64), np.asarray(fusion_group))
+    kernel_of_node, first, _ = kernels(problem, np.asarray(device, dtype=np.int64), np.asarray(fusion_group))
     num_kernels = int(first.shape[0])
     succ = _kernel_graph(problem, kernel_of_node, num_kernels)
     indegree = np.zeros(num_kernels, dtype=np.int64)
@@ -205,11 +205,11 @@ def placements(
 ) -> list[tuple[str, np.ndarray]]:
     """Whole kernels onto devices: `one` (device 0), `split` (a topological cut of the kernels at
     half the roofline time: a two-stage pipeline), `random` (each kernel on a random device)."""
-    from cost_model.simulator.tasks import _kernels
+    from cost_model.simulator.tasks import kernels
 
     n = problem.num_nodes
     zero = np.zeros(n, dtype=np.int64)
-    kernel_of_node, first, _ = _kernels(problem, zero, np.asarray(fusion_group))
+    kernel_of_node, first, _ = kernels(problem, zero, np.asarray(fusion_group))
     num_kernels = int(first.shape[0])
     out = []
     for kind in kinds:
@@ -251,10 +251,8 @@ def configurations(
 
 def naive_baselines(problem: SimulationProblem, decisions: Decisions) -> dict[str, float]:
     """Kernel count, total FLOPs, total kernel bytes (boundary bytes of fused kernels)."""
-    from cost_model.simulator.tasks import _boundary_bytes, _kernels
+    from cost_model.simulator.tasks import kernel_bytes, kernels
 
-    kernel_of_node, first, size = _kernels(problem, decisions.device.astype(np.int64), decisions.fusion_group)
-    num_kernels = int(first.shape[0])
-    boundary = _boundary_bytes(problem, kernel_of_node, num_kernels)
-    kbytes = np.where(size == 1, problem.node_bytes[first], boundary)
-    return {"kernels": float(num_kernels), "flops": float(problem.flops.sum()), "bytes": float(kbytes.sum())}
+    kernel_of_node, first, size = kernels(problem, decisions.device.astype(np.int64), decisions.fusion_group)
+    kbytes = kernel_bytes(problem, kernel_of_node, first, size)
+    return {"kernels": float(first.shape[0]), "flops": float(problem.flops.sum()), "bytes": float(kbytes.sum())}

@@ -72,7 +72,7 @@ class DeratedRoofline:
     def kernel_times(
         self, problem: SimulationProblem, kernel_of_node: np.ndarray, kernel_size: np.ndarray, kernel_type: np.ndarray, default: np.ndarray
     ) -> np.ndarray:
-        from cost_model.simulator.tasks import _boundary_bytes
+        from cost_model.simulator.tasks import kernel_bytes
 
         num_kernels = int(kernel_size.shape[0])
         node_type = kernel_type[kernel_of_node]
@@ -80,7 +80,5 @@ class DeratedRoofline:
         compute = np.bincount(kernel_of_node, weights=flop_time, minlength=num_kernels)
         first = np.full(num_kernels, problem.num_nodes, dtype=np.int64)
         np.minimum.at(first, kernel_of_node, np.arange(problem.num_nodes))
-        boundary = _boundary_bytes(problem, kernel_of_node, num_kernels)
-        kbytes = np.where(kernel_size == 1, problem.node_bytes[first], boundary)
-        memory = kbytes / (problem.type_bandwidth[kernel_type] * self.memory)
+        memory = kernel_bytes(problem, kernel_of_node, first, kernel_size) / (problem.type_bandwidth[kernel_type] * self.memory)
         return np.maximum(compute, memory) + problem.type_launch[kernel_type]

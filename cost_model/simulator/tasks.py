@@ -26,7 +26,7 @@ from cost_model.decisions import DecisionError, Decisions
 from cost_model.simulator.problem import VALUE_CONSTANT, SimulationProblem
 from graph_ir.kernel_pieces import spanning_group_pieces
 
-__all__ = ["TaskGraph", "build_task_graph", "kernel_durations"]
+__all__ = ["TaskGraph", "build_task_graph", "kernel_bytes", "kernel_durations", "kernels"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -75,7 +75,7 @@ class TaskGraph:
         return int(self.duration.shape[0])
 
 
-def _kernels(problem: SimulationProblem, device: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def kernels(problem: SimulationProblem, device: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     count = problem.num_nodes
     grouped = group >= 0
     if not grouped.any():
@@ -128,6 +128,12 @@ def _boundary_bytes(problem: SimulationProblem, kernel_of_node: np.ndarray, num_
     return read + write
 
 
+def kernel_bytes(problem: SimulationProblem, kernel_of_node: np.ndarray, kernel_first: np.ndarray, kernel_size: np.ndarray) -> np.ndarray:
+    """Bytes each kernel moves: a lone node its node bytes, a fused group its boundary traffic."""
+    boundary = _boundary_bytes(problem, kernel_of_node, int(kernel_first.shape[0]))
+    return np.where(kernel_size == 1, problem.node_bytes[kernel_first], boundary)
+
+
 def kernel_durations(
     problem: SimulationProblem, device: np.ndarray, fusion_group: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -137,15 +143,14 @@ def kernel_durations(
     source knows better."""
     n = problem.num_nodes
     device = np.asarray(device, dtype=np.int64)
-    kernel_of_node, kernel_first, kernel_size = _kernels(problem, device, np.asarray(fusion_group))
+    kernel_of_node, kernel_first, kernel_size = kernels(problem, device, np.asarray(fusion_group))
     num_kernels = int(kernel_first.shape[0])
     node_type = problem.device_type_of[device]
     nodes_range = np.arange(n)
     if num_kernels == n:
         return kernel_of_node, kernel_first, kernel_size, problem.node_time[nodes_range, node_type]
     compute = np.bincount(kernel_of_node, weights=problem.flop_time[nodes_range, node_type], minlength=num_kernels)
-    boundary = _boundary_bytes(problem, kernel_of_node, num_kernels)
-    kbytes = np.where(kernel_size == 1, problem.node_bytes[kernel_first], boundary)
+    kbytes = kernel_bytes(problem, kernel_of_node, kernel_first, kernel_size)
     ktype = problem.device_type_of[device[kernel_first]]
     duration = np.maximum(compute, kbytes / problem.type_bandwidth[ktype]) + problem.type_launch[ktype]
     if problem.kernel_costs is not None:

@@ -26,8 +26,7 @@ from cost_model.simulator import SimulationProblem, simulate
 from graph_ir.io.apply_decisions import materialize_fusion_groups
 from graph_ir.io.onnx_export import export_onnx
 from passes import run_pipeline
-from passes.fusion.groups import FusionGroups
-from passes.fusion.rules import fusible
+from tests.fusion_helpers import random_legal_fusion
 
 ort = pytest.importorskip("onnxruntime")
 logger = logging.getLogger(__name__)
@@ -38,17 +37,6 @@ DEVICES = ["gpu0", "gpu1", "gpu2", "gpu3"]
 # optimisation off: only summation order inside a kernel may differ.
 RTOL, ATOL = 1e-5, 1e-5
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-
-
-def _random_fusion(graph: graph_ir.Graph, rng: random.Random, max_nodes: int) -> None:
-    """Merge random producer/consumer pairs of fusible nodes where `FusionGroups` allows it."""
-    groups = FusionGroups(graph, max_nodes=max_nodes)
-    edges = [(p, c) for c in range(len(groups.nodes)) for p in groups.preds[c]]
-    rng.shuffle(edges)
-    for p, c in edges[: max(1, len(edges) * 2 // 3)]:
-        if fusible(groups.nodes[p]) and fusible(groups.nodes[c]):
-            groups.try_merge(p, c)
-    groups.write()
 
 
 def _random_placement(graph: graph_ir.Graph, rng: random.Random, devices: int) -> None:
@@ -100,11 +88,11 @@ def test_random_fusion_and_placement_compose_on_small_cnn(small_cnn, seed, devic
     rng = random.Random(seed)
     graph = graph_ir.load(path)
     if fuse_first:
-        _random_fusion(graph, rng, max_nodes)
+        random_legal_fusion(graph, rng, max_nodes)
         _random_placement(graph, rng, devices)
     else:
         _random_placement(graph, rng, devices)
-        _random_fusion(graph, rng, max_nodes)
+        random_legal_fusion(graph, rng, max_nodes)
     _check_onnx(graph, original, feeds, expected)
 
 

@@ -17,13 +17,7 @@ from passes.fusion.by_priority import fuse_by_priority
 SMALL = PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=1, attention_layers=1)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    """Two shared cores: torch's own thread pool only adds contention (and 10x wall time)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

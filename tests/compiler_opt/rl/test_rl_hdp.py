@@ -18,12 +18,7 @@ from cost_model.devices.loader import load_topology
 from test_rl_ppo import matmul_chain  # same folder (rootdir-relative import mode)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
 
 
 def test_sample_shapes_and_no_masked_device() -> None:

@@ -18,13 +18,7 @@ from graph_ir.io.onnx_import import import_onnx
 TINY = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    """Two shared cores: torch's own thread pool only adds contention (and 10x wall time)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
 
 
 def matmul_chain(length: int = 12, width: int = 512) -> Graph:

@@ -33,8 +33,7 @@ from cost_model.simulator import SimulationProblem, simulate  # noqa: E402
 from graph_ir.errors import CompilerOptError  # noqa: E402
 from passes import run_pipeline  # noqa: E402
 from passes.fusion import Fuse  # noqa: E402
-from passes.fusion.groups import FusionGroups  # noqa: E402
-from passes.fusion.rules import fusible  # noqa: E402
+from tests.fusion_helpers import random_legal_fusion  # noqa: E402
 
 TOPOLOGY = "4xV100"
 # Normwise relative tolerance for f32 outputs (see `_assert_same`).
@@ -107,20 +106,10 @@ def _place(graph: graph_ir.Graph, method: str, rng: random.Random) -> None:
         run_pipeline(graph, f"{method}{{devices={TOPOLOGY},seed={rng.randrange(100)}}}")
 
 
-def _random_legal_fusion(graph: graph_ir.Graph, rng: random.Random) -> None:
-    groups = FusionGroups(graph, max_nodes=rng.choice([2, 4, 32]))
-    edges = [(p, c) for c in range(len(groups.nodes)) for p in groups.preds[c]]
-    rng.shuffle(edges)
-    for p, c in edges[: max(1, len(edges) * 2 // 3)]:
-        if fusible(groups.nodes[p]) and fusible(groups.nodes[c]):
-            groups.try_merge(p, c)
-    groups.write()
-
-
 def _compose(graph: graph_ir.Graph, method: str, fuse_first: bool, seed: int, *, xla_legal: bool) -> graph_ir.Graph:
     rng = random.Random(seed)
     graph = graph.clone()
-    fuse = (lambda: Fuse(max_nodes=rng.choice([2, 4, 8, 32]))(graph)) if xla_legal else (lambda: _random_legal_fusion(graph, rng))
+    fuse = (lambda: Fuse(max_nodes=rng.choice([2, 4, 8, 32]))(graph)) if xla_legal else (lambda: random_legal_fusion(graph, rng, rng.choice([2, 4, 32])))
     steps = [fuse, lambda: _place(graph, method, rng)]
     for step in steps if fuse_first else steps[::-1]:
         step()
