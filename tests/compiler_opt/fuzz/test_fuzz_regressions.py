@@ -188,3 +188,17 @@ def test_hlo_sharding_with_billions_of_devices_is_refused_fast(tmp_path):
     with limits.override(max_sharding_devices=1), pytest.raises(LimitExceededError):
         load_hlo(path)
     assert load_hlo(path) is not None  # two devices: fine under the default limit
+
+
+def test_hlo_sharding_dimension_with_a_space_is_a_syntax_error(tmp_path):
+    # Found by the smoke fuzzer: "devices=[1000000 00000000000]" raised a bare ValueError.
+    from graph_ir.io.hlo_import import HloSyntaxError, load_hlo
+
+    path = tmp_path / "shard.hlo"
+    path.write_text(
+        "HloModule f\n\nENTRY f {\n  a = f32[2,2] parameter(0), sharding={devices=[1000000 00000000000]0,1}\n"
+        "  ROOT r = f32[2,2] add(a, a)\n}\n"
+    )
+    with pytest.raises(HloSyntaxError, match="not an integer") as info:
+        load_hlo(path)
+    assert info.value.line == 4 and info.value.file == str(path)
