@@ -18,7 +18,15 @@ kOutput is only the dot + addend library kernel, which we do not build); XLA:CPU
 no multi-output fusion (it aborts), so a group with several results is written as
 single-result fusions (`apply_decisions.single_result_parts`); "gpu": kInput when a
 reduction is fused (XLA:GPU's reduction emitter), kOutput when a dot or convolution is (the
-output-fusion meaning of the kind), kLoop otherwise (parsed and verified here, not compiled).
+output-fusion meaning of the kind), kLoop otherwise (parsed and verified here, not compiled);
+"call": each group outlined exactly as for "cpu" (single-result parts, the same parameters and
+roots) but called by a `call` instruction, which XLA inlines before its own passes; fusions the
+module already had are written as calls too. That is the
+form our numerical checks execute: jaxlib compiles only MLIR, and its HLO -> MHLO conversion
+drops the layouts of fused computations, so XLA:CPU aborts the process (`has_layout()` CHECKs
+in its fusion emitter) on a pre-made fusion holding a reshape or a select; no jaxlib entry point
+compiles an `HloModuleProto` with its layouts. XLA's own hook path (`integrations.xla_transform`)
+hands the proto over with layouts and compiles real fusions.
 
 `schedule` (default: the same as `materialize_fusions`) writes the module as
 scheduled when priorities are set: each computation that is not a fusion body runs its
@@ -106,12 +114,13 @@ def export_hlo_proto(
     if shell is not None:
         module.CopyFrom(shell)
     module.name = graph.name
-    return _Exporter(module, graph).run()
+    return _Exporter(module, graph, fusions_as_calls=fusion_kinds == "call").run()
 
 
 class _Exporter:
-    def __init__(self, module: Any, root: Graph) -> None:
+    def __init__(self, module: Any, root: Graph, *, fusions_as_calls: bool = False) -> None:
         self.module = module
+        self.fusions_as_calls = fusions_as_calls  # the "call" kind: the module's own fusions too
         self.root = root
         self.next_id = 1
         self.computation_ids: dict[str, int] = {}
@@ -188,6 +197,10 @@ class _Exporter:
             raise ExportError("HLO instructions have exactly one result", node=node.name)
         inst.name = node.name
         inst.opcode = node.op_type
+        if self.fusions_as_calls and inst.opcode == "fusion":
+            inst.opcode = "call"
+            inst.ClearField("fusion_kind")
+            inst.ClearField("backend_config")
         self.write_value_shape(inst.shape, node.outputs[0])
         inst.id = self.fresh_id()
         del inst.operand_ids[:]
@@ -266,7 +279,7 @@ def _apply_decisions(graph: Graph, *, fuse: bool, by_priority: bool, fusion_kind
     """A copy of `graph` with fused groups as fusions and, with `by_priority`, scheduled."""
     graph = graph.clone()
     groups = materialize_fusion_groups(graph) if fuse else []
-    if fusion_kinds == "cpu":
+    if fusion_kinds in ("cpu", "call"):
         groups = [part for group in groups for part in single_result_parts(group)]
     names = _NameSource(graph)
     by_level: dict[Graph, list[FusionGroup]] = {}
@@ -307,12 +320,12 @@ class _NameSource:
         return name
 
 
-_FUSION_KINDS = ("cpu", "gpu")
+_FUSION_KINDS = ("cpu", "gpu", "call")
 FUSED_GROUP_KEY = "compiler_opt.fused_group"  # frontend attribute of a fusion made from a group
 
 
 def _fusion_kind(group: FusionGroup, target: str) -> str:
-    if target == "cpu":
+    if target in ("cpu", "call"):
         return "kLoop"
     if any(n.kind is OpKind.REDUCE or n.op_type in ("reduce", "reduce-window") for n in group.nodes):
         return "kInput"
@@ -346,15 +359,16 @@ def _fusion(group: FusionGroup, names: _NameSource, fusion_kinds: str, owners: l
         body.set_outputs([root])
     root_type = body.outputs[0].type
     attrs = [
-        Attr("fusion_kind", AttrKind.STRING, kind),
+        *([] if fusion_kinds == "call" else [Attr("fusion_kind", AttrKind.STRING, kind)]),
         Attr("called_computations", AttrKind.STRINGS, (body.name,)),
         Attr("calls", AttrKind.GRAPHS, (body,)),
     ]
+    opcode, op_kind = ("call", OpKind.CALL) if fusion_kinds == "call" else ("fusion", OpKind.FUSION)
     single = len(results) == 1
     fused_value = outlined.outputs[0] if single else Value("", root_type)
-    fused_value.name, fused_value.type = names(f"fusion.{gid}"), root_type
+    fused_value.name, fused_value.type = names(f"{opcode}.{gid}"), root_type
     fusion = Node(
-        "fusion", outlined.inputs, outputs=[fused_value], attrs=attrs, domain=HLO_DOMAIN, name=fused_value.name, kind=OpKind.FUSION
+        opcode, outlined.inputs, outputs=[fused_value], attrs=attrs, domain=HLO_DOMAIN, name=fused_value.name, kind=op_kind
     )
     made = [fusion]
     if not single:

@@ -169,8 +169,40 @@ def test_gpu_fusion_kinds_follow_the_hero():
     again.verify()
     kinds = {n.metadata_props[FUSED_GROUP_KEY]: n.attr("fusion_kind") for n in again if n.op_type == "fusion"}
     assert kinds == {"1": "kOutput", "2": "kInput"}
-    with pytest.raises(ExportError, match="fusion_kinds must be one of cpu, gpu"):
+    with pytest.raises(ExportError, match="fusion_kinds must be one of cpu, gpu, call"):
         export_hlo_proto(graph, materialize_fusions=True, fusion_kinds="tpu")
+
+
+def _reshaping(x, w):
+    import jax.numpy as jnp
+
+    y = jnp.tanh(x @ w).reshape(x.shape[0], 2, -1) * 2.0  # a reshape between elementwise ops
+    return jnp.where(y > 0.1, y, 0.0).reshape(x.shape[0], -1) + 1.0
+
+
+def test_call_kind_outlines_groups_as_calls_that_xla_cpu_runs():
+    """A fusion holding reshapes: jaxlib's MLIR path drops the fused computation's
+    layouts and XLA:CPU aborts on a fused reshape (has_layout() CHECK), so execution checks outline
+    the same groups as calls. The call module computes the function's outputs; the kLoop form
+    of the same groups is still what the text export writes."""
+    import jax
+
+    from passes.fusion import Fuse
+
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((6, 8)).astype(np.float32)]
+    graph = import_hlo_text(jax.jit(_reshaping).lower(*args).as_text(dialect="hlo"))
+    Fuse()(graph)
+    grouped = [n for n in graph if n.fusion_group is not None]
+    assert "reshape" in {n.op_type for n in grouped}
+    proto = export_hlo_proto(graph, materialize_fusions=True, fusion_kinds="call")
+    again = import_hlo_text(export_hlo_text(graph, materialize_fusions=True, fusion_kinds="call"))
+    again.verify()
+    assert not any(n.op_type == "fusion" for n in again)
+    calls = [n for n in again if n.metadata_props.get(FUSED_GROUP_KEY) is not None]
+    assert calls and all(n.op_type == "call" for n in calls)
+    assert " fusion(" in export_hlo_text(graph, materialize_fusions=True)
+    _assert_close(_run(proto, *args), [np.asarray(jax.jit(_reshaping)(*args))])
 
 
 def test_unfusable_instruction_and_cycle_are_rejected():
