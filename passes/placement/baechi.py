@@ -47,7 +47,11 @@ def _place_checked(ctx: PlacementContext, memory: MemoryTracker, node: int, pref
             return d
     overflow = [float((memory.used + memory.extra(node, d) - ctx.capacity).max()) for d in preferred]
     d = preferred[int(np.argmin(overflow))]
-    logger.warning("node %s fits on no device; placing it on %s (over capacity)", ctx.node_names[node], ctx.device_names[d])
+    memory.overflows += 1
+    # One warning per placement: a graph far over capacity would otherwise log every node.
+    log = logger.warning if memory.overflows == 1 else logger.debug
+    log("node %s fits on no device; placing it on %s (over capacity; later nodes that do not fit are logged at debug level)",
+        ctx.node_names[node], ctx.device_names[d])
     return d
 
 

@@ -198,6 +198,7 @@ class MemoryTracker:
         p = ctx.problem
         self.used = np.zeros(ctx.num_devices, dtype=np.float64)
         self.device = np.full(ctx.num_nodes, -1, dtype=np.int64)
+        self.overflows = 0  # nodes placed over capacity (warned once per tracker, then counted)
         self._held: set[tuple[int, int]] = set()  # (value, device)
         uses: list[list[int]] = [[] for _ in range(p.num_nodes)]
         for value, node in zip(p.use_value.tolist(), p.use_node.tolist()):

@@ -31,6 +31,7 @@ from cost_model.decisions import Decisions  # noqa: E402
 from cost_model.devices import load_topology  # noqa: E402
 from cost_model.simulator import SimulationProblem, simulate  # noqa: E402
 from graph_ir.errors import CompilerOptError  # noqa: E402
+from graph_ir.types import TensorType  # noqa: E402
 from passes import run_pipeline  # noqa: E402
 from passes.fusion import Fuse  # noqa: E402
 from tests.fusion_helpers import random_legal_fusion  # noqa: E402
@@ -39,6 +40,11 @@ TOPOLOGY = "4xV100"
 # Normwise relative tolerance for f32 outputs (see `_assert_same`).
 RTOL = 1e-4
 METHODS = ["random", "m-etf", "m-sct", "critical-path", "metis", "sa"]
+# Above this many nodes an HLO file gets random placements only and is not executed: XLA's
+# test module written to be slow to compile (16.8k instructions) and m-etf on it take minutes.
+LARGE_NODES = 5000
+# Nor is a module whose parameters alone exceed this (a whole 2B-parameter model).
+EXECUTE_BYTES = 256 << 20
 
 # Sizes that keep one step of each workload well under a second of XLA CPU time.
 SMALL_SIZES: dict[str, dict[str, int]] = {
@@ -118,7 +124,8 @@ def _compose(graph: graph_ir.Graph, method: str, fuse_first: bool, seed: int, *,
     graph.verify()
     topology = load_topology(TOPOLOGY)
     result = simulate(SimulationProblem.from_graph(graph, topology), Decisions.from_graph(graph, topology))
-    assert result.step_time_s > 0
+    # Zero only for a module that computes nothing (XLA's custom_call.hlo returns its parameters).
+    assert np.isfinite(result.step_time_s) and result.step_time_s >= 0
     return graph
 
 
@@ -223,4 +230,8 @@ def test_fusion_and_placement_compose_on_every_hlo_file(path):
         graph = graph_ir.load(str(path))
     except CompilerOptError as err:
         pytest.skip(f"the importer refuses it: {str(err)[:120]}")
-    _check_all_orders(graph, ["random", "m-etf", "critical-path"], path.name, execute=True)
+    input_bytes = sum(v.type.nbytes() or 0 for v in graph.inputs if isinstance(v.type, TensorType))
+    if sum(1 for _ in graph.all_nodes()) > LARGE_NODES:  # large_loop_slow_compile_time: 16.8k nodes
+        _check_all_orders(graph, ["random"], path.name, execute=False)
+    else:  # gemma4_2b's 2B bf16 parameters: executing it 14 times here ran out of memory
+        _check_all_orders(graph, ["random", "m-etf", "critical-path"], path.name, execute=input_bytes <= EXECUTE_BYTES)
