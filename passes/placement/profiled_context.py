@@ -251,6 +251,7 @@ class ProfiledMemoryTracker:
         self.ctx = ctx
         self.used = np.zeros(ctx.num_devices, dtype=np.float64)
         self.device = np.full(ctx.num_nodes, -1, dtype=np.int64)
+        self.overflows = 0  # as MemoryTracker's
 
     def extra(self, node: int, device: int) -> np.ndarray:
         add = np.zeros(self.ctx.num_devices)
