@@ -111,7 +111,9 @@ def _place(graph: graph_ir.Graph, method: str, rng: random.Random) -> None:
         for node in graph:
             node.device = f"gpu{rng.randrange(3)}"
     else:
-        run_pipeline(graph, f"{method}{{devices={TOPOLOGY},seed={rng.randrange(100)}}}")
+        # A short search: the sweep checks that the placement composes, not its quality.
+        budget = ",budget=50" if method == "sa" else ""
+        run_pipeline(graph, f"{method}{{devices={TOPOLOGY},seed={rng.randrange(100)}{budget}}}")
 
 
 def _compose(graph: graph_ir.Graph, method: str, fuse_first: bool, seed: int, *, xla_legal: bool) -> graph_ir.Graph:
