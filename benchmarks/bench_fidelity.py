@@ -55,9 +55,8 @@ from cost_model.devices.topology import Topology
 from cost_model.simulator import SimulationProblem, simulate
 from graph_ir.dtypes import DType
 from graph_ir.types import TensorType
-from passes.fusion.defaults import DefaultFusion, apply_default_fusion, inline_cheap_calls, sibling_fusion
-from passes.fusion.fuse import greedy_fuse
-from passes.fusion.groups import FusionGroups
+from passes.fusion.defaults import DefaultFusion, apply_default_fusion
+from passes.fusion.eager import apply_eager_fusion
 
 # Fitted by --fit (RESULTS.md section f). Fractions of the datasheet peaks.
 EFFICIENCY = {"fp32": 0.743, "tensor": 0.320, "conv_fp32": 0.772, "conv_tensor": 0.330, "memory": 1.0}
@@ -206,16 +205,11 @@ def derating(pair: dict[str, Any], efficiency: dict[str, float]) -> DeratedRoofl
 
 
 def eager_fusion(graph) -> DefaultFusion:
-    """PyTorch eager on a JAX graph: library calls (matmul, conv) take no epilogue; chains of
-    elementwise ops and reductions fuse as one composite op's kernel would (batch norm, softmax,
-    layer norm, GELU are single kernels in PyTorch)."""
-    inline_cheap_calls(graph)
-    groups = FusionGroups(graph, max_nodes=32)
-    groups.search_limit = max(groups.search_limit, len(groups.nodes))
-    greedy_fuse(groups, epilogues=False)
-    sibling_fusion(groups)
-    groups.write()
-    return DefaultFusion("pytorch-eager", groups.num_groups, sum(len(m) for m in groups.members.values() if len(m) > 1))
+    """PyTorch eager on a JAX graph (`passes.fusion.eager`): library calls (matmul, conv) take no
+    epilogue; elementwise chains and reductions fuse as one composite op's kernel would (batch
+    norm, softmax, layer norm, GELU, LSTM gates are single kernels in PyTorch); a weight applied
+    over a sequence is one GEMM (cuDNN's LSTM input projection, nn.Linear on [T, B, H])."""
+    return apply_eager_fusion(graph)
 
 
 def build(pair: dict[str, Any], pytorch_fusion: str = "eager"):
