@@ -8,7 +8,7 @@
 Each pair is one published measurement (`PAIRS`: source file, table, GPU, batch, precision,
 number) simulated the way that run executed: the suite workload at the published sizes (size
 overrides only: BERT-large is `bert-base` with 24 x 1024 x 16 heads), its precision applied
-(AMP: every f32 tensor made f16, convs/matmuls at the tensor-core peak; TF32 on A100: f32
+(AMP: `cost_model.precision.apply_amp`, fp16 math with fp32 optimizer state and one weight cast per parameter, convs/matmuls at the tensor-core peak; TF32 on A100: f32
 convs/matmuls at the TF32 tensor-core peak), the run's framework default fusion (TensorFlow
 with XLA: `apply_default_fusion`, `xla-gpu`; PyTorch eager: `eager_fusion`, elementwise chains
 and reductions fused as PyTorch's composite kernels are, matmuls/convs without epilogues;
@@ -49,12 +49,11 @@ import numpy as np
 from compiler_opt.workloads.registry import build_workload
 from cost_model.costs.derated import DeratedRoofline, is_conv
 from cost_model.decisions import Decisions
+from cost_model.precision import apply_amp
 from cost_model.devices import load_topology
 from cost_model.devices.spec import DTYPE_FAMILIES
 from cost_model.devices.topology import Topology
 from cost_model.simulator import SimulationProblem, simulate
-from graph_ir.dtypes import DType
-from graph_ir.types import TensorType
 from passes.fusion.defaults import DefaultFusion, apply_default_fusion
 from passes.fusion.eager import apply_eager_fusion
 
@@ -159,16 +158,10 @@ def geomean(values: list[float]) -> float:
 
 
 def with_precision(graph, precision: str) -> None:
-    """AMP: every f32 tensor (values and inputs' declared types) becomes f16, in place."""
-    if precision != "amp":
-        return
-    for node in graph.all_nodes():
-        for value in node.outputs:
-            if isinstance(value.type, TensorType) and value.type.dtype == DType.FLOAT32:
-                value.type = TensorType(DType.FLOAT16, value.type.shape)
-    for value in graph.inputs:
-        if isinstance(value.type, TensorType) and value.type.dtype == DType.FLOAT32:
-            value.type = TensorType(DType.FLOAT16, value.type.shape)
+    """AMP: `cost_model.precision.apply_amp` (fp16 math, fp32 optimizer state and master weights,
+    one fp32->fp16 cast per parameter), in place. fp32/TF32 graphs are left as they are."""
+    if precision == "amp":
+        apply_amp(graph)
 
 
 def device_topology(device: str) -> Topology:

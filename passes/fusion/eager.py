@@ -42,6 +42,7 @@ from graph_ir.op_kinds import OpKind
 from passes.fusion.defaults import DefaultFusion, inline_calls, sibling_fusion
 from passes.fusion.fuse import greedy_fuse
 from passes.fusion.groups import FusionGroups
+from passes.fusion.rules import HEAVY_KINDS
 
 if TYPE_CHECKING:
     from graph_ir.core import Node
@@ -129,6 +130,11 @@ def batch_gemms(groups: FusionGroups, batch_nodes: int = 4096) -> int:
                 merges += groups.try_merge(b, i, max_heroes=len(groups.nodes))
     finally:
         groups.max_nodes = limit
+    # A library call's group is closed: later loop fusion must not give it a prologue or an
+    # epilogue through one of its free transposes (two heroes never merge with anything).
+    for root, members in groups.members.items():
+        if len(members) > 1 and any(nodes[m].kind in HEAVY_KINDS for m in members):
+            groups.heroes[root] = max(groups.heroes[root], 2)
     return merges
 
 
