@@ -124,9 +124,19 @@ def apply_amp(graph: Graph) -> AmpSummary:
                 use.node.set_input(use.index, cast.outputs[0])
         casts.append(cast)
     if casts:
-        order = list(graph)
+        # Each cast just before its first reader: autocast casts a weight when an op first needs
+        # it, so casts interleave with the math (and with the host's issue order) instead of
+        # all running at the start of the step.
+        pending = {id(c.outputs[0]): c for c in casts}
+        before: dict[Node, list[Node]] = {}
+        for node in graph:
+            for value in node.inputs:
+                cast = pending.pop(id(value), None) if value is not None else None
+                if cast is not None:
+                    before.setdefault(node, []).append(cast)
+        order = [m for n in graph for m in (*before.get(n, ()), n)]
         graph.extend(casts)
-        graph.reorder(casts + order)  # casts read only graph inputs: first is topological
+        graph.reorder(order)
     summary = AmpSummary(to_fp16, len(tail), len(casts))
     logger.debug("amp: %s", summary)
     return summary

@@ -19,7 +19,9 @@ step. `apply_eager_fusion(graph)` groups it back into the kernels such a run lau
      guide, "cudnnRNNForward": the layer's input GEMM is batched over the sequence; Appleyard et
      al., "Optimizing Performance of Recurrent Neural Networks on GPUs", 2016, optimisation 2),
      and `nn.Linear` applied to a [T, B, H] tensor (GNMT's classifier, attention projections).
-     Matmuls on a recurrence (h_t @ W_hh) depend on each other and stay one GEMM per step.
+     Matmuls on a recurrence (h_t @ W_hh) depend on each other and stay one GEMM per step;
+     they are marked (`node.meta[RECURRENT_META]`): inside cuDNN's RNN call they are launched
+     from C++, not dispatched one by one by the framework.
    - *accumulated products*: an add whose operands are matmul products of one shape (the weight
      gradient summed over timesteps, sum_t x_t^T dy_t) is one GEMM with the contraction over all
      steps; the partial products never reach memory.
@@ -48,11 +50,14 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["PYTORCH_EAGER", "apply_eager_fusion", "batch_gemms"]
+__all__ = ["PYTORCH_EAGER", "RECURRENT_META", "apply_eager_fusion", "batch_gemms"]
 
 logger = logging.getLogger(__name__)
 
 PYTORCH_EAGER = "pytorch-eager"
+# node.meta key on the per-step GEMMs of a recurrence (see batch_gemms); read by
+# cost_model.host_dispatch to count the kernels a library call launches without the framework.
+RECURRENT_META = "eager_recurrent_gemm"
 
 
 def _swaps_last_two(node: Node) -> bool:
@@ -112,6 +117,12 @@ def batch_gemms(groups: FusionGroups, batch_nodes: int = 4096) -> int:
                     merges += 1
                 else:
                     batches.append(user)
+            # A weight read by more than a forward and a backward GEMM, one step at a time, is a
+            # recurrence (h_t @ W_hh): cuDNN's RNN call launches those GEMMs from C++.
+            if len(batches) > 2:
+                for b in batches:
+                    if len(groups.group(b)) == 1:
+                        nodes[b].meta[RECURRENT_META] = True
         # Accumulated products: add trees over matmul results (through free transposes).
         def gemm_group(i: int) -> bool:
             return any(nodes[m].kind == OpKind.MATMUL for m in groups.group(i))
