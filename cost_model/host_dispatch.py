@@ -9,7 +9,10 @@ max(H_k, end of kernel k-1):
 
     end_K = max over j of (H_j + sum_{k >= j} d_k)       (and at least sum d_k)
 
-`host_bound_step` evaluates that closed form with numpy. `eager_host_ops` says which kernels of an
+`host_bound_step` evaluates that closed form with numpy; with a sync point (the training loop
+reads the loss or AMP's overflow flag on the host after the backward pass, as DeepLearningExamples'
+PyTorch trainers do) the optimizer's kernels are issued only once the GPU has drained, so that
+phase adds its own bound (`optimizer_last` puts them last). `eager_host_ops` says which kernels of an
 eager-fused graph (`passes.fusion.eager`) the framework dispatches itself: every kernel that does
 work, except the per-step GEMMs of a recurrence and the pointwise kernels next to them, which
 cuDNN's RNN call launches from C++ (one host op per call instead). The simulator's kernels
@@ -34,7 +37,7 @@ from graph_ir.op_kinds import OpKind
 if TYPE_CHECKING:
     from cost_model.simulator.problem import SimulationProblem
 
-__all__ = ["host_bound_step", "eager_host_ops"]
+__all__ = ["eager_host_ops", "host_bound_step", "optimizer_last"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +63,14 @@ def _call_key(node, kernel: int) -> tuple:
     return (kernel,)
 
 
-def host_bound_step(durations: np.ndarray, host_ops: np.ndarray, t_host: float) -> float:
+def host_bound_step(durations: np.ndarray, host_ops: np.ndarray, t_host: float, sync_at: int | None = None) -> float:
     """Seconds from the first issue to the end of the last kernel: `durations` and `host_ops`
-    (host ops issued for each kernel, 0 for one a library launches) in issue order."""
+    (host ops issued for each kernel, 0 for one a library launches) in issue order. `sync_at`:
+    the host waits for the GPU to finish kernels [0, sync_at) before issuing the rest (a
+    `loss.item()` or AMP overflow check between the backward pass and the optimizer)."""
+    if sync_at is not None and 0 < sync_at < len(durations):
+        return (host_bound_step(durations[:sync_at], host_ops[:sync_at], t_host)
+                + host_bound_step(durations[sync_at:], host_ops[sync_at:], t_host))
     durations = np.asarray(durations, dtype=np.float64)
     host_ops = np.asarray(host_ops, dtype=np.float64)
     if durations.shape != host_ops.shape:
@@ -74,6 +82,15 @@ def host_bound_step(durations: np.ndarray, host_ops: np.ndarray, t_host: float) 
     issued = np.cumsum(host_ops) * t_host
     remaining = np.cumsum(durations[::-1])[::-1]  # sum_{k >= j} d_k
     return float(max(remaining[0], np.max(issued + remaining)))
+
+
+def optimizer_last(order: np.ndarray, optimizer: np.ndarray) -> tuple[np.ndarray, int]:
+    """The issue order with the optimizer's kernels (bool per kernel) moved after all others,
+    each part in its given order, and the index of the first optimizer kernel (the sync point).
+    Valid on one stream: optimizer kernels feed only the step's results."""
+    order = np.asarray(order)
+    late = np.asarray(optimizer, dtype=bool)[order]
+    return np.concatenate([order[~late], order[late]]), int((~late).sum())
 
 
 def eager_host_ops(problem: SimulationProblem, kernel_of_node: np.ndarray, kernel_first: np.ndarray, works: np.ndarray) -> np.ndarray:

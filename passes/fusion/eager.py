@@ -31,6 +31,11 @@ step. `apply_eager_fusion(graph)` groups it back into the kernels such a run lau
    Each rule needs its group convex (no path between members through a non-member), which the
    fusion groups check; a batched group holds several matmul heroes, at most `batch_nodes` nodes.
 
+4. **The optimizer runs op by op**: torch.optim's optimizers (Adam, SGD, DLE's JIT LAMB) loop over
+   the parameters in Python, one kernel per elementwise op of the update (the multi-tensor
+   "foreach"/fused optimizers came later); the update's nodes are the state tail of
+   `cost_model.precision` and are marked for the host model (`OPTIMIZER_META`).
+
 Numerics are unchanged (groups only); the simulator prices a group as one kernel: summed FLOPs,
 boundary bytes (the shared weight read once), one launch.
 """
@@ -50,7 +55,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["PYTORCH_EAGER", "RECURRENT_META", "apply_eager_fusion", "batch_gemms"]
+__all__ = ["OPTIMIZER_META", "PYTORCH_EAGER", "RECURRENT_META", "apply_eager_fusion", "batch_gemms"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +63,8 @@ PYTORCH_EAGER = "pytorch-eager"
 # node.meta key on the per-step GEMMs of a recurrence (see batch_gemms); read by
 # cost_model.host_dispatch to count the kernels a library call launches without the framework.
 RECURRENT_META = "eager_recurrent_gemm"
+# node.meta key on the optimizer update's nodes (the state tail), issued after the backward pass.
+OPTIMIZER_META = "eager_optimizer"
 
 
 def _swaps_last_two(node: Node) -> bool:
@@ -149,12 +156,21 @@ def batch_gemms(groups: FusionGroups, batch_nodes: int = 4096) -> int:
     return merges
 
 
-def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True) -> DefaultFusion:
+def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True, fused_optimizer: bool = False) -> DefaultFusion:
     """Write PyTorch eager's kernels into `graph` as fusion groups (module docstring); `batch`
-    False leaves out the batched-GEMM rules (every matmul its own kernel)."""
+    False leaves out the batched-GEMM rules (every matmul its own kernel). Unless
+    `fused_optimizer`, the optimizer update (the state tail, `cost_model.precision.state_tail`)
+    stays op by op and is marked `node.meta[OPTIMIZER_META]`: torch.optim's optimizers loop over
+    the parameters in Python and run each elementwise op of the update as its own kernel."""
+    from cost_model.precision import state_tail
+
     inline_calls(graph)
     groups = FusionGroups(graph, max_nodes=max_nodes)
     groups.search_limit = max(groups.search_limit, len(groups.nodes))  # exact cycle checks
+    for node in state_tail(graph):
+        node.meta[OPTIMIZER_META] = True
+        if not fused_optimizer and node.kind not in (OpKind.CONSTANT, OpKind.RESHAPE, OpKind.BROADCAST):
+            groups.heroes[groups.index[node]] = 2  # closed: no merge can take it
     # Library calls first: a batched GEMM holds several heroes, so no elementwise op joins it later.
     batched = batch_gemms(groups) if batch else 0
     greedy_fuse(groups, epilogues=False)

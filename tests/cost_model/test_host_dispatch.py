@@ -87,3 +87,20 @@ def test_recurrence_is_one_library_call_per_pass() -> None:
     problem, kernel_of_node, first = _eager_problem(mlp, (16, 16), (16, 16), (8, 16))
     works = np.ones(first.size, dtype=bool)
     assert eager_host_ops(problem, kernel_of_node, first, works).tolist() == [1] * first.size
+
+
+def test_sync_point_adds_the_optimizer_phase() -> None:
+    """After a host sync the GPU queue is empty: a host-bound optimizer phase adds to a GPU-bound
+    backward instead of hiding under it."""
+    from cost_model.host_dispatch import optimizer_last
+
+    d = np.concatenate([np.full(10, 1e-3), np.full(50, 1e-6)])  # long backward kernels, tiny updates
+    ops = np.ones(60)
+    overlapped = host_bound_step(d, ops, 20e-6)
+    synced = host_bound_step(d, ops, 20e-6, sync_at=10)
+    assert overlapped == pytest.approx(20e-6 + 10e-3 + 50e-6)  # the host ran ahead: GPU-bound
+    assert synced > overlapped + 0.9e-3
+    assert synced == pytest.approx(host_bound_step(d[:10], ops[:10], 20e-6) + host_bound_step(d[10:], ops[10:], 20e-6))
+    assert synced == pytest.approx(20e-6 + 10e-3 + 50 * 20e-6 + 1e-6)
+    order, sync = optimizer_last(np.array([3, 0, 2, 1]), np.array([True, False, True, False]))
+    assert order.tolist() == [3, 1, 0, 2] and sync == 2

@@ -142,3 +142,35 @@ def test_gnmt_training_batches_input_projections(batch: bool) -> None:
         assert kernels < 0.5 * len(groups)
     else:
         assert kernels == len(groups)
+
+
+def test_optimizer_update_runs_op_by_op_unless_fused() -> None:
+    """torch.optim's Adam loops over parameters, one kernel per elementwise op; the update nodes
+    are marked for the host model. With `fused_optimizer` they fuse like any elementwise chain."""
+    import jax.numpy as jnp
+
+    from compiler_opt.workloads._jax import dense, dense_params, lower_hlo, softmax_cross_entropy, spec
+    from graph_ir.io.hlo_import import import_hlo_text
+    from passes.fusion.eager import OPTIMIZER_META
+
+    params = {"l1": dense_params(16, 32), "l2": dense_params(32, 4)}
+
+    def loss(p, b):
+        return softmax_cross_entropy(dense(p["l2"], jnp.tanh(dense(p["l1"], b["x"]))), b["y"]), ()
+
+    def step() -> Graph:
+        text = lower_hlo("train", params, loss_fn=loss, predict_fn=lambda p, b: b["x"], optimizer="adam",
+                         train_batch={"x": spec(8, 16), "y": spec(8, dtype=jnp.int32)}, inference_batch={"x": spec(8, 16)})
+        return import_hlo_text(text)
+
+    graph = step()
+    apply_eager_fusion(graph)
+    graph.verify()
+    marked = [n for n in graph if n.meta.get(OPTIMIZER_META)]
+    math = [n for n in marked if n.kind in (OpKind.BINARY, OpKind.UNARY)]
+    assert len(math) >= 4 * 10  # four parameters, m/v/update arithmetic each
+    assert all(n.fusion_group is None for n in math)
+    assert not any(n.meta.get(OPTIMIZER_META) for n in graph if n.kind == OpKind.MATMUL)
+    fused = step()
+    apply_eager_fusion(fused, fused_optimizer=True)
+    assert sum(n.fusion_group is None for n in fused if n.meta.get(OPTIMIZER_META) and n.kind in (OpKind.BINARY, OpKind.UNARY)) < len(math) // 4
