@@ -65,6 +65,7 @@ PYTORCH_EAGER = "pytorch-eager"
 RECURRENT_META = "eager_recurrent_gemm"
 # node.meta key on the optimizer update's nodes (the state tail), issued after the backward pass.
 OPTIMIZER_META = "eager_optimizer"
+_SCALAR_ARGS = (OpKind.CONSTANT, OpKind.RESHAPE, OpKind.BROADCAST)
 
 
 def _swaps_last_two(node: Node) -> bool:
@@ -167,10 +168,19 @@ def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True,
     inline_calls(graph)
     groups = FusionGroups(graph, max_nodes=max_nodes)
     groups.search_limit = max(groups.search_limit, len(groups.nodes))  # exact cycle checks
-    for node in state_tail(graph):
+    tail = state_tail(graph)
+    for node in tail:
         node.meta[OPTIMIZER_META] = True
-        if not fused_optimizer and node.kind not in (OpKind.CONSTANT, OpKind.RESHAPE, OpKind.BROADCAST):
+        if not fused_optimizer and node.kind not in _SCALAR_ARGS:
             groups.heroes[groups.index[node]] = 2  # closed: no merge can take it
+    if not fused_optimizer:
+        # torch.optim passes scalars as arguments (mul_(beta1), add_(g, alpha=1 - beta1)): a
+        # broadcast constant is part of the op that reads it, not a kernel writing a full tensor.
+        for node in tail:
+            if node.kind in _SCALAR_ARGS:
+                users = [u for v in node.outputs for u in v.users() if u in groups.index]
+                if users:
+                    groups.try_merge(groups.index[node], groups.index[users[0]], max_heroes=len(groups.nodes))
     # Library calls first: a batched GEMM holds several heroes, so no elementwise op joins it later.
     batched = batch_gemms(groups) if batch else 0
     greedy_fuse(groups, epilogues=False)
