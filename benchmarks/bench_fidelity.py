@@ -5,6 +5,7 @@
     PYTHONPATH=. python benchmarks/bench_fidelity.py --raw      # datasheet peaks, no constant
     PYTHONPATH=. python benchmarks/bench_fidelity.py --only bert   # pairs whose key contains "bert"
     PYTHONPATH=. python benchmarks/bench_fidelity.py --fit --hold-out txl-train-v100-amp   # refit without that pair
+    PYTHONPATH=. python benchmarks/bench_fidelity.py --only gnmt --breakdown   # device time per kernel class
 
 Each pair is one published measurement (`PAIRS`: source file, table, GPU, batch, precision,
 number) simulated the way that run executed: the suite workload at the published sizes (size
@@ -64,15 +65,16 @@ from cost_model.devices.spec import DTYPE_FAMILIES
 from cost_model.devices.topology import Topology
 from cost_model.host_dispatch import eager_host_ops, host_bound_step, optimizer_last
 from cost_model.simulator import SimulationProblem, simulate
+from graph_ir.op_kinds import OpKind
 from passes.fusion.defaults import DefaultFusion, apply_default_fusion
 from passes.fusion.eager import OPTIMIZER_META, apply_eager_fusion
 
 # Fitted by --fit (RESULTS.md section f). Fractions of the datasheet peaks.
-EFFICIENCY = {"fp32": 0.822, "tensor": 0.595, "conv_fp32": 0.780, "conv_tensor": 0.332, "memory": 1.0}
-STEP_OVERHEAD_S = {"tensorflow": 0.00448, "pytorch": 0.0}
+EFFICIENCY = {"fp32": 0.801, "tensor": 0.551, "conv_fp32": 0.776, "conv_tensor": 0.331, "memory": 1.0}
+STEP_OVERHEAD_S = {"tensorflow": 0.00424, "pytorch": 0.0}
 # Host time per framework-dispatched kernel (cost_model.host_dispatch): PyTorch eager issues every
 # kernel from Python; TF1 with XLA runs clusters, charged per step above instead.
-HOST_PER_KERNEL_S = {"pytorch": 29.8e-6, "tensorflow": 0.0}
+HOST_PER_KERNEL_S = {"pytorch": 40.0e-6, "tensorflow": 0.0}
 FITTED = ("fp32", "tensor", "conv_fp32", "conv_tensor", "memory", "tensorflow")
 # NVIDIA A100 datasheet: TF32 tensor-core peak (dense) 156 TFLOPS; the 80 GB SXM4 part has
 # 2,039 GB/s of HBM2e (the a100 preset is the 40 GB part, 1,555 GB/s).
@@ -292,8 +294,45 @@ def kernel_terms(problem: SimulationProblem, decisions: Decisions) -> dict[str, 
     optimizer[kernel_of_node[[i for i, n in enumerate(problem.nodes) if n.meta.get(OPTIMIZER_META)]]] = True
     optimizer &= works
     terms["order"], sync = optimizer_last(issue_order(problem, decisions), optimizer)
+    terms["kind"] = _kernel_classes(problem, kernel_of_node, k, works, optimizer)
     terms["sync_at"] = np.array([sync if optimizer.any() else 0])
     return terms
+
+
+KERNEL_CLASSES = ("conv", "batched GEMM", "GEMM", "optimizer", "reduction", "elementwise/data", "no-op")
+
+
+def _kernel_classes(problem: SimulationProblem, kernel_of_node: np.ndarray, k: int, works: np.ndarray, optimizer: np.ndarray) -> np.ndarray:
+    """Index into KERNEL_CLASSES per kernel (for --breakdown)."""
+    convs = np.bincount(kernel_of_node, weights=is_conv(problem).astype(float), minlength=k)
+    matmul = np.array([n.kind == OpKind.MATMUL for n in problem.nodes], dtype=float)
+    gemms = np.bincount(kernel_of_node, weights=matmul, minlength=k)
+    reduce = np.array([n.kind in (OpKind.REDUCE, OpKind.ARG_REDUCE, OpKind.SOFTMAX, OpKind.NORM) for n in problem.nodes], dtype=float)
+    reductions = np.bincount(kernel_of_node, weights=reduce, minlength=k)
+    kind = np.full(k, 5, dtype=np.int64)
+    kind[reductions > 0] = 4
+    kind[optimizer] = 3
+    kind[gemms == 1] = 2
+    kind[gemms > 1] = 1
+    kind[convs > 0] = 0
+    kind[~works] = 6
+    return kind
+
+
+def breakdown(terms: dict[str, np.ndarray], pair: dict[str, Any], efficiency: dict[str, float]) -> list[tuple[str, int, float, float, float]]:
+    """Per kernel class: (class, kernels, compute-bound s, memory-bound s, launch s) at the given
+    fractions: where the simulated device time of a pair goes."""
+    general, conv = _fractions(pair, efficiency)
+    compute = sum(terms[f] / general[f] + terms[f"conv_{f}"] / conv[f] for f in ("fp32", "fp16"))
+    compute = compute + sum(terms[f] + terms[f"conv_{f}"] for f in DTYPE_FAMILIES if f not in ("fp32", "fp16"))
+    memory = terms["memory"] / efficiency["memory"]
+    bound = compute >= memory
+    rows = []
+    for index, name in enumerate(KERNEL_CLASSES):
+        mask = terms["kind"] == index
+        if mask.any():
+            rows.append((name, int(mask.sum()), float(compute[mask & bound].sum()), float(memory[mask & ~bound].sum()), float(terms["launch"][mask].sum())))
+    return rows
 
 
 def analytic_step(
@@ -342,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run the pairs whose key contains this text")
     parser.add_argument("--pytorch-fusion", choices=("xla-gpu", "eager"), default="eager",
                         help="fusion for the PyTorch rows: eager (default: no library epilogues) or XLA's")
+    parser.add_argument("--breakdown", action="store_true", help="print where each pair's simulated device time goes, per kernel class")
     parser.add_argument("--no-host", action="store_true", help="with --fit: no host time per kernel (device time only)")
     parser.add_argument("--hold-out", default="", help="comma-separated pair keys to leave out of --fit (a sensitivity run)")
     parser.add_argument("--out", default="benchmarks/results/fidelity.json")
@@ -377,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
                      "host_ops": int(terms["host_ops"].sum()), "device_step_s": device_only, "host_bound": step - overhead.get(pair["framework"], 0.0) > device_only * 1.01,
                      "simulated_step_s": step, "simulated": rate, "ratio": ratio(rate, pair["published"]),
                      "ratio_datasheet": ratio(raw, pair["published"])})
+    if args.breakdown:
+        for pair, (_, _, _, _, terms) in zip(pairs, built):
+            print(f"\n{pair['key']}: kernel class | kernels | compute-bound ms | memory-bound ms | launch ms")
+            for name, count, compute_s, memory_s, launch_s in breakdown(terms, pair, efficiency):
+                print(f"  {name:17s} | {count:6d} | {compute_s * 1e3:9.2f} | {memory_s * 1e3:9.2f} | {launch_s * 1e3:7.2f}")
     print(f"\nefficiency (fraction of datasheet peak): {efficiency}; host overhead per step: {overhead}; host per dispatched kernel: {host}")
     print("| pair | model | mode | device | precision | sizes | published | simulated | sim/pub | at datasheet peaks | kernels (host ops) | host-bound | fitted on |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

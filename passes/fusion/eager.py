@@ -33,7 +33,8 @@ step. `apply_eager_fusion(graph)` groups it back into the kernels such a run lau
 
 4. **The optimizer runs op by op**: torch.optim's optimizers (Adam, SGD, DLE's JIT LAMB) loop over
    the parameters in Python, one kernel per elementwise op of the update (the multi-tensor
-   "foreach"/fused optimizers came later); the update's nodes are the state tail of
+   "foreach"/fused optimizers came later), scalars passed as arguments and an add taking one
+   operand's products in (`add_(g, alpha=)`, `addcmul_`, `addcdiv_`); the update's nodes are the state tail of
    `cost_model.precision` and are marked for the host model (`OPTIMIZER_META`).
 
 Numerics are unchanged (groups only); the simulator prices a group as one kernel: summed FLOPs,
@@ -157,6 +158,36 @@ def batch_gemms(groups: FusionGroups, batch_nodes: int = 4096) -> int:
     return merges
 
 
+def _compound_ops(groups: FusionGroups, tail: set[Node]) -> None:
+    """The kernels of torch.optim's in-place ops in an op-by-op update: scalars are arguments (a
+    broadcast constant rides in the op that reads it, `mul_(beta1)`), and an add or subtract
+    takes one operand's chain of products in (`add_(g, alpha=a)`, `addcmul_(t1, t2, value=a)`,
+    `addcdiv_(t1, t2, value=a)`: self + a * t1 * t2 or self + a * t1 / t2 in one kernel)."""
+    anything = len(groups.nodes)
+    for node in tail:
+        if node.kind in _SCALAR_ARGS:
+            users = [u for v in node.outputs for u in v.users() if u in groups.index]
+            if users:
+                groups.try_merge(groups.index[node], groups.index[users[0]], max_heroes=anything)
+    products = ("multiply", "divide")
+    for node in tail:
+        if node.kind != OpKind.BINARY or node.op_type not in ("add", "subtract"):
+            continue
+        for value in node.inputs:
+            producer = value.producer if value is not None else None
+            chain = 0
+            # Up to two products (value * t1 * t2, value * t1 / t2), each read only here.
+            while (producer is not None and producer in tail and producer.op_type in products and chain < 2
+                   and len(producer.outputs[0].users()) == 1):
+                groups.try_merge(groups.index[producer], groups.index[node], max_heroes=anything)
+                chain += 1
+                nxt = [v.producer for v in producer.inputs if v is not None and v.producer is not None
+                       and v.producer in tail and v.producer.op_type in products]
+                producer = nxt[0] if nxt else None
+            if chain:
+                break  # one operand: the in-place target is the other
+
+
 def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True, fused_optimizer: bool = False) -> DefaultFusion:
     """Write PyTorch eager's kernels into `graph` as fusion groups (module docstring); `batch`
     False leaves out the batched-GEMM rules (every matmul its own kernel). Unless
@@ -174,13 +205,7 @@ def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True,
         if not fused_optimizer and node.kind not in _SCALAR_ARGS:
             groups.heroes[groups.index[node]] = 2  # closed: no merge can take it
     if not fused_optimizer:
-        # torch.optim passes scalars as arguments (mul_(beta1), add_(g, alpha=1 - beta1)): a
-        # broadcast constant is part of the op that reads it, not a kernel writing a full tensor.
-        for node in tail:
-            if node.kind in _SCALAR_ARGS:
-                users = [u for v in node.outputs for u in v.users() if u in groups.index]
-                if users:
-                    groups.try_merge(groups.index[node], groups.index[users[0]], max_heroes=len(groups.nodes))
+        _compound_ops(groups, tail)
     # Library calls first: a batched GEMM holds several heroes, so no elementwise op joins it later.
     batched = batch_gemms(groups) if batch else 0
     greedy_fuse(groups, epilogues=False)
