@@ -124,3 +124,8 @@ def test_host_bound_step_agrees_with_the_fit_path(bench) -> None:
     assert step >= terms["host_ops"].sum() * 500e-6  # host-bound: every dispatch is paid
     with pytest.raises(ValueError):
         bench.simulate_step(problem, decisions, pair, efficiency, {}, {"pytorch": 1e-5})
+    # --breakdown: the kernel classes partition the kernels and their times add up to the device step.
+    rows = bench.breakdown(terms, pair, efficiency)
+    assert sum(r[1] for r in rows) == terms["launch"].size
+    assert sum(r[2] + r[3] + r[4] for r in rows) == pytest.approx(device, rel=1e-9)
+    assert {r[0] for r in rows} >= {"conv", "elementwise/data"}
