@@ -4,21 +4,26 @@
     PYTHONPATH=. python benchmarks/bench_fidelity.py --fit      # refit them on the fit=True pairs first
     PYTHONPATH=. python benchmarks/bench_fidelity.py --raw      # datasheet peaks, no constant
     PYTHONPATH=. python benchmarks/bench_fidelity.py --only bert   # pairs whose key contains "bert"
+    PYTHONPATH=. python benchmarks/bench_fidelity.py --fit --hold-out txl-train-v100-amp   # refit without that pair
+    PYTHONPATH=. python benchmarks/bench_fidelity.py --only gnmt --breakdown   # device time per kernel class
 
 Each pair is one published measurement (`PAIRS`: source file, table, GPU, batch, precision,
 number) simulated the way that run executed: the suite workload at the published sizes (size
 overrides only: BERT-large is `bert-base` with 24 x 1024 x 16 heads), its precision applied
-(AMP: every f32 tensor made f16, convs/matmuls at the tensor-core peak; TF32 on A100: f32
+(AMP: `cost_model.precision.apply_amp`, fp16 math with fp32 optimizer state and one weight cast per parameter, convs/matmuls at the tensor-core peak; TF32 on A100: f32
 convs/matmuls at the TF32 tensor-core peak), the run's framework default fusion (TensorFlow
-with XLA: `apply_default_fusion`, `xla-gpu`; PyTorch eager: `eager_fusion`, elementwise chains
-and reductions fused as PyTorch's composite kernels are, matmuls/convs without epilogues;
-`--pytorch-fusion xla-gpu` gives them XLA's instead), then the event simulator on one GPU of the
+with XLA: `apply_default_fusion`, `xla-gpu`; PyTorch eager: `passes.fusion.eager`, every call
+inlined, elementwise chains and reductions fused as PyTorch's composite kernels are,
+matmuls/convs without epilogues, a weight applied over a sequence one batched GEMM (cuDNN's LSTM
+input projection, the weight gradient summed over steps); `--pytorch-fusion xla-gpu` gives them
+XLA's instead), then the event simulator on one GPU of the
 preset with `DeratedRoofline` kernel costs.
 
-Constants (`EFFICIENCY`, `STEP_OVERHEAD_S`), fitted by `--fit` on the twelve V100 pairs (`fit=True`)
-by Nelder-Mead on the squared log error of throughput, evaluated with the per-kernel sum the
-simulator computes on one GPU (checked equal to the simulator for every row); all ten A100 pairs
-are held out (TF32 included: it is predicted from the fp16 tensor-core fractions):
+Constants (`EFFICIENCY`, `STEP_OVERHEAD_S`, `HOST_PER_KERNEL_S`), fitted by `--fit` on the twelve
+V100 pairs (`fit=True`) by Nelder-Mead on the squared log error of throughput, evaluated with the
+per-kernel form of the simulator's one-GPU step (checked equal to the simulator for every row);
+all ten A100 pairs are held out (TF32 included: it is predicted from the fp16 tensor-core
+fractions):
 - `EFFICIENCY["fp32"]`, `["tensor"]`: fraction of the datasheet FLOP peak that matmuls (and any
   op but a convolution) reach on CUDA cores (fp32) and on tensor cores (fp16 under AMP; TF32 on
   A100, at the 156 TFLOPS TF32 peak);
@@ -27,8 +32,13 @@ are held out (TF32 included: it is predicted from the fp16 tensor-core fractions
 - `EFFICIENCY["memory"]`: fraction of the datasheet HBM bandwidth a memory-bound kernel reaches;
 - `STEP_OVERHEAD_S["tensorflow"]`: host time per step outside the GPU timeline in the TF1
   (session.run) runs, where the published small-batch inference latencies show it (BERT-base
-  on A100 at batch 1 takes 4.3 ms for 22 GFLOP). PyTorch dispatches asynchronously, so its host
-  time overlaps the GPU at these batch sizes and is charged 0.
+  on A100 at batch 1 takes 4.3 ms for 22 GFLOP);
+- `HOST_PER_KERNEL_S["pytorch"]`: host time per kernel that eager PyTorch dispatches from Python
+  (`cost_model.host_dispatch`: the GPU runs a kernel no earlier than the host has issued it; a
+  recurrence's per-step kernels are launched by one cuDNN call). It is per kernel of our eager
+  grouping, which counts fewer kernels than PyTorch has ops (views, autograd bookkeeping and
+  the optimizer's per-parameter ops are not kernels here), so it is larger than a measured
+  per-op dispatch cost. `--no-host` fits without it.
 
 Writes benchmarks/results/fidelity.json.
 """
@@ -49,19 +59,22 @@ import numpy as np
 from compiler_opt.workloads.registry import build_workload
 from cost_model.costs.derated import DeratedRoofline, is_conv
 from cost_model.decisions import Decisions
+from cost_model.precision import apply_amp
 from cost_model.devices import load_topology
 from cost_model.devices.spec import DTYPE_FAMILIES
 from cost_model.devices.topology import Topology
+from cost_model.host_dispatch import eager_host_ops, host_bound_step, optimizer_last
 from cost_model.simulator import SimulationProblem, simulate
-from graph_ir.dtypes import DType
-from graph_ir.types import TensorType
-from passes.fusion.defaults import DefaultFusion, apply_default_fusion, inline_cheap_calls, sibling_fusion
-from passes.fusion.fuse import greedy_fuse
-from passes.fusion.groups import FusionGroups
+from graph_ir.op_kinds import OpKind
+from passes.fusion.defaults import DefaultFusion, apply_default_fusion
+from passes.fusion.eager import OPTIMIZER_META, apply_eager_fusion
 
 # Fitted by --fit (RESULTS.md section f). Fractions of the datasheet peaks.
-EFFICIENCY = {"fp32": 0.743, "tensor": 0.320, "conv_fp32": 0.772, "conv_tensor": 0.330, "memory": 1.0}
-STEP_OVERHEAD_S = {"tensorflow": 0.00240, "pytorch": 0.0}
+EFFICIENCY = {"fp32": 0.801, "tensor": 0.551, "conv_fp32": 0.776, "conv_tensor": 0.331, "memory": 1.0}
+STEP_OVERHEAD_S = {"tensorflow": 0.00424, "pytorch": 0.0}
+# Host time per framework-dispatched kernel (cost_model.host_dispatch): PyTorch eager issues every
+# kernel from Python; TF1 with XLA runs clusters, charged per step above instead.
+HOST_PER_KERNEL_S = {"pytorch": 40.0e-6, "tensorflow": 0.0}
 FITTED = ("fp32", "tensor", "conv_fp32", "conv_tensor", "memory", "tensorflow")
 # NVIDIA A100 datasheet: TF32 tensor-core peak (dense) 156 TFLOPS; the 80 GB SXM4 part has
 # 2,039 GB/s of HBM2e (the a100 preset is the 40 GB part, 1,555 GB/s).
@@ -129,6 +142,10 @@ PAIRS: list[dict[str, Any]] = [
           _TXL + ", 'NVIDIA DGX-1 (8x V100 16GB)', batch 16, FP32"),
     _pair("txl-train-v100-amp", "transformer-xl", "train", {**TXL_BASE, "batch": 16}, "V100", "amp", 26639.0, "tok/s", "pytorch", True,
           _TXL + ", 'NVIDIA DGX-1 (8x V100 16GB)', batch 16, mixed precision"),
+    # The same table's batch-32 row: not fitted, a check that the per-step host cost and the
+    # device time add up as the batch doubles (the host-dispatch model, cost_model/host_dispatch.py).
+    _pair("txl-train-v100-amp-b32", "transformer-xl", "train", {**TXL_BASE, "batch": 32}, "V100", "amp", 36692.0, "tok/s", "pytorch", False,
+          _TXL + ", 'NVIDIA DGX-1 (8x V100 16GB)', batch 32, mixed precision"),
     _pair("txl-train-a100-tf32", "transformer-xl", "train", {**TXL_BASE, "batch": 32}, "A100", "tf32", 41527.0, "tok/s", "pytorch", False,
           _TXL + ", 'NVIDIA DGX A100 (8x A100 40GB)', batch 32, TF32"),
     _pair("txl-train-a100-amp", "transformer-xl", "train", {**TXL_BASE, "batch": 32}, "A100", "amp", 59961.0, "tok/s", "pytorch", False,
@@ -160,16 +177,10 @@ def geomean(values: list[float]) -> float:
 
 
 def with_precision(graph, precision: str) -> None:
-    """AMP: every f32 tensor (values and inputs' declared types) becomes f16, in place."""
-    if precision != "amp":
-        return
-    for node in graph.all_nodes():
-        for value in node.outputs:
-            if isinstance(value.type, TensorType) and value.type.dtype == DType.FLOAT32:
-                value.type = TensorType(DType.FLOAT16, value.type.shape)
-    for value in graph.inputs:
-        if isinstance(value.type, TensorType) and value.type.dtype == DType.FLOAT32:
-            value.type = TensorType(DType.FLOAT16, value.type.shape)
+    """AMP: `cost_model.precision.apply_amp` (fp16 math, fp32 optimizer state and master weights,
+    one fp32->fp16 cast per parameter), in place. fp32/TF32 graphs are left as they are."""
+    if precision == "amp":
+        apply_amp(graph)
 
 
 def device_topology(device: str) -> Topology:
@@ -206,16 +217,11 @@ def derating(pair: dict[str, Any], efficiency: dict[str, float]) -> DeratedRoofl
 
 
 def eager_fusion(graph) -> DefaultFusion:
-    """PyTorch eager on a JAX graph: library calls (matmul, conv) take no epilogue; chains of
-    elementwise ops and reductions fuse as one composite op's kernel would (batch norm, softmax,
-    layer norm, GELU are single kernels in PyTorch)."""
-    inline_cheap_calls(graph)
-    groups = FusionGroups(graph, max_nodes=32)
-    groups.search_limit = max(groups.search_limit, len(groups.nodes))
-    greedy_fuse(groups, epilogues=False)
-    sibling_fusion(groups)
-    groups.write()
-    return DefaultFusion("pytorch-eager", groups.num_groups, sum(len(m) for m in groups.members.values() if len(m) > 1))
+    """PyTorch eager on a JAX graph (`passes.fusion.eager`): library calls (matmul, conv) take no
+    epilogue; elementwise chains and reductions fuse as one composite op's kernel would (batch
+    norm, softmax, layer norm, GELU, LSTM gates are single kernels in PyTorch); a weight applied
+    over a sequence is one GEMM (cuDNN's LSTM input projection, nn.Linear on [T, B, H])."""
+    return apply_eager_fusion(graph)
 
 
 def build(pair: dict[str, Any], pytorch_fusion: str = "eager"):
@@ -235,10 +241,33 @@ def problem_for(graph, pair: dict[str, Any]) -> tuple[SimulationProblem, Decisio
     return problem, Decisions.from_graph(graph, topology, default_device=gpu, nodes=problem.nodes)
 
 
-def simulate_step(problem: SimulationProblem, decisions: Decisions, pair: dict[str, Any], efficiency: dict[str, float], overhead: dict[str, float]) -> float:
-    """Simulated seconds per step: the GPU timeline at the derated peaks plus the framework's host overhead."""
+def simulate_step(
+    problem: SimulationProblem, decisions: Decisions, pair: dict[str, Any], efficiency: dict[str, float], overhead: dict[str, float],
+    host: dict[str, float] | None = None, terms: dict[str, np.ndarray] | None = None,
+) -> float:
+    """Simulated seconds per step: the GPU timeline at the derated peaks, bounded below by the
+    host issuing its kernels (`host` seconds per dispatched kernel, `terms` from `kernel_terms`),
+    plus the framework's per-step host overhead."""
     problem.use_kernel_costs(derating(pair, efficiency))
-    return simulate(problem, decisions).step_time_s + overhead.get(pair["framework"], 0.0)
+    result = simulate(problem, decisions)
+    step = result.step_time_s
+    t_host = (host or {}).get(pair["framework"], 0.0)
+    if t_host > 0.0:
+        if terms is None:
+            raise ValueError("a host time per kernel needs the kernel terms (issue order, host ops)")
+        k = result.tasks.num_kernels
+        durations = (result.task_end[:k] - result.task_start[:k])[terms["order"]]
+        step = host_bound_step(durations, terms["host_ops"][terms["order"]], t_host, int(terms["sync_at"][0]))
+    return step + overhead.get(pair["framework"], 0.0)
+
+
+def issue_order(problem: SimulationProblem, decisions: Decisions) -> np.ndarray:
+    """Kernel indices in the order the one GPU starts them. On one device the list schedule's
+    order depends only on which kernels have finished, not on their durations: any cost source
+    gives the same order."""
+    result = simulate(problem, decisions)
+    k = result.tasks.num_kernels
+    return np.argsort(result.task_start[:k], kind="stable")
 
 
 def kernel_terms(problem: SimulationProblem, decisions: Decisions) -> dict[str, np.ndarray]:
@@ -259,34 +288,89 @@ def kernel_terms(problem: SimulationProblem, decisions: Decisions) -> dict[str, 
     kbytes = kernel_bytes(problem, kernel_of_node, first, size)
     terms["memory"] = kbytes / problem.type_bandwidth[ktype]
     terms["launch"] = problem.type_launch[ktype]
+    works = (kbytes > 0) | (sum(terms[f] + terms[f"conv_{f}"] for f in DTYPE_FAMILIES) > 0)
+    terms["host_ops"] = eager_host_ops(problem, kernel_of_node, first, works)
+    optimizer = np.zeros(k, dtype=bool)
+    optimizer[kernel_of_node[[i for i, n in enumerate(problem.nodes) if n.meta.get(OPTIMIZER_META)]]] = True
+    optimizer &= works
+    terms["order"], sync = optimizer_last(issue_order(problem, decisions), optimizer)
+    terms["kind"] = _kernel_classes(problem, kernel_of_node, k, works, optimizer)
+    terms["sync_at"] = np.array([sync if optimizer.any() else 0])
     return terms
 
 
-def analytic_step(terms: dict[str, np.ndarray], pair: dict[str, Any], efficiency: dict[str, float], overhead: dict[str, float]) -> float:
+KERNEL_CLASSES = ("conv", "batched GEMM", "GEMM", "optimizer", "reduction", "elementwise/data", "no-op")
+
+
+def _kernel_classes(problem: SimulationProblem, kernel_of_node: np.ndarray, k: int, works: np.ndarray, optimizer: np.ndarray) -> np.ndarray:
+    """Index into KERNEL_CLASSES per kernel (for --breakdown)."""
+    convs = np.bincount(kernel_of_node, weights=is_conv(problem).astype(float), minlength=k)
+    matmul = np.array([n.kind == OpKind.MATMUL for n in problem.nodes], dtype=float)
+    gemms = np.bincount(kernel_of_node, weights=matmul, minlength=k)
+    reduce = np.array([n.kind in (OpKind.REDUCE, OpKind.ARG_REDUCE, OpKind.SOFTMAX, OpKind.NORM) for n in problem.nodes], dtype=float)
+    reductions = np.bincount(kernel_of_node, weights=reduce, minlength=k)
+    kind = np.full(k, 5, dtype=np.int64)
+    kind[reductions > 0] = 4
+    kind[optimizer] = 3
+    kind[gemms == 1] = 2
+    kind[gemms > 1] = 1
+    kind[convs > 0] = 0
+    kind[~works] = 6
+    return kind
+
+
+def breakdown(terms: dict[str, np.ndarray], pair: dict[str, Any], efficiency: dict[str, float]) -> list[tuple[str, int, float, float, float]]:
+    """Per kernel class: (class, kernels, compute-bound s, memory-bound s, launch s) at the given
+    fractions: where the simulated device time of a pair goes."""
+    general, conv = _fractions(pair, efficiency)
+    compute = sum(terms[f] / general[f] + terms[f"conv_{f}"] / conv[f] for f in ("fp32", "fp16"))
+    compute = compute + sum(terms[f] + terms[f"conv_{f}"] for f in DTYPE_FAMILIES if f not in ("fp32", "fp16"))
+    memory = terms["memory"] / efficiency["memory"]
+    bound = compute >= memory
+    rows = []
+    for index, name in enumerate(KERNEL_CLASSES):
+        mask = terms["kind"] == index
+        if mask.any():
+            rows.append((name, int(mask.sum()), float(compute[mask & bound].sum()), float(memory[mask & ~bound].sum()), float(terms["launch"][mask].sum())))
+    return rows
+
+
+def analytic_step(
+    terms: dict[str, np.ndarray], pair: dict[str, Any], efficiency: dict[str, float], overhead: dict[str, float], host: dict[str, float] | None = None
+) -> float:
     """The same step as `simulate_step` for one GPU running its kernels one after another."""
     general, conv = _fractions(pair, efficiency)
     compute = sum(terms[f] / general[f] + terms[f"conv_{f}"] / conv[f] for f in ("fp32", "fp16"))
     compute = compute + sum(terms[f] + terms[f"conv_{f}"] for f in DTYPE_FAMILIES if f not in ("fp32", "fp16"))
     kernels = np.maximum(compute, terms["memory"] / efficiency["memory"]) + terms["launch"]
+    t_host = (host or {}).get(pair["framework"], 0.0)
+    if t_host > 0.0:
+        order = terms["order"]
+        return host_bound_step(kernels[order], terms["host_ops"][order], t_host, int(terms["sync_at"][0])) + overhead.get(pair["framework"], 0.0)
     return float(kernels.sum()) + overhead.get(pair["framework"], 0.0)
 
 
-def fit_constants(fitting: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> tuple[dict[str, float], dict[str, float]]:
-    """Nelder-Mead on the squared log error of throughput over the fitting pairs."""
+def fit_constants(
+    fitting: list[tuple[dict[str, Any], dict[str, np.ndarray]]], host: bool = True
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Nelder-Mead on the squared log error of throughput over the fitting pairs: the five
+    fractions, TF's per-step overhead and (with `host`) PyTorch's host time per kernel, in us."""
     from scipy.optimize import minimize
 
-    def unpack(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    def unpack(x: np.ndarray) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
         fractions = np.clip(np.exp(x[:5]), 0.02, 1.0)
         efficiency = dict(zip(FITTED[:5], map(float, fractions)))
-        return efficiency, {"tensorflow": float(np.clip(x[5], 0.0, 0.05)), "pytorch": 0.0}
+        per_kernel = float(np.clip(x[6], 0.0, 500.0)) * 1e-6 if host else 0.0
+        return efficiency, {"tensorflow": float(np.clip(x[5], 0.0, 0.05)), "pytorch": 0.0}, {"pytorch": per_kernel, "tensorflow": 0.0}
 
     def loss(x: np.ndarray) -> float:
-        efficiency, overhead = unpack(x)
-        return sum(math.log(items_per_step(p) / analytic_step(t, p, efficiency, overhead) / p["published"]) ** 2 for p, t in fitting)
+        efficiency, overhead, per_kernel = unpack(x)
+        return sum(math.log(items_per_step(p) / analytic_step(t, p, efficiency, overhead, per_kernel) / p["published"]) ** 2 for p, t in fitting)
 
-    starts = [np.array([*map(math.log, fractions), overhead])
-              for *fractions, overhead in ((0.7, 0.3, 0.7, 0.3, 0.9, 0.002), (0.9, 0.6, 0.6, 0.2, 0.7, 0.004), (0.5, 0.2, 0.5, 0.4, 1.0, 0.0))]
-    best = min((minimize(loss, s, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8, "maxiter": 4000}) for s in starts), key=lambda r: r.fun)
+    starts = [np.array([*map(math.log, fractions), overhead, us])
+              for *fractions, overhead, us in ((0.7, 0.3, 0.7, 0.3, 0.9, 0.002, 20.0), (0.9, 0.6, 0.6, 0.2, 0.7, 0.004, 60.0),
+                                               (0.5, 0.2, 0.5, 0.4, 1.0, 0.0, 5.0), (0.7, 0.45, 0.7, 0.3, 1.0, 0.002, 90.0))]
+    best = min((minimize(loss, s, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8, "maxiter": 6000}) for s in starts), key=lambda r: r.fun)
     return unpack(best.x)
 
 
@@ -297,9 +381,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run the pairs whose key contains this text")
     parser.add_argument("--pytorch-fusion", choices=("xla-gpu", "eager"), default="eager",
                         help="fusion for the PyTorch rows: eager (default: no library epilogues) or XLA's")
+    parser.add_argument("--breakdown", action="store_true", help="print where each pair's simulated device time goes, per kernel class")
+    parser.add_argument("--no-host", action="store_true", help="with --fit: no host time per kernel (device time only)")
+    parser.add_argument("--hold-out", default="", help="comma-separated pair keys to leave out of --fit (a sensitivity run)")
     parser.add_argument("--out", default="benchmarks/results/fidelity.json")
     args = parser.parse_args(argv)
-    pairs = [p for p in PAIRS if args.only in p["key"]]
+    held = {k for k in args.hold_out.split(",") if k}
+    unknown = held - {p["key"] for p in PAIRS}
+    if unknown:
+        parser.error(f"--hold-out: unknown pair keys {sorted(unknown)}")
+    pairs = [{**p, "fit": p["fit"] and p["key"] not in held} for p in PAIRS if args.only in p["key"]]
     built = []
     for pair in pairs:
         began = time.perf_counter()
@@ -307,30 +398,37 @@ def main(argv: list[str] | None = None) -> int:
         problem, decisions = problem_for(graph, pair)
         built.append((graph, fusion, problem, decisions, kernel_terms(problem, decisions)))
         print(f"built {pair['key']} ({len(graph)} nodes, {fusion.name}: {fusion.groups} groups) in {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
-    efficiency, overhead = dict(EFFICIENCY), dict(STEP_OVERHEAD_S)
+    efficiency, overhead, host = dict(EFFICIENCY), dict(STEP_OVERHEAD_S), dict(HOST_PER_KERNEL_S)
     if args.raw:
-        efficiency, overhead = {k: 1.0 for k in efficiency}, {k: 0.0 for k in overhead}
+        efficiency, overhead, host = {k: 1.0 for k in efficiency}, {k: 0.0 for k in overhead}, {k: 0.0 for k in host}
     elif args.fit:
-        efficiency, overhead = fit_constants([(p, b[4]) for p, b in zip(pairs, built) if p["fit"]])
-        print(f"fitted: {efficiency} step overhead {overhead}", flush=True)
+        efficiency, overhead, host = fit_constants([(p, b[4]) for p, b in zip(pairs, built) if p["fit"]], host=not args.no_host)
+        print(f"fitted: {efficiency} step overhead {overhead} host per kernel {host}", flush=True)
     rows = []
     for pair, (graph, fusion, problem, decisions, terms) in zip(pairs, built):
-        step = simulate_step(problem, decisions, pair, efficiency, overhead)
-        check = analytic_step(terms, pair, efficiency, overhead)
+        step = simulate_step(problem, decisions, pair, efficiency, overhead, host, terms)
+        check = analytic_step(terms, pair, efficiency, overhead, host)
         if not math.isclose(step, check, rel_tol=1e-6):
             raise RuntimeError(f"{pair['key']}: simulator {step} s but the per-kernel sum {check} s (the fit would be wrong)")
         rate = items_per_step(pair) / step
         raw = items_per_step(pair) / simulate_step(problem, decisions, pair, {k: 1.0 for k in efficiency}, {})
+        device_only = simulate_step(problem, decisions, pair, efficiency, {})
         rows.append({**pair, "default_fusion": fusion.name, "nodes": len(graph), "kernels": int(terms["launch"].size),
+                     "host_ops": int(terms["host_ops"].sum()), "device_step_s": device_only, "host_bound": step - overhead.get(pair["framework"], 0.0) > device_only * 1.01,
                      "simulated_step_s": step, "simulated": rate, "ratio": ratio(rate, pair["published"]),
                      "ratio_datasheet": ratio(raw, pair["published"])})
-    print(f"\nefficiency (fraction of datasheet peak): {efficiency}; host overhead per step: {overhead}")
-    print("| pair | model | mode | device | precision | sizes | published | simulated | sim/pub | at datasheet peaks | fitted on |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    if args.breakdown:
+        for pair, (_, _, _, _, terms) in zip(pairs, built):
+            print(f"\n{pair['key']}: kernel class | kernels | compute-bound ms | memory-bound ms | launch ms")
+            for name, count, compute_s, memory_s, launch_s in breakdown(terms, pair, efficiency):
+                print(f"  {name:17s} | {count:6d} | {compute_s * 1e3:9.2f} | {memory_s * 1e3:9.2f} | {launch_s * 1e3:7.2f}")
+    print(f"\nefficiency (fraction of datasheet peak): {efficiency}; host overhead per step: {overhead}; host per dispatched kernel: {host}")
+    print("| pair | model | mode | device | precision | sizes | published | simulated | sim/pub | at datasheet peaks | kernels (host ops) | host-bound | fitted on |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items() if k in ("batch", "seq_len", "src_len", "seg_len"))
         flag = "" if 0.75 <= r["ratio"] <= 1.33 else " **out**"
-        print(f"| {r['key']} | {r['workload']} | {r['mode']} | {r['device']} | {r['precision']} | {sizes} | {r['published']:.0f} {r['unit']} | {r['simulated']:.0f} | {r['ratio']:.2f}{flag} | {r['ratio_datasheet']:.2f} | {'yes' if r['fit'] else 'held out'} |")
+        print(f"| {r['key']} | {r['workload']} | {r['mode']} | {r['device']} | {r['precision']} | {sizes} | {r['published']:.0f} {r['unit']} | {r['simulated']:.0f} | {r['ratio']:.2f}{flag} | {r['ratio_datasheet']:.2f} | {r['kernels']} ({r['host_ops']}) | {'yes' if r['host_bound'] else 'no'} | {'yes' if r['fit'] else 'held out'} |")
     summary = {"all": geomean([r["ratio"] for r in rows])}
     for name, chosen in (("fitted", [r for r in rows if r["fit"]]), ("held out", [r for r in rows if not r["fit"]])):
         if chosen:
@@ -338,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     inside = sum(0.75 <= r["ratio"] <= 1.33 for r in rows)
     print("geometric mean sim/pub: " + ", ".join(f"{k} {v:.3f}" for k, v in summary.items()) + f"; within 0.75-1.33: {inside} of {len(rows)}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"efficiency": efficiency, "step_overhead_s": overhead, "geomean": summary, "rows": rows}, indent=1))
+    Path(args.out).write_text(json.dumps({"efficiency": efficiency, "step_overhead_s": overhead, "host_per_kernel_s": host, "geomean": summary, "rows": rows}, indent=1))
     return 0
 
 

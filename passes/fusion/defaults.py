@@ -59,6 +59,7 @@ __all__ = [
     "CUDNN_RUNTIME",
     "apply_default_fusion",
     "colocated_groups",
+    "inline_calls",
     "inline_cheap_calls",
     "default_fusion_name",
     "is_training_graph",
@@ -251,60 +252,109 @@ def inline_cheap_calls(graph: Graph) -> int:
     """Replace each top-level HLO `call` whose body is only cheap ops (elementwise, broadcast,
     reshape, constant...) by a copy of its body; the number inlined. Numerics are unchanged (the
     same ops on the same values); XLA inlines such calls before fusing."""
+    return inline_calls(graph, cheap_only=True)
+
+
+def _inline_one(graph: Graph, node: Node, cheap_only: bool) -> list[Node] | None:
+    """The clones of `node`'s body (appended to `graph`, the call's uses rewired), or None when
+    the call is left alone."""
+    from graph_ir.attrs import Attr, AttrKind
+    from graph_ir.clone import clone_graph
     from graph_ir.core import Node as IrNode
     from passes.fusion.rules import CHEAP_KINDS
 
-    inlined: dict[Node, list[Node]] = {}
-    for node in list(graph):
-        if node.domain != "hlo" or node.kind != OpKind.CALL or len(node.outputs) != 1:
+    body = _call_body(node)
+    if body is None or len(body.outputs) != 1 or len(body.inputs) != len(node.inputs) or len(node.outputs) != 1:
+        return None
+    members = list(body)
+    if not members:
+        return None
+    if cheap_only and any(m.kind not in CHEAP_KINDS or any(True for _ in m.subgraphs()) for m in members):
+        return None
+    root = body.outputs[0]
+    result = node.outputs[0]
+    tuple_root = root.producer is not None and root.producer.kind == OpKind.TUPLE
+    getters = [u.node for u in result.uses] if tuple_root else []
+    if tuple_root and (not getters or any(g.kind != OpKind.GET_TUPLE_ELEMENT for g in getters) or graph.has_output(result)):
+        return None  # the tuple itself escapes: nothing to unpack
+    mapping = dict(zip(body.inputs, node.inputs))
+    made: list[Node] = []
+    for member in members:
+        if tuple_root and member is root.producer:
             continue
-        body = _call_body(node)
-        if body is None or len(body.outputs) != 1 or len(body.inputs) != len(node.inputs):
-            continue
-        members = list(body)
-        if not members or any(m.kind not in CHEAP_KINDS or any(True for _ in m.subgraphs()) for m in members):
-            continue
-        mapping = dict(zip(body.inputs, node.inputs))
-        made = []
-        for member in members:
-            if any(v is not None and v not in mapping and v.producer is None for v in member.inputs):
-                break  # a captured outer value: leave this call alone
-            clone = IrNode(
-                member.op_type,
-                [mapping.get(v, v) if v is not None else None for v in member.inputs],
-                attrs=list(member.attrs.values()),
-                domain=member.domain,
-                overload=member.overload,
-                kind=member.kind,
-                name=graph.unique_name(f"{node.name or 'call'}.{member.name or member.op_type}"),
-            )
-            clone.meta.update(member.meta)  # the HLO exporter rebuilds constants from it
-            for out, original in zip(clone.outputs, member.outputs):
-                out.type = original.type
-                out.meta.update(original.meta)
-                out.name = graph.unique_name(f"{node.name or 'call'}.{original.name or 'v'}")
-                mapping[original] = out
-            clone.device = node.device
-            made.append(clone)
-        else:
-            result = mapping.get(body.outputs[0])
-            if result is None or result.producer is None:
-                continue  # the body returns an input unchanged: nothing to gain
-            graph.extend(made)
-            node.outputs[0].replace_all_uses_with(result)
-            inlined[node] = made
-    if not inlined:
-        return 0
-    made_ids = {id(m) for made in inlined.values() for m in made}
-    order: list[Node] = []
-    for node in list(graph):
-        if node in inlined:
-            order.extend(inlined[node])  # the body's ops where the call was
-        elif id(node) not in made_ids:
-            order.append(node)
-    graph.remove_nodes(list(inlined))
-    graph.reorder(order)
-    return len(inlined)
+        if any(v is not None and v not in mapping and v.producer is None for v in member.inputs):
+            return None  # a captured outer value: leave this call alone
+        # A nested computation (a reducer, a called body) is copied with its op: one graph has one owner.
+        attrs = [Attr(a.name, a.kind, tuple(clone_graph(g) for g in a.value)) if a.kind == AttrKind.GRAPHS else a
+                 for a in member.attrs.values()]
+        clone = IrNode(
+            member.op_type,
+            [mapping.get(v, v) if v is not None else None for v in member.inputs],
+            attrs=attrs,
+            domain=member.domain,
+            overload=member.overload,
+            kind=member.kind,
+            name=graph.unique_name(f"{node.name or 'call'}.{member.name or member.op_type}"),
+        )
+        clone.meta.update(member.meta)  # the HLO exporter rebuilds constants from it
+        for out, original in zip(clone.outputs, member.outputs):
+            out.type = original.type
+            out.meta.update(original.meta)
+            out.name = graph.unique_name(f"{node.name or 'call'}.{original.name or 'v'}")
+            mapping[original] = out
+        clone.device = node.device
+        made.append(clone)
+    if tuple_root:
+        elements = [mapping.get(v, v) for v in root.producer.inputs]
+        if any(e is None or (e.producer is None and e not in node.inputs) for e in elements):
+            return None
+        graph.extend(made)
+        for getter in getters:
+            getter.outputs[0].replace_all_uses_with(elements[int(getter.attr("tuple_index") or 0)])
+        return made
+    value = mapping.get(root)
+    if value is None or value.producer is None or value.producer not in made:
+        return None  # the body returns an input unchanged: nothing to gain
+    graph.extend(made)
+    result.replace_all_uses_with(value)
+    return made
+
+
+def inline_calls(graph: Graph, cheap_only: bool = False) -> int:
+    """Replace top-level HLO `call`s by copies of their bodies, to a fixpoint (a body's own calls
+    are inlined in the next round); the number inlined. `cheap_only` keeps XLA's cheap-call rule
+    (above); otherwise any body is inlined, a tuple result unpacked straight into the
+    get-tuple-element users, as XLA's CallInliner inlines every call: a call is a boundary of
+    the tracer (JAX's `jit`-wrapped `var`, `log_softmax`, `_where`), not a kernel, and left in
+    place it is charged as one op (its body's bytes once, or only its operands where the body is
+    shared). Nested computations (reducers, loop bodies) are copied with their ops."""
+    total = 0
+    while True:
+        inlined: dict[Node, list[Node]] = {}
+        for node in list(graph):
+            if node.domain != "hlo" or node.kind != OpKind.CALL:
+                continue
+            made = _inline_one(graph, node, cheap_only)
+            if made is not None:
+                inlined[node] = made
+        if not inlined:
+            return total
+        total += len(inlined)
+        made_ids = {id(m) for made in inlined.values() for m in made}
+        doomed = set(inlined)
+        for node in inlined:  # the unpacked get-tuple-elements go with their call
+            if node.outputs[0].has_uses() and all(u.node.kind == OpKind.GET_TUPLE_ELEMENT for u in node.outputs[0].uses):
+                doomed.update(u.node for u in node.outputs[0].uses if not u.node.outputs[0].has_uses())
+        order: list[Node] = []
+        for node in list(graph):
+            if node in inlined:
+                order.extend(inlined[node])  # the body's ops where the call was
+            elif id(node) not in made_ids and node not in doomed:
+                order.append(node)
+        graph.remove_nodes([n for n in graph if n in doomed])
+        graph.reorder(order)
+        if cheap_only:
+            return total
 
 
 def sibling_fusion(groups: FusionGroups) -> int:

@@ -143,7 +143,9 @@ class FusionGroups:
         return self.find(a) == self.find(b)
 
     # -- legality --------------------------------------------------------------------------------
-    def legal(self, a: int, b: int) -> bool:
+    def legal(self, a: int, b: int, *, max_heroes: int = 1) -> bool:
+        """May the groups of a and b merge? At most `max_heroes` heroes in the result (more only
+        for batched library calls: one GEMM over several matmuls sharing an operand)."""
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
             return False
@@ -151,7 +153,7 @@ class FusionGroups:
             return False
         if len(self.members[ra]) + len(self.members[rb]) > self.max_nodes:
             return False
-        if self.heroes[ra] + self.heroes[rb] > 1:
+        if self.heroes[ra] + self.heroes[rb] > max_heroes:
             return False
         return not self._creates_cycle(ra, rb)
 
@@ -205,9 +207,10 @@ class FusionGroups:
         return False
 
     # -- merging ---------------------------------------------------------------------------------
-    def try_merge(self, a: int, b: int) -> bool:
+    def try_merge(self, a: int, b: int, *, max_heroes: int = 1) -> bool:
         """Merge the groups of nodes a and b if legal; True when merged."""
-        if not self.legal(a, b):
+        # Subclasses may override legal(a, b) without the keyword (compiler_opt.policy.decode).
+        if not (self.legal(a, b) if max_heroes == 1 else self.legal(a, b, max_heroes=max_heroes)):
             return False
         ra, rb = self.find(a), self.find(b)
         if len(self.members[ra]) < len(self.members[rb]):

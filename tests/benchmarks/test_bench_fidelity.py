@@ -103,3 +103,29 @@ def test_eager_fusion_gives_library_calls_no_epilogue(bench) -> None:
     xla = build_workload("resnet-50", "inference", batch=2, image_size=64)
     bench.apply_default_fusion(xla)
     assert any(n.fusion_group is not None for n in xla if n.kind in HEAVY_KINDS)  # XLA's epilogues
+
+
+def test_host_bound_step_agrees_with_the_fit_path(bench) -> None:
+    """A PyTorch pair: the simulator's timeline with the host bound equals the per-kernel form the
+    fit uses, at a host time that binds and at one that does not; the bound never shortens a step."""
+    pair = next(p for p in bench.PAIRS if p["key"] == "rn50-infer-v100-amp")
+    graph, fusion = bench.build(pair)
+    assert fusion.name == "pytorch-eager"
+    problem, decisions = bench.problem_for(graph, pair)
+    terms = bench.kernel_terms(problem, decisions)
+    assert terms["host_ops"].sum() == terms["launch"].size - (terms["host_ops"] == 0).sum() > 0
+    efficiency = dict(bench.EFFICIENCY)
+    device = bench.simulate_step(problem, decisions, pair, efficiency, {})
+    for per_kernel in (1e-7, 500e-6):
+        host = {"pytorch": per_kernel}
+        step = bench.simulate_step(problem, decisions, pair, efficiency, {}, host, terms)
+        assert step == pytest.approx(bench.analytic_step(terms, pair, efficiency, {}, host), rel=1e-9)
+        assert step >= device * (1 - 1e-12)
+    assert step >= terms["host_ops"].sum() * 500e-6  # host-bound: every dispatch is paid
+    with pytest.raises(ValueError):
+        bench.simulate_step(problem, decisions, pair, efficiency, {}, {"pytorch": 1e-5})
+    # --breakdown: the kernel classes partition the kernels and their times add up to the device step.
+    rows = bench.breakdown(terms, pair, efficiency)
+    assert sum(r[1] for r in rows) == terms["launch"].size
+    assert sum(r[2] + r[3] + r[4] for r in rows) == pytest.approx(device, rel=1e-9)
+    assert {r[0] for r in rows} >= {"conv", "elementwise/data"}
