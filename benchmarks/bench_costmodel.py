@@ -47,6 +47,8 @@ def score(name: str, predictions: list[np.ndarray], records: list, random_needs:
     out["tuner_measurements"] = float(np.mean(tuner))
     out["random_measurements"] = float(np.mean(random_needs))
     out["method"] = name
+    # per test kernel, so a later comparison on a subset (e.g. kernels a shipped model never saw) needs no retraining
+    out["per_kernel"] = {Path(r.path).name: row | {"tuner_measurements": t} for r, row, t in zip(records, rows, tuner)}
     return out
 
 
@@ -63,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-split", choices=("random", "program"), help="run one split (e.g. the two in two processes)")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--configs-per-step", type=int, default=16, help="configurations of a kernel per loss term (TrainConfig)")
+    parser.add_argument("--label", default="", help="appended to the GraphSAGE rows' names (e.g. a variant's settings)")
+    parser.add_argument("--shipped", metavar="MODEL.pt", help="also score this saved model on the same test kernels")
+    parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
 
     import torch
@@ -72,19 +78,27 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.tpugraphs import load_dir
     from cost_model.learned.train import TrainConfig, fit, predict
     from cost_model.measure.harness import noise_floor
+    from cost_model.measure.quality import kernel_noise, noise_ceiling, retest_pairs
     from passes.autotune.search import random_search_measurements
 
     torch.set_num_threads(1)
     records = load_dir(args.data)
     retest = [tuple(p) for r in records for p in r.meta.get("retest", [])]
     floor = noise_floor(retest)
+    remeasured = [tuple(p) for r in records for p in r.meta.get("remeasure", {}).get("pairs", [])]
     configs = [r.num_configs for r in records]
+    scores = [kernel_noise(r).score for r in records if not r.layout_form]
     summary = {"data": Path(args.data).name, "kernels": len(records), "programs": len({r.program for r in records}),
                "configs_mean": float(np.mean(configs)), "configs_total": int(np.sum(configs)), "noise_floor": floor,
+               "remeasured_kernels": sum("remeasure" in r.meta for r in records), "remeasure_noise_floor": noise_floor(remeasured),
+               "all_pairs_noise_floor": noise_floor([p for r in records for p in retest_pairs(r)]),
+               "kernel_noise_score_median": float(np.median(scores)) if scores else float("nan"),
                "seed": args.seed, "epochs": args.epochs, "kinds": sorted({r.meta.get("kind", "?") for r in records})}
     print(f"dataset {summary['data']}: {summary['kernels']} kernels from {summary['programs']} programs, "
           f"{summary['configs_total']} measured configs ({summary['configs_mean']:.1f}/kernel); "
-          f"test-retest noise floor |min2/min1-1|: median {floor['median']:.3f}, p90 {floor['p90']:.3f} ({floor['pairs']} pairs)")
+          f"test-retest noise floor |min2/min1-1|: median {floor['median']:.3f}, p90 {floor['p90']:.3f} ({floor['pairs']} pairs); "
+          f"{summary['remeasured_kernels']} kernels re-measured (collection vs re-measurement: median "
+          f"{summary['remeasure_noise_floor']['median']:.3f}, p90 {summary['remeasure_noise_floor']['p90']:.3f}, {summary['remeasure_noise_floor']['pairs']} pairs)")
     from cost_model.profiling.host import measure_host_device
 
     host = measure_host_device()
@@ -107,9 +121,24 @@ def main(argv: list[str] | None = None) -> int:
         for loss in [x for x in args.losses.split(",") if x]:
             began = time.perf_counter()
             model = fit(train, TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
-                                           hidden=args.hidden, layers=args.layers))
+                                           hidden=args.hidden, layers=args.layers, configs_per_step=args.configs_per_step))
             preds = [predict(model, to_tensors(r)) for r in test]
-            rows.append(score(f"GraphSAGE ({loss})", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
+            rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
+        if args.shipped:
+            from cost_model.learned.train import load_model
+
+            shipped, _ = load_model(args.shipped)
+            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, to_tensors(r)) for r in test], test, random_needs) | {"train_s": 0.0})
+        # the ceiling the label noise puts on every method: a second measurement of the same configurations as the
+        # predictor, and (log ratios / sqrt 2) an estimate for a perfect model of the true runtime (quality.noise_ceiling)
+        rows.append(score("retest agreement (labels x retest ratios)", noise_ceiling(test, seed=args.seed), test, random_needs) | {"train_s": 0.0})
+        rows.append(score("noise ceiling (labels x retest ratios^(1/sqrt 2))", noise_ceiling(test, seed=args.seed, log_scale=2 ** -0.5), test, random_needs)
+                    | {"train_s": 0.0})
+        if args.no_baselines:
+            for row in rows:
+                row.update(split=split, train_kernels=len(train), test_kernels=len(test))
+            results += rows
+            continue
         began = time.perf_counter()
         gbdt = GbdtBaseline(seed=args.seed).fit(train)
         rows.append(score("XGBoost, flat features", [gbdt.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
