@@ -52,6 +52,22 @@ def score(name: str, predictions: list[np.ndarray], records: list, random_needs:
     return out
 
 
+def shipped_training_kernels(model_path: str, data_dir: str) -> set[str]:
+    """File names of the kernels a saved model was trained on: its checkpoint records the split,
+    seed and test fraction it was trained with (`costmodel train`), applied here to `data_dir`."""
+    from cost_model.learned.data import split_records
+    from cost_model.learned.tpugraphs import load_dir
+    from cost_model.learned.train import load_model
+
+    _, extra = load_model(model_path)
+    config = extra["train_config"]
+    records = load_dir(data_dir)
+    if len(records) != extra.get("kernels", len(records)):
+        raise SystemExit(f"{data_dir} holds {len(records)} kernels, the checkpoint was trained on a folder of {extra['kernels']}")
+    train, _ = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
+    return {Path(records[i].path).name for i in train}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", help="tile dataset folder (.npz files)")
@@ -68,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs-per-step", type=int, default=16, help="configurations of a kernel per loss term (TrainConfig)")
     parser.add_argument("--label", default="", help="appended to the GraphSAGE rows' names (e.g. a variant's settings)")
     parser.add_argument("--shipped", metavar="MODEL.pt", help="also score this saved model on the same test kernels")
+    parser.add_argument("--shipped-train-data", metavar="DIR",
+                        help="the dataset the --shipped model was trained on: its training kernels (rebuilt from the checkpoint's split, "
+                             "seed and test fraction) are left out of a second table that scores every method on the unseen test kernels")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
 
@@ -160,6 +179,16 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"| {r['split']} ({r['train_kernels']}/{r['test_kernels']}) | {r['method']} | {r['top1']:.1%} | {r['top5']:.1%} | {r['kendall']:.3f} | "
               f"{r['mape']:.1%} | {r['tuner_measurements']:.1f} | {r['random_measurements']:.1f} | {r['train_s']:.0f} |")
+    if args.shipped and args.shipped_train_data:
+        seen = shipped_training_kernels(args.shipped, args.shipped_train_data)
+        print(f"\nOn the test kernels the shipped model never trained on ({len(seen)} training kernels of {args.shipped_train_data} left out):")
+        print("| split | method | unseen test kernels | top-1 slowdown | top-5 slowdown | Kendall tau |")
+        print("|---|---|---:|---:|---:|---:|")
+        for r in results:
+            kept = [m for name, m in r["per_kernel"].items() if name not in seen]
+            r["unseen_by_shipped"] = {k: float(np.mean([m[k] for m in kept])) for k in ("top1", "top5", "kendall")} | {"kernels": len(kept)}
+            u = r["unseen_by_shipped"]
+            print(f"| {r['split']} | {r['method']} | {u['kernels']} | {u['top1']:.1%} | {u['top5']:.1%} | {u['kendall']:.3f} |")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"summary": summary, "results": results}, indent=1), encoding="utf-8")
