@@ -230,7 +230,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
     train.add_argument("data", metavar="DIR")
     train.add_argument("-o", "--output", required=True, metavar="MODEL.pt")
-    train.add_argument("--loss", choices=("mse", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
     train.add_argument("--layers", type=int, default=3)
