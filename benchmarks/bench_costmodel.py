@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipped-train-data", metavar="DIR",
                         help="the dataset the --shipped model was trained on: its training kernels (rebuilt from the checkpoint's split, "
                              "seed and test fraction) are left out of a second table that scores every method on the unseen test kernels")
+    parser.add_argument("--save-models", metavar="DIR", help="save every GraphSAGE model here (<split>_<loss>.pt, with its train config and split)")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
 
@@ -139,10 +140,21 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for loss in [x for x in args.losses.split(",") if x]:
             began = time.perf_counter()
-            model = fit(train, TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
-                                           hidden=args.hidden, layers=args.layers, configs_per_step=args.configs_per_step))
+            config = TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
+                                 hidden=args.hidden, layers=args.layers, configs_per_step=args.configs_per_step,
+                                 split=split, test_fraction=args.test_fraction)
+            model = fit(train, config)
             preds = [predict(model, to_tensors(r)) for r in test]
             rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
+            if args.save_models:
+                from dataclasses import asdict
+
+                from cost_model.learned.train import save_model
+
+                metrics = {k: rows[-1][k] for k in ("top1", "top5", "kendall", "mape", "kernels")}
+                save_model(model, Path(args.save_models) / f"{split}_{loss}.pt",
+                           extra={"metrics": {"test": metrics}, "train_config": asdict(config), "kernels": len(records),
+                                  "train_kernels": len(train), "test_kernels": len(test), "data": summary["data"]})
         if args.shipped:
             from cost_model.learned.train import load_model
 
