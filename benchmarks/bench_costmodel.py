@@ -47,7 +47,25 @@ def score(name: str, predictions: list[np.ndarray], records: list, random_needs:
     out["tuner_measurements"] = float(np.mean(tuner))
     out["random_measurements"] = float(np.mean(random_needs))
     out["method"] = name
+    # per test kernel, so a later comparison on a subset (e.g. kernels a shipped model never saw) needs no retraining
+    out["per_kernel"] = {Path(r.path).name: row | {"tuner_measurements": t} for r, row, t in zip(records, rows, tuner)}
     return out
+
+
+def shipped_training_kernels(model_path: str, data_dir: str) -> set[str]:
+    """File names of the kernels a saved model was trained on: its checkpoint records the split,
+    seed and test fraction it was trained with (`costmodel train`), applied here to `data_dir`."""
+    from cost_model.learned.data import split_records
+    from cost_model.learned.tpugraphs import load_dir
+    from cost_model.learned.train import load_model
+
+    _, extra = load_model(model_path)
+    config = extra["train_config"]
+    records = load_dir(data_dir)
+    if len(records) != extra.get("kernels", len(records)):
+        raise SystemExit(f"{data_dir} holds {len(records)} kernels, the checkpoint was trained on a folder of {extra['kernels']}")
+    train, _ = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
+    return {Path(records[i].path).name for i in train}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-split", choices=("random", "program"), help="run one split (e.g. the two in two processes)")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--configs-per-step", type=int, default=16, help="configurations of a kernel per loss term (TrainConfig)")
+    parser.add_argument("--label", default="", help="appended to the GraphSAGE rows' names (e.g. a variant's settings)")
+    parser.add_argument("--shipped", metavar="MODEL.pt", help="also score this saved model on the same test kernels")
+    parser.add_argument("--shipped-train-data", metavar="DIR",
+                        help="the dataset the --shipped model was trained on: its training kernels (rebuilt from the checkpoint's split, "
+                             "seed and test fraction) are left out of a second table that scores every method on the unseen test kernels")
+    parser.add_argument("--save-models", metavar="DIR", help="save every GraphSAGE model here (<split>_<loss>.pt, with its train config and split)")
+    parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
 
     import torch
@@ -72,19 +98,27 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.tpugraphs import load_dir
     from cost_model.learned.train import TrainConfig, fit, predict
     from cost_model.measure.harness import noise_floor
+    from cost_model.measure.quality import kernel_noise, noise_ceiling, retest_pairs
     from passes.autotune.search import random_search_measurements
 
     torch.set_num_threads(1)
     records = load_dir(args.data)
     retest = [tuple(p) for r in records for p in r.meta.get("retest", [])]
     floor = noise_floor(retest)
+    remeasured = [tuple(p) for r in records for p in r.meta.get("remeasure", {}).get("pairs", [])]
     configs = [r.num_configs for r in records]
+    scores = [kernel_noise(r).score for r in records if not r.layout_form]
     summary = {"data": Path(args.data).name, "kernels": len(records), "programs": len({r.program for r in records}),
                "configs_mean": float(np.mean(configs)), "configs_total": int(np.sum(configs)), "noise_floor": floor,
+               "remeasured_kernels": sum("remeasure" in r.meta for r in records), "remeasure_noise_floor": noise_floor(remeasured),
+               "all_pairs_noise_floor": noise_floor([p for r in records for p in retest_pairs(r)]),
+               "kernel_noise_score_median": float(np.median(scores)) if scores else float("nan"),
                "seed": args.seed, "epochs": args.epochs, "kinds": sorted({r.meta.get("kind", "?") for r in records})}
     print(f"dataset {summary['data']}: {summary['kernels']} kernels from {summary['programs']} programs, "
           f"{summary['configs_total']} measured configs ({summary['configs_mean']:.1f}/kernel); "
-          f"test-retest noise floor |min2/min1-1|: median {floor['median']:.3f}, p90 {floor['p90']:.3f} ({floor['pairs']} pairs)")
+          f"test-retest noise floor |min2/min1-1|: median {floor['median']:.3f}, p90 {floor['p90']:.3f} ({floor['pairs']} pairs); "
+          f"{summary['remeasured_kernels']} kernels re-measured (collection vs re-measurement: median "
+          f"{summary['remeasure_noise_floor']['median']:.3f}, p90 {summary['remeasure_noise_floor']['p90']:.3f}, {summary['remeasure_noise_floor']['pairs']} pairs)")
     from cost_model.profiling.host import measure_host_device
 
     host = measure_host_device()
@@ -106,10 +140,36 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for loss in [x for x in args.losses.split(",") if x]:
             began = time.perf_counter()
-            model = fit(train, TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
-                                           hidden=args.hidden, layers=args.layers))
+            config = TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
+                                 hidden=args.hidden, layers=args.layers, configs_per_step=args.configs_per_step,
+                                 split=split, test_fraction=args.test_fraction)
+            model = fit(train, config)
             preds = [predict(model, to_tensors(r)) for r in test]
-            rows.append(score(f"GraphSAGE ({loss})", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
+            rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
+            if args.save_models:
+                from dataclasses import asdict
+
+                from cost_model.learned.train import save_model
+
+                metrics = {k: rows[-1][k] for k in ("top1", "top5", "kendall", "mape", "kernels")}
+                save_model(model, Path(args.save_models) / f"{split}_{loss}.pt",
+                           extra={"metrics": {"test": metrics}, "train_config": asdict(config), "kernels": len(records),
+                                  "train_kernels": len(train), "test_kernels": len(test), "data": summary["data"]})
+        if args.shipped:
+            from cost_model.learned.train import load_model
+
+            shipped, _ = load_model(args.shipped)
+            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, to_tensors(r)) for r in test], test, random_needs) | {"train_s": 0.0})
+        # the ceiling the label noise puts on every method: a second measurement of the same configurations as the
+        # predictor, and (log ratios / sqrt 2) an estimate for a perfect model of the true runtime (quality.noise_ceiling)
+        rows.append(score("retest agreement (labels x retest ratios)", noise_ceiling(test, seed=args.seed), test, random_needs) | {"train_s": 0.0})
+        rows.append(score("noise ceiling (labels x retest ratios^(1/sqrt 2))", noise_ceiling(test, seed=args.seed, log_scale=2 ** -0.5), test, random_needs)
+                    | {"train_s": 0.0})
+        if args.no_baselines:
+            for row in rows:
+                row.update(split=split, train_kernels=len(train), test_kernels=len(test))
+            results += rows
+            continue
         began = time.perf_counter()
         gbdt = GbdtBaseline(seed=args.seed).fit(train)
         rows.append(score("XGBoost, flat features", [gbdt.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
@@ -131,6 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"| {r['split']} ({r['train_kernels']}/{r['test_kernels']}) | {r['method']} | {r['top1']:.1%} | {r['top5']:.1%} | {r['kendall']:.3f} | "
               f"{r['mape']:.1%} | {r['tuner_measurements']:.1f} | {r['random_measurements']:.1f} | {r['train_s']:.0f} |")
+    if args.shipped and args.shipped_train_data:
+        seen = shipped_training_kernels(args.shipped, args.shipped_train_data)
+        print(f"\nOn the test kernels the shipped model never trained on ({len(seen)} training kernels of {args.shipped_train_data} left out):")
+        print("| split | method | unseen test kernels | top-1 slowdown | top-5 slowdown | Kendall tau |")
+        print("|---|---|---:|---:|---:|---:|")
+        for r in results:
+            kept = [m for name, m in r["per_kernel"].items() if name not in seen]
+            r["unseen_by_shipped"] = {k: float(np.mean([m[k] for m in kept])) for k in ("top1", "top5", "kendall")} | {"kernels": len(kept)}
+            u = r["unseen_by_shipped"]
+            print(f"| {r['split']} | {r['method']} | {u['kernels']} | {u['top1']:.1%} | {u['top5']:.1%} | {u['kendall']:.3f} |")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"summary": summary, "results": results}, indent=1), encoding="utf-8")

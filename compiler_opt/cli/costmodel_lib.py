@@ -5,6 +5,8 @@ handler imports what it needs.
 
     compiler-opt costmodel collect --task tile --out data/tile --configs 50 --seed 0
     compiler-opt costmodel collect --task fusion --out data/fusion --configs 30 --seed 0
+    compiler-opt costmodel noise data/tile --top 20          # per-kernel label quality, noisiest first
+    compiler-opt costmodel remeasure data/tile --count 80 --max-load 2.5
     compiler-opt costmodel train data/tile -o model.pt --loss listmle --split program
     compiler-opt costmodel evaluate model.pt data/tile --split program
     compiler-opt autotune model.onnx --task tile --budget 200 -o tuned.onnx
@@ -65,6 +67,43 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     noise = summary["noise_floor"]
     print(f"{args.task}: {summary['kernels']} files in {args.out}, {summary['configs_per_kernel']} configs each; "
           f"noise floor (test-retest |min2/min1-1|): median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
+    return 0
+
+
+def _cmd_noise(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from cost_model.learned.tpugraphs import load_dir
+    from cost_model.measure.harness import noise_floor
+    from cost_model.measure.quality import kernel_noise, noisiest, retest_pairs
+
+    records = load_dir(args.data)
+    rows = noisiest([kernel_noise(r) for r in records], skip_remeasured=False)
+    floor = noise_floor([p for r in records for p in retest_pairs(r)])
+    print(f"{len(rows)} kernels; test-retest |min2/min1-1|: median {floor['median']:.3f}, p90 {floor['p90']:.3f} over {floor['pairs']} pairs; "
+          f"score (max of medians): median {np.median([r.score for r in rows]):.3f}, {sum(r.remeasured for r in rows)} re-measured")
+    print("| kernel | configs | spread med | spread p90 | retest med | pairs | retest tau | re-measured | score |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+    for r in rows[: args.top]:
+        print(f"| {r.name} | {r.configs} | {r.spread_median:.3f} | {r.spread_p90:.3f} | {r.retest_median:.3f} | {r.retest_pairs} | "
+              f"{r.retest_tau:.2f} | {'yes' if r.remeasured else 'no'} | {r.score:.3f} |")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"noise_floor": floor, "kernels": [r.as_dict() for r in rows]}, handle, indent=1)
+    return 0
+
+
+def _cmd_remeasure(args: argparse.Namespace) -> int:
+    from cost_model.measure.tile.remeasure import remeasure_tile_dataset
+
+    with _cache(args.cache, args.data) as cache:
+        summary = remeasure_tile_dataset(args.data, cache=cache, count=args.count, min_score=args.min_score, repeats=args.repeats,
+                                         threads=args.threads, seed=args.seed, max_load=args.max_load, max_wait=args.max_wait,
+                                         progress=not args.no_progress)
+    floor = summary["old_vs_new_noise_floor"]
+    print(f"remeasure: {summary['remeasured_total']} kernels re-measured so far ({summary['chosen']} chosen this run); "
+          f"collection vs re-measurement |min2/min1-1|: median {floor['median']:.3f}, p90 {floor['p90']:.3f} over {floor['pairs']} pairs; "
+          f"mean per-kernel Kendall tau between the passes {summary['retest_tau_mean']:.3f}" + (f"; stopped: {summary['stopped']}" if summary["stopped"] else ""))
     return 0
 
 
@@ -169,10 +208,29 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--no-progress", action="store_true")
     collect.set_defaults(handler=_cmd_collect, file_arg=None)
 
+    noise = cm_sub.add_parser("noise", parents=[common], help="label quality of a tile dataset: per-kernel timing noise, noisiest first")
+    noise.add_argument("data", metavar="DIR")
+    noise.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
+    noise.add_argument("--json", metavar="FILE", help="write every kernel's numbers here")
+    noise.set_defaults(handler=_cmd_noise, file_arg="data")
+
+    remeasure = cm_sub.add_parser("remeasure", parents=[common], help="time the noisiest tile kernels again into the same cache and relabel them")
+    remeasure.add_argument("data", metavar="DIR")
+    remeasure.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite)")
+    remeasure.add_argument("--count", type=int, default=None, metavar="N", help="at most N kernels, noisiest first (default: all not yet re-measured)")
+    remeasure.add_argument("--min-score", type=float, default=0.0, help="only kernels whose noise score is at least this")
+    remeasure.add_argument("--repeats", type=int, default=5)
+    remeasure.add_argument("--threads", type=int, default=1)
+    remeasure.add_argument("--seed", type=int, default=0)
+    remeasure.add_argument("--max-load", type=float, default=None, metavar="L", help="wait for the 1-minute load average to drop below L before each kernel")
+    remeasure.add_argument("--max-wait", type=float, default=600.0, metavar="S", help="stop (resumable) after waiting S seconds for a quiet machine")
+    remeasure.add_argument("--no-progress", action="store_true")
+    remeasure.set_defaults(handler=_cmd_remeasure, file_arg="data")
+
     train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
     train.add_argument("data", metavar="DIR")
     train.add_argument("-o", "--output", required=True, metavar="MODEL.pt")
-    train.add_argument("--loss", choices=("mse", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
     train.add_argument("--layers", type=int, default=3)

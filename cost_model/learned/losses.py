@@ -3,6 +3,9 @@
 
 - `mse_log`: mean squared error between `pred` and log(runtime) (absolute: the fusion task and
   any consumer that needs times);
+- `mse_relative`: the same after subtracting each side's mean over the kernel's configurations,
+  i.e. MSE on the per-kernel normalised target log(runtime / geometric mean): the model is not
+  asked for a kernel's absolute time, only for how its configurations differ (a ranking ablation);
 - `pairwise_hinge` / `pairwise_logistic`: over all pairs (i, j) with runtime_i < runtime_j,
   max(0, margin - (pred_j - pred_i)) and log(1 + exp(-(pred_j - pred_i))), averaged over pairs
   (the rank losses of the TPU cost model paper);
@@ -14,11 +17,16 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["LOSSES", "listmle", "loss_fn", "mse_log", "pairwise_hinge", "pairwise_logistic"]
+__all__ = ["LOSSES", "listmle", "loss_fn", "mse_log", "mse_relative", "pairwise_hinge", "pairwise_logistic"]
 
 
 def mse_log(pred: torch.Tensor, runtime: torch.Tensor) -> torch.Tensor:
     return torch.mean((pred - torch.log(runtime)) ** 2)
+
+
+def mse_relative(pred: torch.Tensor, runtime: torch.Tensor) -> torch.Tensor:
+    target = torch.log(runtime)
+    return torch.mean(((pred - pred.mean()) - (target - target.mean())) ** 2)
 
 
 def _pair_differences(pred: torch.Tensor, runtime: torch.Tensor) -> torch.Tensor:
@@ -48,7 +56,7 @@ def listmle(pred: torch.Tensor, runtime: torch.Tensor) -> torch.Tensor:
     return (tail_logsumexp - scores).sum() / pred.numel()
 
 
-LOSSES = {"mse": mse_log, "hinge": pairwise_hinge, "logistic": pairwise_logistic, "listmle": listmle}
+LOSSES = {"mse": mse_log, "mse_rel": mse_relative, "hinge": pairwise_hinge, "logistic": pairwise_logistic, "listmle": listmle}
 
 
 def loss_fn(name: str, mse_weight: float = 0.0):  # type: ignore[no-untyped-def]
@@ -56,7 +64,7 @@ def loss_fn(name: str, mse_weight: float = 0.0):  # type: ignore[no-untyped-def]
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r} (known: {', '.join(LOSSES)})")
     base = LOSSES[name]
-    if name == "mse" or mse_weight <= 0:
+    if name == "mse" or mse_weight <= 0:  # mse_rel keeps the absolute term: it anchors predictions in seconds
         return base
 
     def combined(pred: torch.Tensor, runtime: torch.Tensor) -> torch.Tensor:

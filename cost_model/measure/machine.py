@@ -12,7 +12,7 @@ from typing import Any
 
 from cost_model.profiling.signature import machine_fingerprint
 
-__all__ = ["machine_record", "machine_key"]
+__all__ = ["load_average", "machine_record", "machine_key"]
 
 
 def machine_record(**flags: Any) -> dict[str, Any]:
@@ -37,3 +37,12 @@ def machine_record(**flags: Any) -> dict[str, Any]:
 def machine_key(target: str, threads: int) -> str:
     """The machine column of the cache for tile measurements."""
     return f"{machine_fingerprint()}|{target}|threads={threads}"
+
+
+def load_average() -> float:
+    """The 1-minute load average (NaN where the OS has none): stored beside measurements, since
+    on a shared machine it says how disturbed they were."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return float("nan")

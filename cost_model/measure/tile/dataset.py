@@ -21,7 +21,7 @@ import numpy as np
 from cost_model.learned.features import node_features, opcode_id
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import Harness, noise_floor, per_call_timer
-from cost_model.measure.machine import machine_key, machine_record
+from cost_model.measure.machine import load_average, machine_key, machine_record
 from cost_model.measure.tile.collect import KernelResult, collect_kernel
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
 from cost_model.profiling.cache import ProfileCache
@@ -54,8 +54,8 @@ def kernel_graph(kernel: TileKernel) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return feats, opcodes, edges
 
 
-def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int) -> KernelRecord:
-    """The TpuGraphs-schema record of one measured kernel."""
+def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int, extra_meta: dict[str, Any] | None = None) -> KernelRecord:
+    """The TpuGraphs-schema record of one measured kernel (`extra_meta` joins its meta)."""
     spec = result.spec
     feats, opcodes, edges = kernel_graph(result.space.kernel)
     texts = [c.text() for c in result.configs]
@@ -64,7 +64,7 @@ def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int) -> K
     meta = {"kernel": spec.signature, "kind": spec.kind, "dims": list(spec.dims), "source": spec.source, "program": program_of(spec),
             "flops": spec.flops, "machine": machine, "seed": seed, "runtime_statistic": "min",
             "config_runtime_median": median.tolist(), "retest": [list(p) for p in result.measured.retest.values()],
-            "failures": len(result.failures), "is_reduce": list(result.space.is_reduce), "extents": list(result.space.extents)}
+            "failures": len(result.failures), "is_reduce": list(result.space.is_reduce), "extents": list(result.space.extents)} | (extra_meta or {})
     return KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()),
                         config_feat=np.stack([result.space.features(c) for c in result.configs]), config_text=texts, meta=meta)
 
@@ -115,6 +115,7 @@ def collect_tile_dataset(
                 done += 1
                 bar.update(1)
                 continue
+        load_before = load_average()
         try:
             result = collect_kernel(spec, harness, configs=configs, seed=seed, target=target)
         except Exception as error:  # a kernel TVM cannot build is skipped and counted, the run goes on
@@ -123,7 +124,8 @@ def collect_tile_dataset(
             bar.update(1)
             continue
         if len(result.configs) >= 2:
-            save_npz(kernel_record(result, machine, seed), path)
+            # the load average says how busy the shared machine was while these labels were timed
+            save_npz(kernel_record(result, machine, seed, {"load1": [load_before, load_average()]}), path)
             retest += list(result.measured.retest.values())
             done += 1
         failures += len(result.failures)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from cost_model.learned.losses import listmle, loss_fn, mse_log, pairwise_hinge, pairwise_logistic
+from cost_model.learned.losses import listmle, loss_fn, mse_log, mse_relative, pairwise_hinge, pairwise_logistic
 from cost_model.learned.metrics import kendall_tau, mape, top_k_slowdown
 
 PRED = torch.tensor([0.0, 1.0, 3.0], dtype=torch.float64)
@@ -18,6 +18,16 @@ RUNTIME = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
 def test_mse_on_log_runtime() -> None:
     expected = ((0 - 0) ** 2 + (1 - math.log(2)) ** 2 + (3 - math.log(3)) ** 2) / 3
     assert float(mse_log(PRED, RUNTIME)) == pytest.approx(expected)
+
+
+def test_mse_on_the_per_kernel_normalised_target() -> None:
+    logs = [0.0, math.log(2), math.log(3)]
+    centred_pred = [p - 4 / 3 for p in (0.0, 1.0, 3.0)]
+    centred_target = [t - sum(logs) / 3 for t in logs]
+    expected = sum((p - t) ** 2 for p, t in zip(centred_pred, centred_target)) / 3
+    assert float(mse_relative(PRED, RUNTIME)) == pytest.approx(expected)
+    assert float(mse_relative(PRED + 7.0, RUNTIME * 3.0)) == pytest.approx(expected)  # blind to a kernel's absolute time
+    assert float(mse_relative(torch.log(RUNTIME) - 1.0, RUNTIME)) == pytest.approx(0.0)
 
 
 def test_pairwise_hinge() -> None:

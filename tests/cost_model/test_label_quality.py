@@ -1,0 +1,145 @@
+"""Label quality of a tile dataset (per-kernel noise scores, the noise ceiling) and the
+re-measurement of the noisiest kernels: statistics on hand-made records, and one real TVM kernel
+measured twice into the same cache."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cost_model.learned.metrics import kernel_metrics
+from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
+from cost_model.measure.quality import kernel_noise, noise_ceiling, noisiest, retest_ratios
+from cost_model.measure.tile.remeasure import merge_remeasurement, wait_for_quiet
+from cost_model.profiling.timing import Measurement
+
+
+def _record(runtime: list[float], median: list[float], retest: list[list[float]], name: str = "k", **meta: object) -> KernelRecord:
+    rt = np.asarray(runtime, dtype=np.float64)
+    return KernelRecord(np.zeros((1, 2), np.float32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64), rt, np.full_like(rt, rt.min()),
+                        config_feat=np.zeros((rt.size, 3), np.float32), config_text=[f"c{i}" for i in range(rt.size)],
+                        meta={"kernel": name, "config_runtime_median": median, "retest": retest} | meta, path=f"{name}.npz")
+
+
+def test_kernel_noise_matches_hand_computed_values() -> None:
+    # spreads median/min - 1: 0.1, 0.5, 0.0, 1.0 -> median 0.3; retest |b/a - 1|: 0.1, 0.5, 0.375 -> median 0.375
+    record = _record([1.0, 2.0, 4.0, 8.0], [1.1, 3.0, 4.0, 16.0], [[1.0, 1.1], [2.0, 3.0], [4.0, 2.5]])
+    row = kernel_noise(record)
+    assert row.spread_median == pytest.approx(0.3)
+    assert row.spread_p90 == pytest.approx(np.quantile([0.1, 0.5, 0.0, 1.0], 0.9))
+    assert row.retest_median == pytest.approx(0.375) and row.retest_pairs == 3
+    # pairs (1, 1.1), (2, 3), (4, 2.5): one discordant pair of three -> tau 1/3
+    assert row.retest_tau == pytest.approx(1 / 3)
+    assert row.score == pytest.approx(0.375) and not row.remeasured  # the larger median
+    bare = kernel_noise(_record([1.0, 2.0], [], []))  # a file without medians or retests
+    assert math.isnan(bare.spread_median) and math.isnan(bare.retest_median) and bare.score == 0.0
+
+
+def test_noisiest_orders_filters_and_skips_remeasured() -> None:
+    quiet = _record([1.0, 2.0], [1.01, 2.02], [], name="quiet")
+    loud = _record([1.0, 2.0], [2.0, 4.0], [], name="loud")
+    mid = _record([1.0, 2.0], [1.2, 2.4], [], name="mid")
+    done = _record([1.0, 2.0], [3.0, 6.0], [], name="done", remeasure={"pairs": [[1.0, 1.0]]})
+    rows = [kernel_noise(r) for r in (quiet, loud, mid, done)]
+    assert [r.name for r in noisiest(rows)] == ["loud", "mid", "quiet"]
+    assert [r.name for r in noisiest(rows, 1)] == ["loud"]
+    assert [r.name for r in noisiest(rows, min_score=0.1)] == ["loud", "mid"]
+    assert [r.name for r in noisiest(rows, skip_remeasured=False)][0] == "done"
+
+
+def test_noise_ceiling_is_exact_without_noise_and_below_one_with_it() -> None:
+    rng = np.random.default_rng(0)
+    records = [_record(list(np.exp(rng.normal(size=40))), [], [[1.0, 1.3], [2.0, 1.8]], name=f"k{i}") for i in range(5)]
+    ratios = retest_ratios(records)
+    assert sorted(ratios.tolist()) == pytest.approx(sorted([1.3, 0.9, 1 / 1.3, 1 / 0.9] * 5))
+    exact = noise_ceiling(records, ratios=np.ones(1))
+    assert all(kernel_metrics(p, r.config_runtime)["kendall"] == pytest.approx(1.0) for p, r in zip(exact, records))
+    noisy = noise_ceiling(records, seed=1)
+    taus = [kernel_metrics(p, r.config_runtime)["kendall"] for p, r in zip(noisy, records)]
+    assert 0.3 < float(np.mean(taus)) < 1.0  # log-normal(1) labels, +-30% noise: most pairs keep their order
+    again = noise_ceiling(records, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(noisy, again))
+
+
+def test_merge_takes_the_minimum_of_both_passes_and_keeps_the_pairs() -> None:
+    record = _record([1.0, 2.0, 4.0], [1.5, 2.5, 4.5], [[1.0, 1.2]])
+    new = {"c0": Measurement.from_samples([1.1, 1.3]), "c1": Measurement.from_samples([1.5, 1.7, 2.0])}
+    merged = merge_remeasurement(record, new, old_samples={"c0": (1.0, 1.4, 2.0)}, info={"load1_before": 0.5})
+    assert merged.config_runtime.tolist() == [1.0, 1.5, 4.0]  # c2 was not re-measured
+    assert merged.config_runtime_normalizers.tolist() == [1.0, 1.0, 1.0]
+    assert merged.meta["config_runtime_median"] == pytest.approx([float(np.median([1.0, 1.4, 2.0, 1.1, 1.3])), 1.7, 4.5])
+    extra = merged.meta["remeasure"]
+    assert extra["pairs"] == [[1.0, 1.1], [2.0, 1.5]] and extra["runtime_collect"] == [1.0, 2.0, 4.0]
+    assert extra["load1_before"] == 0.5 and extra["noise_floor"]["pairs"] == 2
+    assert record.config_runtime.tolist() == [1.0, 2.0, 4.0]  # the input is left alone
+    row = kernel_noise(merged)
+    assert row.remeasured and row.retest_pairs == 3  # the collection's retest and both re-measurements
+
+
+def test_wait_for_quiet_polls_the_load_until_it_drops_or_time_runs_out() -> None:
+    loads = iter([5.0, 4.0, 1.0])
+    slept: list[float] = []
+    assert wait_for_quiet(2.0, 100.0, poll=10.0, load=lambda: next(loads), sleep=slept.append)
+    assert slept == [10.0, 10.0]
+    slept.clear()
+    assert not wait_for_quiet(2.0, 25.0, poll=10.0, load=lambda: 9.0, sleep=slept.append)
+    assert slept == [10.0, 10.0, 10.0]
+    assert wait_for_quiet(None, 0.0, load=lambda: 99.0, sleep=slept.append)  # no limit: never waits
+
+
+def test_remeasure_a_real_tvm_kernel_into_the_same_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("tvm")
+    from cost_model.measure.tile.dataset import collect_tile_dataset
+    from cost_model.measure.tile.kernels import KernelSpec
+    from cost_model.measure.tile.remeasure import COLLECT_BACKEND, REMEASURE_BACKEND, remeasure_tile_dataset
+    from cost_model.profiling.cache import ProfileCache
+
+    specs = [KernelSpec("matmul", (16, 32, 16), "toy/train"), KernelSpec("ew_reduce", (8, 64), "toy/train")]
+    with ProfileCache(tmp_path / "m.sqlite") as cache:
+        collect_tile_dataset(specs, tmp_path, cache=cache, configs=4, repeats=2, progress=False)
+        files = sorted(tmp_path.glob("*.npz"))
+        before = {f.name: load_npz(f) for f in files}
+        assert all(len(r.meta["load1"]) == 2 for r in before.values())  # the load average is stored with the labels
+        summary = remeasure_tile_dataset(tmp_path, cache=cache, count=1, repeats=2, progress=False)
+        assert summary["chosen"] == 1 and summary["remeasured_total"] == 1 and not summary["stopped"]
+        after = {f.name: load_npz(f) for f in files}
+        changed = [n for n in after if "remeasure" in after[n].meta]
+        assert len(changed) == 1
+        old, new = before[changed[0]], after[changed[0]]
+        assert new.config_text == old.config_text
+        assert (new.config_runtime <= old.config_runtime).all()
+        pairs = new.meta["remeasure"]["pairs"]
+        assert len(pairs) == old.num_configs and [p[0] for p in pairs] == old.config_runtime.tolist()
+        assert np.allclose(new.config_runtime, np.minimum(old.config_runtime, [p[1] for p in pairs]))
+        rows = cache._db.execute("SELECT backend, COUNT(*) FROM measurements GROUP BY backend").fetchall()  # noqa: SLF001
+        counts = dict(rows)
+        assert counts[REMEASURE_BACKEND] == old.num_configs and counts[COLLECT_BACKEND] == 2 * 4  # collection rows untouched
+        # resumable: the re-measured kernel is skipped, the other one is next
+        summary = remeasure_tile_dataset(tmp_path, cache=cache, count=1, repeats=2, progress=False)
+        assert summary["remeasured_total"] == 2
+        log = json.loads((tmp_path / "remeasure.json").read_text(encoding="utf-8"))
+        assert set(log["kernels"]) == {f.name for f in files}
+        assert all(math.isfinite(e["load1_before"]) for e in log["kernels"].values())
+        # a re-measured file written again (its cache rows kept) measures nothing new
+        save_npz(old, tmp_path / changed[0])
+        rows_before = len(cache)
+        remeasure_tile_dataset(tmp_path, cache=cache, count=5, repeats=2, progress=False)
+        assert len(cache) == rows_before
+
+
+def test_cli_noise_lists_the_noisiest_kernel_first(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.cli.main import main
+
+    save_npz(_record([1.0, 2.0], [1.01, 2.02], [[1.0, 1.01]], name="quiet", program="p"), tmp_path / "quiet.npz")
+    save_npz(_record([1.0, 2.0], [2.0, 4.0], [[1.0, 1.5]], name="loud", program="p"), tmp_path / "loud.npz")
+    assert main(["costmodel", "noise", str(tmp_path), "--top", "5", "--json", str(tmp_path / "q.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.index("| loud |") < out.index("| quiet |")
+    written = json.loads((tmp_path / "q.json").read_text(encoding="utf-8"))
+    assert [k["name"] for k in written["kernels"]] == ["loud", "quiet"] and written["kernels"][0]["score"] == pytest.approx(1.0)
+    assert written["noise_floor"]["pairs"] == 2
+    assert main(["costmodel", "remeasure", "--help"]) == 0
+    assert "--max-load" in capsys.readouterr().out
