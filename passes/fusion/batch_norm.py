@@ -122,8 +122,9 @@ def _view_source(value: Value, full: tuple[int, ...]) -> Value | None:
     return value if value is not None and _shape(value) != full else None
 
 
-def _statistic_of(value: Value, sources: set[Value], memo: dict[Value, bool], depth: int = 0) -> bool:
-    """Is `value` (small) computed only from reductions of `sources`, graph inputs and constants?"""
+def _statistic_of(value: Value, sources: set[Value], channels: int, memo: dict[Value, bool], depth: int = 0) -> bool:
+    """Is `value` (at most one number per channel) computed only from reductions of `sources`,
+    graph inputs and constants, through values no larger than itself?"""
     if value in memo:
         return memo[value]
     producer = value.producer
@@ -133,10 +134,10 @@ def _statistic_of(value: Value, sources: set[Value], memo: dict[Value, bool], de
         ok = producer.inputs[0] in sources and all(v is None or v.producer is None or v.producer.kind == OpKind.CONSTANT for v in producer.inputs[1:])
     elif producer.kind == OpKind.CONSTANT:
         ok = True
-    elif depth >= _SMALL_DEPTH or any(math.prod(_shape(v) or (0,)) > 4096 * 64 for v in producer.outputs):
+    elif depth >= _SMALL_DEPTH or any(_shape(v) is None or math.prod(_shape(v)) > channels for v in producer.outputs):
         ok = False
     else:
-        ok = all(v is None or _statistic_of(v, sources, memo, depth + 1) for v in producer.inputs)
+        ok = all(v is None or _statistic_of(v, sources, channels, memo, depth + 1) for v in producer.inputs)
     memo[value] = ok
     return ok
 
@@ -160,7 +161,7 @@ def find_batch_norms(graph: Graph) -> list[BatchNormSite]:
             if user.op_type != "subtract" or user.inputs[0] is not x:
                 continue
             source = _view_source(user.inputs[1], full)
-            if source is not None and _per_channel(source, channels) and _statistic_of(source, {x}, memo):
+            if source is not None and _per_channel(source, channels) and _statistic_of(source, {x}, channels, memo):
                 centred = True
                 break
         if not centred:
@@ -180,8 +181,7 @@ def find_batch_norms(graph: Graph) -> list[BatchNormSite]:
                 if v in inside:
                     continue
                 source = _view_source(v, full)
-                memo_sources = inside
-                if source is None or not _per_channel(source, channels) or not _statistic_of(source, memo_sources, {}):
+                if source is None or not _per_channel(source, channels) or not _statistic_of(source, inside, channels, {}):
                     ok = False
                     break
             if ok:
