@@ -70,7 +70,7 @@ from passes.fusion.defaults import DefaultFusion, apply_default_fusion
 from passes.fusion.eager import OPTIMIZER_META, apply_eager_fusion
 
 # Fitted by --fit (RESULTS.md section f). Fractions of the datasheet peaks.
-EFFICIENCY = {"fp32": 0.801, "tensor": 0.551, "conv_fp32": 0.776, "conv_tensor": 0.331, "memory": 1.0}
+EFFICIENCY = {"fp32": 0.801, "tensor": 0.551, "conv_fp32": 0.752, "conv_tensor": 0.319, "memory": 1.0}
 STEP_OVERHEAD_S = {"tensorflow": 0.00424, "pytorch": 0.0}
 # Host time per framework-dispatched kernel (cost_model.host_dispatch): PyTorch eager issues every
 # kernel from Python; TF1 with XLA runs clusters, charged per step above instead.

@@ -145,6 +145,17 @@ class Graph:
         value.name = new_name
         self._claim_value(value)
 
+    def rename_node(self, node: Node, new_name: str) -> None:
+        """Give a node of this graph a new (unused) name."""
+        if node.graph is not self:
+            raise GraphIRError(f"node {node.name!r} is not in graph {self.name!r}", node=node.name)
+        if new_name in self._node_names and self._node_names[new_name] is not node:
+            raise GraphIRError(f"node name {new_name!r} is already used in graph {self.name!r}", node=node.name)
+        if self._node_names.get(node.name) is node:
+            del self._node_names[node.name]
+        node.name = new_name
+        self._node_names[new_name] = node
+
     # -- inputs, outputs, constants ----------------------------------------------------------
     @property
     def inputs(self) -> tuple[Value, ...]:

@@ -284,9 +284,27 @@ def _inline_one(graph: Graph, node: Node, cheap_only: bool) -> list[Node] | None
             continue
         if any(v is not None and v not in mapping and v.producer is None for v in member.inputs):
             return None  # a captured outer value: leave this call alone
-        # A nested computation (a reducer, a called body) is copied with its op: one graph has one owner.
-        attrs = [Attr(a.name, a.kind, tuple(clone_graph(g) for g in a.value)) if a.kind == AttrKind.GRAPHS else a
-                 for a in member.attrs.values()]
+        # A nested computation (a reducer, a called body) is copied with its op: one graph has one
+        # owner. The copy is renamed after its new owner: HLO wants computation names unique in the
+        # module, and a body inlined twice would bring two reducers of one name.
+        clone_name = graph.unique_name(f"{node.name or 'call'}.{member.name or member.op_type}")
+        renamed: dict[str, str] = {}
+        attrs = []
+        for a in member.attrs.values():
+            if a.kind == AttrKind.GRAPHS:
+                copies = []
+                for g in a.value:
+                    copy = clone_graph(g)
+                    copy.name = renamed[g.name] = f"{g.name}.{clone_name}"
+                    for inner in copy:  # instruction names are module-wide in HLO too
+                        copy.rename_node(inner, f"{inner.name}.{clone_name}")
+                    for value in {*copy.inputs, *(v for inner in copy for v in inner.outputs)}:
+                        copy.rename_value(value, f"{value.name}.{clone_name}")
+                    copies.append(copy)
+                a = Attr(a.name, a.kind, tuple(copies))
+            attrs.append(a)
+        if renamed:
+            attrs = [Attr(a.name, a.kind, tuple(renamed.get(c, c) for c in a.value)) if a.name == "called_computations" else a for a in attrs]
         clone = IrNode(
             member.op_type,
             [mapping.get(v, v) if v is not None else None for v in member.inputs],
@@ -294,7 +312,7 @@ def _inline_one(graph: Graph, node: Node, cheap_only: bool) -> list[Node] | None
             domain=member.domain,
             overload=member.overload,
             kind=member.kind,
-            name=graph.unique_name(f"{node.name or 'call'}.{member.name or member.op_type}"),
+            name=clone_name,
         )
         clone.meta.update(member.meta)  # the HLO exporter rebuilds constants from it
         for out, original in zip(clone.outputs, member.outputs):

@@ -37,7 +37,13 @@ step. `apply_eager_fusion(graph)` groups it back into the kernels such a run lau
    operand's products in (`add_(g, alpha=)`, `addcmul_`, `addcdiv_`); the update's nodes are the state tail of
    `cost_model.precision` and are marked for the host model (`OPTIMIZER_META`).
 
-Numerics are unchanged (groups only); the simulator prices a group as one kernel: summed FLOPs,
+5. **Training batch norm as PyTorch's `native_batch_norm`** (`passes.fusion.batch_norm`): the
+   backward recomputes x-hat from x and per-channel statistics instead of reading the residuals
+   JAX's autodiff saved (copies of their elementwise cones), and the forward transform is one
+   closed kernel (ReLU after it is its own kernel): the full-tensor passes of cuDNN's / ATen's
+   batch-norm kernels, not of the traced graph's residuals.
+
+Numerics are unchanged (groups, and copies of nodes computing the same values); the simulator prices a group as one kernel: summed FLOPs,
 boundary bytes (the shared weight read once), one launch.
 """
 
@@ -47,6 +53,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from graph_ir.op_kinds import OpKind
+from passes.fusion.batch_norm import batch_norm_output_groups, rematerialize_batch_norm_residuals
 from passes.fusion.defaults import DefaultFusion, inline_calls, sibling_fusion
 from passes.fusion.fuse import greedy_fuse
 from passes.fusion.groups import FusionGroups
@@ -188,15 +195,21 @@ def _compound_ops(groups: FusionGroups, tail: set[Node]) -> None:
                 break  # one operand: the in-place target is the other
 
 
-def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True, fused_optimizer: bool = False) -> DefaultFusion:
+def apply_eager_fusion(
+    graph: Graph, *, max_nodes: int = 32, batch: bool = True, fused_optimizer: bool = False, native_batch_norm: bool = True
+) -> DefaultFusion:
     """Write PyTorch eager's kernels into `graph` as fusion groups (module docstring); `batch`
     False leaves out the batched-GEMM rules (every matmul its own kernel). Unless
     `fused_optimizer`, the optimizer update (the state tail, `cost_model.precision.state_tail`)
     stays op by op and is marked `node.meta[OPTIMIZER_META]`: torch.optim's optimizers loop over
-    the parameters in Python and run each elementwise op of the update as its own kernel."""
+    the parameters in Python and run each elementwise op of the update as its own kernel.
+    Unless `native_batch_norm` is False, training batch norms run as PyTorch's (rule 5 of the
+    module docstring, `passes.fusion.batch_norm`: residuals recomputed from x, the forward
+    transform one closed kernel); that rewrite copies nodes but changes no value."""
     from cost_model.precision import state_tail
 
     inline_calls(graph)
+    sites = rematerialize_batch_norm_residuals(graph)[0] if native_batch_norm else []
     groups = FusionGroups(graph, max_nodes=max_nodes)
     groups.search_limit = max(groups.search_limit, len(groups.nodes))  # exact cycle checks
     tail = state_tail(graph)
@@ -208,6 +221,7 @@ def apply_eager_fusion(graph: Graph, *, max_nodes: int = 32, batch: bool = True,
         _compound_ops(groups, tail)
     # Library calls first: a batched GEMM holds several heroes, so no elementwise op joins it later.
     batched = batch_gemms(groups) if batch else 0
+    batch_norm_output_groups(groups, sites)
     greedy_fuse(groups, epilogues=False)
     sibling_fusion(groups)
     groups.write()

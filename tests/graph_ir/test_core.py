@@ -276,3 +276,14 @@ def test_use_is_a_named_tuple() -> None:
     _, n = small_graph()
     use = n["x"].uses[0]
     assert use == Use(n["add"], 0) and use.node is n["add"] and use.index == 0
+
+
+def test_rename_node_keeps_lookup_and_refuses_a_taken_name() -> None:
+    graph, n = small_graph()
+    graph.rename_node(n["relu"], "relu.renamed")
+    assert graph.find_node("relu.renamed") is n["relu"] and graph.find_node("relu") is None
+    graph.verify()
+    with pytest.raises(GraphIRError, match="already used"):
+        graph.rename_node(n["neg"], "add")
+    with pytest.raises(GraphIRError, match="not in graph"):
+        Graph("other").rename_node(n["neg"], "x2")
