@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stats", required=True)
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--deadline", type=float, help="wall-clock end (time.time()); start-up counts against it")
+    parser.add_argument("--min-seconds", type=int, default=1,
+                        help="fuzzing time left after start-up, at least (a loaded machine can spend the whole budget importing)")
     args = parser.parse_args(argv[:split])
     libfuzzer_args = argv[split + 1:]
 
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         return head + out[: max(0, max_size - 1)]
 
     if args.deadline is not None:  # the imports above took part of the budget
-        seconds = max(1, int(args.deadline - time.time()))
+        seconds = max(args.min_seconds, int(args.deadline - time.time()))
         libfuzzer_args = [a for a in libfuzzer_args if not a.startswith("-max_total_time=")] + [f"-max_total_time={seconds}"]
     atheris.Setup([sys.argv[0], *libfuzzer_args], test_one_input, custom_mutator=custom_mutator)
     try:
