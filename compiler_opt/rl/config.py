@@ -13,6 +13,7 @@ from graph_ir.errors import CompilerOptError
 __all__ = ["MODES", "TrainConfig", "TrainConfigError"]
 
 MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
+RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
 
 
 class TrainConfigError(CompilerOptError):
@@ -31,6 +32,7 @@ class TrainConfig:
     ppo_epochs: int = 2
     learning_rate: float = 3e-4
     clip: float = 0.2
+    ratio: str = "decision"  # PPO importance ratio per decision (token-level) or per episode (rl/ppo.py)
     entropy_coef: float = 0.01
     value_coef: float = 0.5
     max_grad_norm: float = 1.0
@@ -49,6 +51,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise TrainConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}", field="mode")
+        if self.ratio not in RATIOS:
+            raise TrainConfigError(f"ratio must be one of {', '.join(RATIOS)}, got {self.ratio!r}", field="ratio")
         if not self.workloads:
             raise TrainConfigError("no workloads to train on", field="workloads")
         if self.mode in ("go-one", "fine-tune", "zero-shot") and len(self.workloads) * len(self.devices) != 1:

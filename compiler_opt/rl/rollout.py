@@ -29,6 +29,7 @@ class GraphRollout:
     value: float
     scores: list[EpisodeScore]
     decisions: list[Decisions]  # decoded once per episode (fusion decoding is the costly part)
+    old_decision_log_prob: torch.Tensor | None = None  # (T, K, N, 3): per-decision PPO ratios
 
     @property
     def rewards(self) -> torch.Tensor:
@@ -58,18 +59,18 @@ def collect_rollouts(
         for env in envs:
             if greedy_first and samples == 1:
                 sampled = policy.sample(env.inputs, 1, greedy=True)
-                actions, log_prob = sampled.actions, sampled.log_prob
             else:
                 sampled = policy.sample(env.inputs, samples, generator=generator)
-                actions, log_prob = sampled.actions, sampled.log_prob
+            actions, log_prob, per_decision = sampled.actions, sampled.log_prob, sampled.decision_log_prob
             if greedy_first and samples > 1:
                 greedy = policy.sample(env.inputs, 1, greedy=True)
                 actions = torch.cat([greedy.actions, actions[:, 1:]], dim=1)
                 log_prob = torch.cat([greedy.log_prob, log_prob[1:]])
+                per_decision = torch.cat([greedy.decision_log_prob, per_decision[:, 1:]], dim=1)
             final = actions[-1].numpy()
             decisions = [env.decisions(final[k]) for k in range(final.shape[0])]
             scores = [env.score_decisions(d, with_reward=with_reward) for d in decisions]
-            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions))
+            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions, per_decision))
     finally:
         policy.train(was_training)
     return out

@@ -28,7 +28,7 @@ from compiler_opt.policy.network import GoPolicy
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
 from compiler_opt.rl.ppo import PPOTrainer
-from compiler_opt.rl.rollout import collect_rollouts
+from compiler_opt.rl.rollout import GraphRollout, collect_rollouts
 from compiler_opt.rl.saver import CheckpointSaver
 from compiler_opt.rl.scalars import ScalarLogger
 
@@ -64,6 +64,8 @@ class TrainResult:
     seconds: float
     scalar_backend: str = ""
     history: list[dict[str, float]] = field(default_factory=list)
+    # per iteration: env label -> {"reward": episode rewards, "ratio": step time / reference of the fitting, valid ones}
+    env_history: list[dict[str, dict[str, list[float]]]] = field(default_factory=list)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -153,6 +155,7 @@ def run_training(
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     history: list[dict[str, float]] = []
+    env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
     try:
@@ -182,6 +185,7 @@ def run_training(
                 "cpu_seconds": time.process_time() - began_cpu,
             }
             history.append(record)
+            env_history.append({r.env.label: _episode_record(r) for r in rollouts})
             if scalars is not None and saver is not None:
                 for key, value in record.items():
                     if key != "iteration":
@@ -204,7 +208,13 @@ def run_training(
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
     backend = scalars.backend if scalars is not None else "none"
-    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history)
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history)
+
+
+def _episode_record(rollout: GraphRollout) -> dict[str, list[float]]:
+    ref = rollout.env.reference_step_s
+    ratios = [s.step_time_s / ref for s in rollout.scores if not (s.oom or s.invalid)]
+    return {"reward": rollout.rewards.tolist(), "ratio": ratios}
 
 
 def _best_text(best: dict[str, BestFound], envs: Sequence[GraphEnvironment]) -> str:
