@@ -51,7 +51,10 @@ def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
         if key not in _FIELDS:
             raise SystemExit(f"--variant {text!r}: unknown TrainConfig field {key!r}")
         default = getattr(TrainConfig(workloads=["x"]), key)
-        overrides[key] = type(default)(value) if not isinstance(default, str) else value
+        if isinstance(default, bool):
+            overrides[key] = value.lower() in ("1", "true", "yes")
+        else:
+            overrides[key] = type(default)(value) if not isinstance(default, str) else value
     return name, overrides
 
 
@@ -110,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", default="", help="start every run from this checkpoint ('default': the shipped one)")
     p.add_argument("--variant", action="append", default=[], help="NAME:key=value,... (TrainConfig fields)")
     p.add_argument("--out", default="benchmarks/results/go_learning.json")
+    p.add_argument("--table", metavar="JSON", help="only print the table of a saved run")
     args = p.parse_args(argv)
+    if args.table:
+        _table(json.loads(Path(args.table).read_text()), args.block)
+        return 0
     torch.set_num_threads(1)
     variants = [_parse_variant(v) for v in (args.variant or ["decision:ratio=decision"])]
     base = TrainConfig(workloads=args.workloads, devices=args.devices, paper_sizes=args.paper_sizes)
@@ -131,14 +138,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name} {'+'.join(labels) if len(labels) < 3 else f'{len(labels)} envs'} seed {seed}: "
                       f"{run['cpu_s']:.0f} CPU s, mean {run['mean'][0]:.3f} -> {run['mean'][-1]:.3f}", file=sys.stderr)
         out["variants"][name] = {"overrides": overrides, "runs": runs}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))  # after every variant: a long run can be read early
     _table(out, args.block)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"\nwrote {args.out}")
     return 0
 
 
 def _table(out: dict[str, Any], block: int) -> None:
+    """Print the per-block table of a results dict (also: `--table FILE` re-prints a saved run)."""
     print(f"\nper block of {block} iterations: mean episode reward / best episode reward / best-so-far step time (x human expert, geomean)")
     for name, data in out["variants"].items():
         runs = data["runs"]

@@ -46,6 +46,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--epochs", type=int, default=2, help="PPO epochs per iteration")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--ratio", choices=("decision", "episode"), default="decision", help="PPO importance ratio per decision (token-level) or per episode")
+    p.add_argument("--replay-best", action="store_true", help="add each graph's best episode so far to its PPO batch (self-imitation)")
     p.add_argument("--entropy", type=float, default=0.01, help="entropy bonus coefficient")
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
@@ -72,6 +73,7 @@ def config_from_args(args: Any) -> TrainConfig:
         ppo_epochs=args.epochs,
         learning_rate=args.lr,
         ratio=args.ratio,
+        replay_best=args.replay_best,
         entropy_coef=args.entropy,
         reference=args.reference,
         seed=args.seed,

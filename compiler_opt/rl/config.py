@@ -33,6 +33,7 @@ class TrainConfig:
     learning_rate: float = 3e-4
     clip: float = 0.2
     ratio: str = "decision"  # PPO importance ratio per decision (token-level) or per episode (rl/ppo.py)
+    replay_best: bool = False  # add each environment's best episode so far to its PPO batch (self-imitation)
     entropy_coef: float = 0.01
     value_coef: float = 0.5
     max_grad_norm: float = 1.0

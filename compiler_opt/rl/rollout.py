@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from compiler_opt.policy.network import GoPolicy
     from cost_model.decisions import Decisions
 
-__all__ = ["GraphRollout", "collect_rollouts"]
+__all__ = ["GraphRollout", "collect_rollouts", "replay_episode"]
 
 
 @dataclass
@@ -74,3 +74,23 @@ def collect_rollouts(
     finally:
         policy.train(was_training)
     return out
+
+
+def replay_episode(policy: GoPolicy, rollout: GraphRollout, actions: torch.Tensor, score: EpisodeScore, decisions: Decisions) -> None:
+    """Append a stored episode (actions (T, 1, N, 3), already scored) to `rollout`, with its
+    log-probabilities under the current policy as the "old" ones, so PPO starts it at ratio 1.
+    Used to replay the best episode seen so far on an environment (self-imitation): it competes
+    in the per-graph advantage normalisation with the freshly sampled ones."""
+    was_training = policy.training
+    policy.eval()
+    try:
+        with torch.no_grad():
+            per_decision, _, _ = policy.evaluate_decisions(rollout.env.inputs, actions)
+    finally:
+        policy.train(was_training)
+    rollout.actions = torch.cat([rollout.actions, actions], dim=1)
+    rollout.old_log_prob = torch.cat([rollout.old_log_prob, per_decision.sum((0, 2, 3))])
+    if rollout.old_decision_log_prob is not None:
+        rollout.old_decision_log_prob = torch.cat([rollout.old_decision_log_prob, per_decision], dim=1)
+    rollout.scores.append(score)
+    rollout.decisions.append(decisions)

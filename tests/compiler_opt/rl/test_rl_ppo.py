@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler_opt.policy import GoPolicy, PolicyConfig
 from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, collect_rollouts, normalized_advantages, run_training
 from compiler_opt.rl.ppo import PPOTrainer
+from compiler_opt.rl.rollout import replay_episode
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
 from graph_ir.graph import Graph
@@ -93,6 +94,24 @@ def test_per_decision_ppo_update_favours_the_better_episodes() -> None:
     better, worse = gained[advantages > 0].mean(), gained[advantages < 0].mean()
     assert better > worse + 0.5, (better, worse)
     assert 0.0 <= stats.clip_fraction < 0.25 and np.isfinite(stats.policy_loss)
+
+
+def test_replayed_best_episode_joins_the_batch_at_ratio_one() -> None:
+    env = GraphEnvironment("chain", matmul_chain(4, 128), load_topology("2xV100"))
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    first, second = collect_rollouts(policy, [env, env], 4, generator=torch.Generator().manual_seed(2))
+    index, score = first.best()
+    replay_episode(policy, second, first.actions[:, index : index + 1], score, first.decisions[index])
+    assert second.actions.shape[1] == 5 and len(second.scores) == len(second.decisions) == 5
+    assert second.rewards[-1] == score.reward
+    per_decision, _, _ = policy.evaluate_decisions(env.inputs, second.actions)
+    torch.testing.assert_close(per_decision, second.old_decision_log_prob, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(second.old_log_prob[-1], first.old_log_prob[index], rtol=1e-4, atol=1e-3)
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=3, samples_per_graph=4, replay_best=True, policy=TINY.to_dict())
+    result = run_training(config, envs=[env], progress=False, save=False)
+    assert len(result.env_history) == 3 and all(len(h[env.label]["reward"]) == 4 for h in result.env_history)
+    assert result.best[env.label].score.step_time_s <= min(min(h[env.label]["ratio"]) for h in result.env_history) * env.reference_step_s * 1.0001
 
 
 def test_training_is_reproducible() -> None:
