@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zero-shot-samples", type=int, default=8)
     parser.add_argument("--classical-budget", type=int, default=1000, help="dp-ls evaluations")
     parser.add_argument("--cp-sat-seconds", type=float, default=20.0)
-    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="PPO learning rate (default: TrainConfig's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="ignore rows already in --json")

@@ -43,9 +43,11 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--graphs-per-iteration", type=int, default=4)
     p.add_argument("--samples", type=int, default=8, help="episodes per graph per iteration (zero-shot: samples beside the greedy answer)")
-    p.add_argument("--epochs", type=int, default=2, help="PPO epochs per iteration")
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--entropy", type=float, default=0.01, help="entropy bonus coefficient")
+    p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--ratio", choices=("decision", "episode"), default="decision", help="PPO importance ratio per decision (token-level) or per episode")
+    p.add_argument("--replay-best", action="store_true", help="add each graph's best episode so far to its PPO batch (self-imitation)")
+    p.add_argument("--entropy", type=float, default=1e-3, help="entropy bonus coefficient")
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
@@ -70,6 +72,8 @@ def config_from_args(args: Any) -> TrainConfig:
         zero_shot_samples=args.samples,
         ppo_epochs=args.epochs,
         learning_rate=args.lr,
+        ratio=args.ratio,
+        replay_best=args.replay_best,
         entropy_coef=args.entropy,
         reference=args.reference,
         seed=args.seed,

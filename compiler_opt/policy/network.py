@@ -41,6 +41,7 @@ class Sampled:
     actions: torch.Tensor  # (T, K, N, 3) int64
     log_prob: torch.Tensor  # (K,) summed over iterations, nodes and tasks
     value: torch.Tensor  # () the value head's estimate for the graph
+    decision_log_prob: torch.Tensor | None = None  # (T, K, N, 3) per decision (per-decision PPO ratios)
 
 
 def _log_softmax_parts(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,9 +81,10 @@ class GoPolicy(nn.Module):
         enc = self.encode(inputs)
         previous = None
         steps = []
-        total = torch.zeros(samples)
+        step_logps = []
         for _ in range(self.config.iterations):
             chosen = []
+            chosen_logp = []
             for logits in self._logits(enc, previous, samples):
                 logp = torch.log_softmax(logits, dim=-1)
                 if greedy:
@@ -91,14 +93,22 @@ class GoPolicy(nn.Module):
                     uniform = torch.rand(logits.shape, generator=generator).clamp_(1e-20, 1.0)
                     # Gumbel-max: a masked device (-inf) can never win.
                     action = (logits - torch.log(-torch.log(uniform))).argmax(-1)
-                total += logp.gather(-1, action.unsqueeze(-1)).squeeze(-1).sum(-1)
+                chosen_logp.append(logp.gather(-1, action.unsqueeze(-1)).squeeze(-1))
                 chosen.append(action)
             previous = torch.stack(chosen, dim=-1)
             steps.append(previous)
-        return Sampled(torch.stack(steps), total, self.value(enc))
+            step_logps.append(torch.stack(chosen_logp, dim=-1))
+        per_decision = torch.stack(step_logps)  # (T, K, N, 3)
+        return Sampled(torch.stack(steps), per_decision.sum((0, 2, 3)), self.value(enc), per_decision)
 
     def evaluate(self, inputs: PolicyInputs, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(log_prob (K,), mean entropy per node (K,), value ()) of stored `actions` (T, K, N, 3)."""
+        per_decision, entropy, value = self.evaluate_decisions(inputs, actions)
+        return per_decision.sum((0, 2, 3)), entropy, value
+
+    def evaluate_decisions(self, inputs: PolicyInputs, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log-probability of every decision (T, K, N, 3), mean entropy per node (K,), value ())
+        of stored `actions` (T, K, N, 3); iteration t > 0 is teacher-forced on the stored t-1."""
         enc = self.encode(inputs)
         iterations, samples, count, _ = actions.shape
         parts = [(None, actions[0], samples)]
@@ -106,12 +116,13 @@ class GoPolicy(nn.Module):
             flat_prev = actions[:-1].reshape((iterations - 1) * samples, count, 3)
             flat_act = actions[1:].reshape((iterations - 1) * samples, count, 3)
             parts.append((flat_prev, flat_act, (iterations - 1) * samples))
-        log_prob = torch.zeros(samples)
+        chunks = []
         entropy = torch.zeros(samples)
         for previous, act, batch in parts:
+            tasks = []
             for task, logits in enumerate(self._logits(enc, previous, batch)):
                 logp, ent = _log_softmax_parts(logits)
-                chosen = logp.gather(-1, act[..., task : task + 1]).squeeze(-1).sum(-1)  # (batch,)
-                log_prob = log_prob + chosen.view(-1, samples).sum(0)
+                tasks.append(logp.gather(-1, act[..., task : task + 1]).squeeze(-1))  # (batch, N)
                 entropy = entropy + ent.mean(-1).view(-1, samples).sum(0)
-        return log_prob, entropy / iterations, self.value(enc)
+            chunks.append(torch.stack(tasks, dim=-1).view(-1, samples, count, 3))
+        return torch.cat(chunks), entropy / iterations, self.value(enc)

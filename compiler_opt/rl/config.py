@@ -13,6 +13,7 @@ from graph_ir.errors import CompilerOptError
 __all__ = ["MODES", "TrainConfig", "TrainConfigError"]
 
 MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
+RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
 
 
 class TrainConfigError(CompilerOptError):
@@ -28,10 +29,16 @@ class TrainConfig:
     iterations: int = 100  # PPO iterations (zero-shot: ignored)
     graphs_per_iteration: int = 4  # environments sampled per iteration
     samples_per_graph: int = 8  # episodes per environment per iteration (K)
-    ppo_epochs: int = 2
-    learning_rate: float = 3e-4
+    # Measured with benchmarks/bench_go_learning.py (WORKSPACE.md, "Making PPO learn"): with
+    # per-decision ratios few decisions are clipped, so a larger step and more epochs are safe,
+    # and the entropy bonus must be small (at 0.01 it outweighed the advantage signal and the
+    # per-node entropy rose while training).
+    ppo_epochs: int = 4
+    learning_rate: float = 3e-3
     clip: float = 0.2
-    entropy_coef: float = 0.01
+    ratio: str = "decision"  # PPO importance ratio per decision (token-level) or per episode (rl/ppo.py)
+    replay_best: bool = False  # add each environment's best episode so far to its PPO batch (self-imitation)
+    entropy_coef: float = 1e-3
     value_coef: float = 0.5
     max_grad_norm: float = 1.0
     reference: str = "human-expert"  # classical placement whose step time scales the reward
@@ -49,6 +56,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise TrainConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}", field="mode")
+        if self.ratio not in RATIOS:
+            raise TrainConfigError(f"ratio must be one of {', '.join(RATIOS)}, got {self.ratio!r}", field="ratio")
         if not self.workloads:
             raise TrainConfigError("no workloads to train on", field="workloads")
         if self.mode in ("go-one", "fine-tune", "zero-shot") and len(self.workloads) * len(self.devices) != 1:

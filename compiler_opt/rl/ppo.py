@@ -5,9 +5,17 @@ refinement iterations, nodes and tasks (`GoPolicy.evaluate`). Advantages are nor
 each graph: the K episodes of a graph are compared with each other, so a graph whose step times
 are naturally larger does not dominate. (With a value that depends on the graph only, the
 normalised advantage equals the normalised reward; the value head is still trained on the
-rewards and reported, as GO's is.) The ratio of summed log-probabilities is clipped in log space
-at +-20 before `exp` so one large-graph episode cannot overflow it; PPO's clip does the rest.
-Entropy is the mean per-node entropy summed over tasks.
+rewards and reported, as GO's is.) Entropy is the mean per-node entropy summed over tasks.
+
+Where the importance ratio is taken (`TrainConfig.ratio`):
+- `"decision"` (default): one ratio per decision (iteration, node, task), each clipped on its
+  own and weighted by its episode's normalised advantage; the surrogate is the mean over
+  decisions (token-level PPO, as for sequence-level rewards in language-model RL). The
+  gradient before clipping is the episode-level one divided by the number of decisions.
+- `"episode"`: one ratio per episode, the exponential of the summed log-probability difference
+  (clamped at +-20 in log space). Over thousands of decisions it leaves [1 - clip, 1 + clip]
+  after one optimizer step, so the rest of the update is clipped away (clip fraction ~0.5 in
+  the paper-size pretraining record, WORKSPACE.md); kept for comparison.
 """
 
 from __future__ import annotations
@@ -57,9 +65,14 @@ class PPOTrainer:
             for rollout in rollouts:
                 rewards = rollout.rewards
                 advantages = normalized_advantages(rewards)
-                log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions)
-                log_ratio = (log_prob - rollout.old_log_prob).clamp(-20.0, 20.0)
-                ratio = log_ratio.exp()
+                if cfg.ratio == "decision" and rollout.old_decision_log_prob is not None:
+                    log_prob, entropy, value = self.policy.evaluate_decisions(rollout.env.inputs, rollout.actions)
+                    old = rollout.old_decision_log_prob
+                    advantages = advantages.view(1, -1, 1, 1)
+                else:
+                    log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions)
+                    old = rollout.old_log_prob
+                ratio = (log_prob - old).clamp(-20.0, 20.0).exp()
                 unclipped = ratio * advantages
                 clipped = ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * advantages
                 policy_loss = -torch.min(unclipped, clipped).mean()

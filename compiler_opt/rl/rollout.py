@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from compiler_opt.policy.network import GoPolicy
     from cost_model.decisions import Decisions
 
-__all__ = ["GraphRollout", "collect_rollouts"]
+__all__ = ["GraphRollout", "collect_rollouts", "replay_episode"]
 
 
 @dataclass
@@ -29,6 +29,7 @@ class GraphRollout:
     value: float
     scores: list[EpisodeScore]
     decisions: list[Decisions]  # decoded once per episode (fusion decoding is the costly part)
+    old_decision_log_prob: torch.Tensor | None = None  # (T, K, N, 3): per-decision PPO ratios
 
     @property
     def rewards(self) -> torch.Tensor:
@@ -58,18 +59,38 @@ def collect_rollouts(
         for env in envs:
             if greedy_first and samples == 1:
                 sampled = policy.sample(env.inputs, 1, greedy=True)
-                actions, log_prob = sampled.actions, sampled.log_prob
             else:
                 sampled = policy.sample(env.inputs, samples, generator=generator)
-                actions, log_prob = sampled.actions, sampled.log_prob
+            actions, log_prob, per_decision = sampled.actions, sampled.log_prob, sampled.decision_log_prob
             if greedy_first and samples > 1:
                 greedy = policy.sample(env.inputs, 1, greedy=True)
                 actions = torch.cat([greedy.actions, actions[:, 1:]], dim=1)
                 log_prob = torch.cat([greedy.log_prob, log_prob[1:]])
+                per_decision = torch.cat([greedy.decision_log_prob, per_decision[:, 1:]], dim=1)
             final = actions[-1].numpy()
             decisions = [env.decisions(final[k]) for k in range(final.shape[0])]
             scores = [env.score_decisions(d, with_reward=with_reward) for d in decisions]
-            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions))
+            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions, per_decision))
     finally:
         policy.train(was_training)
     return out
+
+
+def replay_episode(policy: GoPolicy, rollout: GraphRollout, actions: torch.Tensor, score: EpisodeScore, decisions: Decisions) -> None:
+    """Append a stored episode (actions (T, 1, N, 3), already scored) to `rollout`, with its
+    log-probabilities under the current policy as the "old" ones, so PPO starts it at ratio 1.
+    Used to replay the best episode seen so far on an environment (self-imitation): it competes
+    in the per-graph advantage normalisation with the freshly sampled ones."""
+    was_training = policy.training
+    policy.eval()
+    try:
+        with torch.no_grad():
+            per_decision, _, _ = policy.evaluate_decisions(rollout.env.inputs, actions)
+    finally:
+        policy.train(was_training)
+    rollout.actions = torch.cat([rollout.actions, actions], dim=1)
+    rollout.old_log_prob = torch.cat([rollout.old_log_prob, per_decision.sum((0, 2, 3))])
+    if rollout.old_decision_log_prob is not None:
+        rollout.old_decision_log_prob = torch.cat([rollout.old_decision_log_prob, per_decision], dim=1)
+    rollout.scores.append(score)
+    rollout.decisions.append(decisions)

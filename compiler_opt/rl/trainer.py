@@ -28,7 +28,7 @@ from compiler_opt.policy.network import GoPolicy
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
 from compiler_opt.rl.ppo import PPOTrainer
-from compiler_opt.rl.rollout import collect_rollouts
+from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
 from compiler_opt.rl.scalars import ScalarLogger
 
@@ -64,6 +64,8 @@ class TrainResult:
     seconds: float
     scalar_backend: str = ""
     history: list[dict[str, float]] = field(default_factory=list)
+    # per iteration: env label -> {"reward": episode rewards, "ratio": step time / reference of the fitting, valid ones}
+    env_history: list[dict[str, dict[str, list[float]]]] = field(default_factory=list)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -108,12 +110,15 @@ def make_policy(config: TrainConfig) -> GoPolicy:
     return GoPolicy(PolicyConfig.from_dict(config.policy))
 
 
-def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: Decisions, score: EpisodeScore) -> None:
+def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: Decisions, score: EpisodeScore) -> bool:
+    """Keep `decisions` if they are the fastest fitting ones seen on `env`; True when kept."""
     if score.invalid or score.oom:
-        return
+        return False
     known = best.get(env.label)
     if known is None or score.step_time_s < known.score.step_time_s:
         best[env.label] = BestFound(decisions, score, env)
+        return True
+    return False
 
 
 def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0) -> BestFound:
@@ -153,6 +158,8 @@ def run_training(
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     history: list[dict[str, float]] = []
+    replayed: dict[str, torch.Tensor] = {}  # env label -> actions (T, 1, N, 3) of its best episode so far
+    env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
     try:
@@ -161,17 +168,25 @@ def run_training(
             chosen = rng.choice(len(envs), size=min(config.graphs_per_iteration, len(envs)), replace=False)
             batch = [envs[i] for i in sorted(chosen.tolist())]
             rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator)
+            sampled_rewards = torch.cat([r.rewards for r in rollouts])  # before any replayed episode
+            episodes = {r.env.label: _episode_record(r) for r in rollouts}
+            oom = float(np.mean([s.oom for r in rollouts for s in r.scores]))
             for rollout in rollouts:
                 index, score = rollout.best()
-                _update_best(best, rollout.env, rollout.decisions[index], score)
+                kept = replayed.get(rollout.env.label)
+                if _update_best(best, rollout.env, rollout.decisions[index], score):
+                    replayed[rollout.env.label] = rollout.actions[:, index : index + 1].clone()
+                elif config.replay_best and kept is not None:
+                    found = best[rollout.env.label]
+                    replay_episode(policy, rollout, kept, found.score, found.decisions)
             stats = trainer.update(rollouts)
-            rewards = torch.cat([r.rewards for r in rollouts])
+            rewards = sampled_rewards
             ratios = [b.ratio for b in best.values()]
             record = {
                 "iteration": iteration,
                 "reward_mean": float(rewards.mean()),
                 "reward_max": float(rewards.max()),
-                "oom_fraction": float(np.mean([s.oom for r in rollouts for s in r.scores])),
+                "oom_fraction": oom,
                 "best_ratio_geomean": float(np.exp(np.mean(np.log(ratios)))) if ratios else math.nan,
                 "policy_loss": stats.policy_loss,
                 "value_loss": stats.value_loss,
@@ -182,6 +197,7 @@ def run_training(
                 "cpu_seconds": time.process_time() - began_cpu,
             }
             history.append(record)
+            env_history.append(episodes)
             if scalars is not None and saver is not None:
                 for key, value in record.items():
                     if key != "iteration":
@@ -204,7 +220,13 @@ def run_training(
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
     backend = scalars.backend if scalars is not None else "none"
-    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history)
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history)
+
+
+def _episode_record(rollout: GraphRollout) -> dict[str, list[float]]:
+    ref = rollout.env.reference_step_s
+    ratios = [s.step_time_s / ref for s in rollout.scores if not (s.oom or s.invalid)]
+    return {"reward": rollout.rewards.tolist(), "ratio": ratios}
 
 
 def _best_text(best: dict[str, BestFound], envs: Sequence[GraphEnvironment]) -> str:

@@ -39,6 +39,11 @@ def test_shapes_and_log_prob_consistency(problem: SimulationProblem) -> None:
     # evaluate() teacher-forces the stored iterations and must give the sampler's log-probability.
     log_prob, entropy, value = policy.evaluate(inputs, actions)
     torch.testing.assert_close(log_prob, sampled.log_prob, rtol=1e-4, atol=1e-2)
+    # Per decision too (per-decision PPO ratios start at exactly 1 up to float error).
+    per_decision, _, _ = policy.evaluate_decisions(inputs, actions)
+    assert per_decision.shape == sampled.decision_log_prob.shape == (SMALL.iterations, 5, n, 3)
+    torch.testing.assert_close(per_decision, sampled.decision_log_prob, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(per_decision.sum((0, 2, 3)), sampled.log_prob, rtol=1e-5, atol=1e-3)
     assert entropy.shape == (5,) and (entropy > 0).all() and value.shape == ()
     log_prob.sum().backward()
     grads = [p.grad for p in policy.parameters() if p.grad is not None]

@@ -10,6 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler_opt.policy import GoPolicy, PolicyConfig
 from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, collect_rollouts, normalized_advantages, run_training
+from compiler_opt.rl.ppo import PPOTrainer
+from compiler_opt.rl.rollout import replay_episode
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
 from graph_ir.graph import Graph
@@ -45,7 +47,8 @@ def test_normalized_advantages_are_per_graph_standardised() -> None:
     assert torch.equal(normalized_advantages(torch.full((3,), -1.5)), torch.zeros(3))
 
 
-def test_ppo_improves_a_task_with_a_known_optimum() -> None:
+@pytest.mark.parametrize("ratio", ["decision", "episode"])
+def test_ppo_improves_a_task_with_a_known_optimum(ratio: str) -> None:
     env = GraphEnvironment("chain", matmul_chain(), load_topology("2xV100"))
     n = env.problem.num_nodes
     # The optimum of a chain: one GPU with every epilogue fused (no transfer, fewest launches).
@@ -62,7 +65,7 @@ def test_ppo_improves_a_task_with_a_known_optimum() -> None:
         return float(np.mean([s.step_time_s for s in rollout.scores]))
 
     before = mean_step()
-    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=40, samples_per_graph=8, learning_rate=1e-2, seed=0)
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=40, samples_per_graph=8, learning_rate=1e-2, seed=0, ratio=ratio)
     result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
     after = mean_step()
     assert after < before - 0.03 * optimum
@@ -70,6 +73,45 @@ def test_ppo_improves_a_task_with_a_known_optimum() -> None:
     best = result.best[env.label]
     assert best.score.step_time_s <= split * 1.0001 and not best.score.oom
     assert len(result.history) == 40 and all(np.isfinite(h["policy_loss"]) for h in result.history)
+
+
+def test_per_decision_ppo_update_favours_the_better_episodes() -> None:
+    """One update with per-decision ratios: episodes with a positive normalised advantage gain
+    log-probability against those with a negative one, and unlike the episode ratio (the sum
+    over every node and task, which leaves the clip range after one step) only a part of the
+    decisions is clipped."""
+    env = GraphEnvironment("chain", matmul_chain(), load_topology("2xV100"))
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    rollout = collect_rollouts(policy, [env], 16, generator=torch.Generator().manual_seed(1))[0]
+    advantages = normalized_advantages(rollout.rewards)
+    assert advantages.abs().sum() > 0
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], samples_per_graph=16, learning_rate=3e-3, ppo_epochs=4, ratio="decision")
+    stats = PPOTrainer(policy, config).update([rollout])
+    with torch.no_grad():
+        new_log_prob, _, _ = policy.evaluate(env.inputs, rollout.actions)
+    gained = new_log_prob - rollout.old_log_prob
+    better, worse = gained[advantages > 0].mean(), gained[advantages < 0].mean()
+    assert better > worse + 0.5, (better, worse)
+    assert 0.0 <= stats.clip_fraction < 0.25 and np.isfinite(stats.policy_loss)
+
+
+def test_replayed_best_episode_joins_the_batch_at_ratio_one() -> None:
+    env = GraphEnvironment("chain", matmul_chain(4, 128), load_topology("2xV100"))
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    first, second = collect_rollouts(policy, [env, env], 4, generator=torch.Generator().manual_seed(2))
+    index, score = first.best()
+    replay_episode(policy, second, first.actions[:, index : index + 1], score, first.decisions[index])
+    assert second.actions.shape[1] == 5 and len(second.scores) == len(second.decisions) == 5
+    assert second.rewards[-1] == score.reward
+    per_decision, _, _ = policy.evaluate_decisions(env.inputs, second.actions)
+    torch.testing.assert_close(per_decision, second.old_decision_log_prob, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(second.old_log_prob[-1], first.old_log_prob[index], rtol=1e-4, atol=1e-3)
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=3, samples_per_graph=4, replay_best=True, policy=TINY.to_dict())
+    result = run_training(config, envs=[env], progress=False, save=False)
+    assert len(result.env_history) == 3 and all(len(h[env.label]["reward"]) == 4 for h in result.env_history)
+    assert result.best[env.label].score.step_time_s <= min(min(h[env.label]["ratio"]) for h in result.env_history) * env.reference_step_s * 1.0001
 
 
 def test_training_is_reproducible() -> None:
@@ -86,6 +128,8 @@ def test_config_errors_name_the_field() -> None:
         TrainConfig(mode="nope", workloads=["x"])
     with pytest.raises(TrainConfigError, match="one graph"):
         TrainConfig(mode="go-one", workloads=["a", "b"])
+    with pytest.raises(TrainConfigError, match="ratio"):
+        TrainConfig(mode="go-one", workloads=["a"], ratio="token")
     with pytest.raises(TrainConfigError, match="samples_per_graph"):
         TrainConfig(mode="pretrain", workloads=["a"], samples_per_graph=1)
 

@@ -21,6 +21,15 @@ def test_paper_sizes_flag_reaches_the_config() -> None:
     assert not config_from_args(parser.parse_args(["train", "--workloads", "rnnlm-2"])).paper_sizes
 
 
+def test_ratio_and_replay_flags_reach_the_config() -> None:
+    parser = argparse.ArgumentParser()
+    add_train_parser(parser.add_subparsers(), argparse.ArgumentParser(add_help=False))
+    default = config_from_args(parser.parse_args(["train", "--workloads", "rnnlm-2"]))
+    assert default.ratio == "decision" and not default.replay_best
+    chosen = config_from_args(parser.parse_args(["train", "--workloads", "rnnlm-2", "--ratio", "episode", "--replay-best"]))
+    assert chosen.ratio == "episode" and chosen.replay_best
+
+
 def test_load_graph_builds_the_paper_size_workload() -> None:
     name, paper = load_graph("wavenet-2x18:inference", paper=True)
     _, small = load_graph("wavenet-2x18:inference")
