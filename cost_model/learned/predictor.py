@@ -24,7 +24,39 @@ PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
 PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
 
 
-class TilePredictor:
+def _edge_index(edges: np.ndarray) -> torch.Tensor:
+    """(E, 2) producer->consumer pairs as the (2, E) consumer-first index the model reads."""
+    return torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+
+
+class _Predictor:
+    """`load` and `packaged` for both predictors; a subclass names its packaged file."""
+
+    packaged_path: Path
+    missing_hint: str
+
+    def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
+        self.model = model
+        self.extra = extra or {}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Any:
+        model, extra = load_model(path)
+        return cls(model, extra)
+
+    @classmethod
+    def packaged(cls) -> Any:
+        from graph_ir.errors import CompilerOptError
+
+        if not cls.packaged_path.is_file():
+            raise CompilerOptError(f"no {cls.missing_hint}", file=str(cls.packaged_path))
+        return cls.load(cls.packaged_path)
+
+
+class TilePredictor(_Predictor):
+    packaged_path = PACKAGED_MODEL
+    missing_hint = "tile cost model ships with this installation; pass one (compiler-opt costmodel train)"
+
     def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
         from cost_model.measure.tile.space import CONFIG_FEATURES
 
@@ -33,21 +65,7 @@ class TilePredictor:
         if model.config.config_features != CONFIG_FEATURES:
             raise ValueError(f"this tile model reads {model.config.config_features} config features, the tile space now makes "
                              f"{CONFIG_FEATURES} (a checkpoint from before the loop-nest features): retrain it with costmodel train")
-        self.model = model
-        self.extra = extra or {}
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TilePredictor:
-        model, extra = load_model(path)
-        return cls(model, extra)
-
-    @classmethod
-    def packaged(cls) -> TilePredictor:
-        from graph_ir.errors import CompilerOptError
-
-        if not PACKAGED_MODEL.is_file():
-            raise CompilerOptError("no tile cost model ships with this installation; pass one (compiler-opt costmodel train)", file=str(PACKAGED_MODEL))
-        return cls.load(PACKAGED_MODEL)
+        super().__init__(model, extra)
 
     def predict_log(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         """Predicted log seconds of each configuration of the kernel behind `space` (a TileSpace)."""
@@ -55,7 +73,7 @@ class TilePredictor:
 
         feats, opcodes, edges = kernel_graph(space.kernel)
         config_feat = np.stack([space.features(c) for c in configs])
-        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        edge_index = _edge_index(edges)
         with torch.no_grad():
             out = self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index, torch.from_numpy(config_feat).float())
         return out.double().numpy()
@@ -73,7 +91,7 @@ class TilePredictor:
             return float("nan")
         feats, opcodes, edges = kernel_graph(space.kernel)
         config_feat = torch.from_numpy(np.stack([space.features(c) for c in configs])).float()
-        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        edge_index = _edge_index(edges)
         runtime = torch.tensor(list(seconds), dtype=torch.float64)
         objective = loss_fn(loss, mse_weight=0.05)
         optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
@@ -89,32 +107,20 @@ class TilePredictor:
         return value
 
 
-class FusionPredictor:
+class FusionPredictor(_Predictor):
     """A layout-form (fusion) model's predictions for fusion configurations of a graph.
 
         predictor = FusionPredictor.load("fusion_model.pt")   # or FusionPredictor.packaged()
         log_seconds = predictor.predict_log(nodes, [decisions.fusion_group, ...])
     """
 
+    packaged_path = PACKAGED_FUSION_MODEL
+    missing_hint = "fusion cost model ships with this installation; pass one (compiler-opt costmodel train on a fusion dataset)"
+
     def __init__(self, model: CostModel, extra: dict[str, Any] | None = None) -> None:
         if not model.config.layout_form:
             raise ValueError("a tile-form model cannot rank fusion configurations (train one on a fusion dataset)")
-        self.model = model
-        self.extra = extra or {}
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> FusionPredictor:
-        model, extra = load_model(path)
-        return cls(model, extra)
-
-    @classmethod
-    def packaged(cls) -> FusionPredictor:
-        from graph_ir.errors import CompilerOptError
-
-        if not PACKAGED_FUSION_MODEL.is_file():
-            raise CompilerOptError("no fusion cost model ships with this installation; pass one (compiler-opt costmodel train on a fusion dataset)",
-                                   file=str(PACKAGED_FUSION_MODEL))
-        return cls.load(PACKAGED_FUSION_MODEL)
+        super().__init__(model, extra)
 
     def predict_log(self, nodes: Sequence[Any], groups: Sequence[np.ndarray], *, batch: int = 64) -> np.ndarray:
         """Predicted log seconds of the whole graph under each grouping (`groups[c][i]`: node i's
@@ -122,7 +128,7 @@ class FusionPredictor:
         from cost_model.learned.fusion_features import fusion_config_features, fusion_graph_arrays
 
         feats, opcodes, edges = fusion_graph_arrays(nodes)
-        edge_index = torch.from_numpy(edges[:, ::-1].T.copy()).long() if edges.size else torch.zeros((2, 0), dtype=torch.long)
+        edge_index = _edge_index(edges)
         ids = torch.arange(len(nodes))
         out = []
         with torch.no_grad():
