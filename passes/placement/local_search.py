@@ -20,7 +20,9 @@ this is the refinement that finds such placements.
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +47,8 @@ class _Search:
             sorted({int(ctx.group_of[m]) for n in members.tolist() for m in ctx.preds[n] + ctx.succs[n]} - {g})
             for g, members in enumerate(self.groups)
         ]
+        self.allowed_sets = [set(a.tolist()) for a in self.allowed]
+        self.first_member = np.array([int(members[0]) for members in self.groups], dtype=np.int64)
         self.current = np.asarray(start, dtype=np.int64).copy()
         self.key = ctx.evaluate_key(self.current)
         self.loads = None if ctx.last_loads is None else ctx.last_loads.copy()
@@ -69,29 +73,36 @@ class _Search:
             self.current[self.groups[g]] = d
         return False
 
-    def candidates(self) -> list[list[tuple[int, int]]]:
+    def candidates(self) -> Iterator[list[tuple[int, int]]]:
+        """Candidate changes in the order they are tried, made lazily: descent stops at the first
+        improvement, and listing every move of a 20k-node graph up front cost more than the
+        simulator. Random draws happen before the first candidate, as when the list was eager."""
         count = len(self.groups)
-        owner = np.array([self.device_of(g) for g in range(count)])
+        owner = self.current[self.first_member]
         if self.ctx.objective == "throughput" and self.loads is not None:
             hot = int(np.argmax(self.loads))
             mine = [g for g in self.rng.permutation(count).tolist() if owner[g] == hot]
             # Boundary groups first: moving them can also remove transfers.
             mine.sort(key=lambda g: not any(owner[h] != hot for h in self.neighbours[g]))
-            moves = [[(g, int(d))] for g in mine for d in self.allowed[g] if d != hot]
             others = [h for h in self.rng.permutation(count).tolist() if owner[h] != hot]
-            swaps = [
-                [(g, int(owner[h])), (h, hot)]
-                for g in mine
-                for h in others
-                if owner[h] in self.allowed[g] and hot in self.allowed[h]
-            ]
-            return moves + swaps
-        moves = []
-        for g in self.rng.permutation(count).tolist():
-            near = [int(owner[h]) for h in self.neighbours[g] if owner[h] != owner[g]]
-            rest = [int(d) for d in self.allowed[g] if d != owner[g] and d not in near]
-            moves += [[(g, d)] for d in dict.fromkeys(near) if d in self.allowed[g]] + [[(g, d)] for d in rest]
-        return moves
+            return itertools.chain(
+                ([(g, int(d))] for g in mine for d in self.allowed[g] if d != hot),
+                (
+                    [(g, int(owner[h])), (h, hot)]
+                    for g in mine
+                    for h in others
+                    if owner[h] in self.allowed[g] and hot in self.allowed[h]
+                ),
+            )
+        return self._neighbour_moves(owner, self.rng.permutation(count).tolist())
+
+    def _neighbour_moves(self, owner: np.ndarray, groups: list[int]) -> Iterator[list[tuple[int, int]]]:
+        for g in groups:
+            mine = int(owner[g])
+            near = dict.fromkeys(int(owner[h]) for h in self.neighbours[g] if owner[h] != mine)
+            allowed = self.allowed_sets[g]
+            yield from ([(g, d)] for d in near if d in allowed)
+            yield from ([(g, int(d))] for d in self.allowed[g] if d != mine and d not in near)
 
     def descend(self) -> None:
         improved = True

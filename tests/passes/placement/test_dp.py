@@ -10,7 +10,9 @@ import pytest
 from cost_model.decisions import Decisions
 from cost_model.simulator import SimulationProblem, throughput_objective
 from passes.placement import PlacementContext, place, place_outcome
-from passes.placement.dp import segment_dp, topological_orders
+from cost_model.costs import VALUE_CONSTANT
+from graph_ir import DType, Graph, NumpyTensor, TensorType, Value
+from passes.placement.dp import _comm_matrix, segment_dp, topological_orders
 from placement_testlib import chain, topology, two_branches
 
 SIZES = [4000, 30000, 2000, 20000, 8000, 500, 16000]
@@ -78,3 +80,54 @@ def test_cut_points_are_thinned_on_long_orders() -> None:
     changes = np.flatnonzero(np.diff(device)) + 1
     allowed = set(np.rint(np.linspace(0, 30, 7)).astype(int).tolist())
     assert set(changes.tolist()) <= allowed
+
+
+def _random_graph(rng: np.random.Generator, count: int) -> Graph:
+    """Random DAG with graph inputs used by several nodes, constants, repeated uses and outputs."""
+    graph = Graph()
+    values = [graph.add_input(Value(f"x{i}", TensorType(DType.FLOAT32, (int(rng.integers(1, 5000)),)))) for i in range(3)]
+    values.append(graph.add_initializer(Value("w", const=NumpyTensor(np.zeros((4,), np.float32)))))
+    for i in range(count):
+        inputs = [values[int(j)] for j in rng.integers(0, len(values), size=int(rng.integers(1, 3)))]
+        node = graph.add_node("Add" if len(inputs) == 2 else "Relu", inputs, name=f"n{i}")
+        node.outputs[0].type = TensorType(DType.FLOAT32, (int(rng.integers(1, 100_000)),))
+        values.append(node.outputs[0])
+    for node in graph:
+        if not node.outputs[0].uses:
+            graph.add_output(node.outputs[0])
+    return graph
+
+
+def _comm_by_definition(ctx: PlacementContext, order: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """The segment's transfer time straight from the definition, one segment at a time."""
+    p = ctx.problem
+    keep = p.value_kind[p.use_value] != VALUE_CONSTANT
+    uses: dict[int, list[int]] = {}
+    for v, node in zip(p.use_value[keep].tolist(), p.use_node[keep].tolist()):
+        uses.setdefault(v, []).append(node)
+    m = cuts.size
+    comm = np.zeros((m, m))
+    for a in range(m):
+        for b in range(a + 1, m):
+            inside = set(order[cuts[a] : cuts[b]].tolist())
+            for v, users in uses.items():
+                producer = int(p.value_producer[v])
+                origin = producer if producer >= 0 else int(p.value_first_consumer[v])
+                used_in = [u in inside for u in users]
+                crosses = (not all(used_in)) if origin in inside else any(used_in)
+                if crosses:
+                    comm[a, b] += float(np.asarray(ctx.worst_comm_time(np.array([float(p.value_bytes[v])]))).reshape(-1)[0])
+    return comm
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_segment_transfer_matrix_matches_its_definition(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    graph = _random_graph(rng, int(rng.integers(5, 40)))
+    ctx = PlacementContext(SimulationProblem.from_graph(graph, topology(3, bandwidth=2e9)), objective="throughput")
+    n = ctx.num_nodes
+    orders = [*topological_orders(ctx), rng.permutation(n)]  # any order, topological or not
+    for order in orders:
+        for cuts in (np.arange(n + 1), np.unique(np.concatenate([[0, n], rng.integers(0, n + 1, size=5)]))):
+            expected = _comm_by_definition(ctx, order, cuts)
+            np.testing.assert_allclose(_comm_matrix(ctx, order, cuts), expected, rtol=1e-9, atol=1e-15)
