@@ -8,8 +8,10 @@ handler imports what it needs.
     compiler-opt costmodel noise data/tile --top 20          # per-kernel label quality, noisiest first
     compiler-opt costmodel remeasure data/tile --count 80 --max-load 2.5
     compiler-opt costmodel train data/tile -o model.pt --loss listmle --split program
+    compiler-opt costmodel train data/tile -o tile_gbdt.ubj --model gbdt --split program
     compiler-opt costmodel evaluate model.pt data/tile --split program
     compiler-opt autotune model.onnx --task tile --budget 200 -o tuned.onnx
+    compiler-opt autotune model.onnx --task tile --ranker gbdt -o tuned.onnx   # XGBoost rank model
     compiler-opt autotune model.hlo --task fusion --budget 100 -o tuned.hlo
 """
 
@@ -108,6 +110,12 @@ def _cmd_remeasure(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.model == "gbdt":
+        from cost_model.learned.gbdt_predictor import train_gbdt_and_save
+
+        report = train_gbdt_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed, threads=args.threads)
+        print(json.dumps(report["metrics"], indent=2))
+        return 0
     from cost_model.learned.train import TrainConfig, train_and_save
 
     config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
@@ -127,10 +135,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
-                   save_model: str | None = None) -> list[Any]:
-    """Load `model`, tune its tile kernels (see passes.autotune.tile), write the result to `output`."""
+                   save_model: str | None = None, ranker: str = "gnn") -> list[Any]:
+    """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn or
+    gbdt; `cost_model` its file, None: the packaged one), write the result to `output`."""
     import graph_ir
-    from cost_model.learned.predictor import TilePredictor
+    from cost_model.learned.predictor import load_tile_ranker
     from cost_model.measure.harness import Harness
     from cost_model.measure.machine import machine_key
     from cost_model.measure.tile.runner import host_target_text
@@ -141,16 +150,14 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
 
     graph = graph_ir.load(model)
     graph = run_pipeline(graph, "shape-infer").graph  # kernel shapes come from value types
-    predictor = TilePredictor.load(cost_model) if cost_model else TilePredictor.packaged()
+    predictor = load_tile_ranker(ranker, cost_model)
     with ProfileCache(cache_path) as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
         tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps).tune_graph(graph, progress=progress)
     graph.verify()
     graph_ir.save(graph, output)
     if save_model:
-        from cost_model.learned.train import save_model as save_checkpoint
-
-        save_checkpoint(predictor.model, save_model, extra=predictor.extra | {"finetuned_on": os.path.basename(model)})
+        predictor.save(save_model, extra={"finetuned_on": os.path.basename(model)})
     return tunings
 
 
@@ -173,6 +180,11 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.task == "fusion":
+        if args.ranker != "gnn":
+            import sys
+
+            print("compiler-opt: error: autotune --task fusion: only the GraphSAGE layout model ranks fusions (--ranker gnn)", file=sys.stderr)
+            return 2
         t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
                                   cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
         print(f"autotune fusion: {len(t.candidates)} candidates ranked, {t.outcome.measurements} measured; best {t.outcome.best_seconds * 1e6:.1f} us "
@@ -181,7 +193,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
         return 0
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model)
+                             save_model=args.save_model, ranker=args.ranker)
     for t in tunings:
         print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
     print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
@@ -229,7 +241,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
     train.add_argument("data", metavar="DIR")
-    train.add_argument("-o", "--output", required=True, metavar="MODEL.pt")
+    train.add_argument("-o", "--output", required=True, metavar="MODEL", help="gnn: a .pt checkpoint; gbdt: an XGBoost .ubj model")
+    train.add_argument("--model", choices=("gnn", "gbdt"), default="gnn",
+                       help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
@@ -255,13 +269,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("-o", "--output", required=True, metavar="OUT")
     tune.add_argument("--task", choices=("tile", "fusion"), required=True,
                       help="tile: TVM tile configs of dot/conv/reduce kernels; fusion: fusion groups of an HLO graph (run on XLA)")
-    tune.add_argument("--cost-model", metavar="MODEL.pt", help="trained cost model (default: the one shipped in the package for the task)")
+    tune.add_argument("--cost-model", metavar="MODEL", help="trained cost model (gnn: .pt, gbdt: .ubj; default: the one shipped in the package for the task and ranker)")
+    tune.add_argument("--ranker", choices=("gnn", "gbdt"), default="gnn",
+                      help="tile: rank candidates with the GraphSAGE model (gnn, default) or the XGBoost rank model on flat features (gbdt)")
     tune.add_argument("--budget", type=int, default=None, metavar="N",
                       help="candidates ranked by the model per kernel (tile, default 200) or graph (fusion: random legal fusions + the default one, default 100)")
     tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (tile, default 5) or graph (fusion, default 10)")
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
-    tune.add_argument("--save-model", metavar="MODEL.pt", help="write the (fine-tuned) model here")
+    tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj)")
     tune.add_argument("--no-progress", action="store_true")
     tune.set_defaults(handler=_cmd_autotune, file_arg="model")

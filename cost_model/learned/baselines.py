@@ -24,7 +24,7 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import KernelRecord
 
-__all__ = ["GbdtBaseline", "flat_features", "roofline_predictions"]
+__all__ = ["GbdtBaseline", "flat_features", "flat_rows", "roofline_predictions"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,17 +47,21 @@ def roofline_predictions(record: KernelRecord, device: object | None = None) -> 
     return np.full(record.num_configs, math.log(max(seconds, 1e-12)))
 
 
-def flat_features(record: KernelRecord) -> np.ndarray:
-    """(C, F) rows: graph summary (same for every configuration) + the configuration."""
-    nodes = record.node_feat
+def flat_rows(node_feat: np.ndarray, node_opcode: np.ndarray, configs: np.ndarray) -> np.ndarray:
+    """(C, F) rows: a graph summary (mean and max of the node features, the output node's features
+    and one-hot opcode, the node count; the same for every configuration) + each configuration's
+    features (`configs`: (C, Fc), or (C, M, Fn) flattened per configuration)."""
     opcode = np.zeros(64, dtype=np.float32)
-    opcode[min(int(record.node_opcode[-1]), 63)] = 1.0
-    graph = np.concatenate([nodes.mean(0), nodes.max(0), nodes[-1], opcode, [len(nodes)]])
-    if record.layout_form:
-        configs = record.node_config_feat.reshape(record.num_configs, -1)
-    else:
-        configs = record.config_feat
-    return np.concatenate([np.repeat(graph[None], record.num_configs, 0), configs], axis=1).astype(np.float32)
+    opcode[min(int(node_opcode[-1]), 63)] = 1.0
+    graph = np.concatenate([node_feat.mean(0), node_feat.max(0), node_feat[-1], opcode, [len(node_feat)]])
+    configs = np.asarray(configs).reshape(len(configs), -1)
+    return np.concatenate([np.repeat(graph[None], len(configs), 0), configs], axis=1).astype(np.float32)
+
+
+def flat_features(record: KernelRecord) -> np.ndarray:
+    """`flat_rows` of a record (tile or layout form)."""
+    configs = record.node_config_feat if record.layout_form else record.config_feat
+    return flat_rows(record.node_feat, record.node_opcode, configs)
 
 
 class GbdtBaseline:
@@ -76,16 +80,31 @@ class GbdtBaseline:
         self.width = width
         x = np.concatenate([self._pad(flat_features(r)) for r in records])
         y = np.concatenate([np.log(r.config_runtime) for r in records])
-        params = {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": self.threads}
-        if self.objective == "rank":  # relevance = minus log runtime, compared only within a kernel
-            qid = np.concatenate([np.full(r.num_configs, i) for i, r in enumerate(records)])
-            matrix = xgb.DMatrix(x, label=-y, qid=qid)
-            params["objective"] = "rank:pairwise"
-        else:
-            matrix = xgb.DMatrix(x, label=y)
-            params["objective"] = "reg:squarederror"
-        self.booster = xgb.train(params, matrix, num_boost_round=self.rounds)
+        qid = np.concatenate([np.full(r.num_configs, i) for i, r in enumerate(records)])
+        self.booster = xgb.train(self.params(), self._matrix(x, y, qid), num_boost_round=self.rounds)
         return self
+
+    def params(self) -> dict[str, object]:
+        objective = "rank:pairwise" if self.objective == "rank" else "reg:squarederror"
+        return {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": self.threads,
+                "objective": objective}
+
+    def _matrix(self, x: np.ndarray, log_runtime: np.ndarray, qid: np.ndarray) -> object:
+        import xgboost as xgb
+
+        if self.objective == "rank":  # relevance = minus log runtime, compared only within a kernel (qid)
+            return xgb.DMatrix(x, label=-log_runtime, qid=qid)
+        return xgb.DMatrix(x, label=log_runtime)
+
+    def update(self, rows: np.ndarray, seconds: np.ndarray, rounds: int) -> None:
+        """`rounds` more boosting rounds on new measurements of one kernel (`flat_rows`, seconds):
+        the autotuner's online update; earlier trees are kept."""
+        import xgboost as xgb
+
+        if self.booster is None:
+            raise RuntimeError("fit() first")
+        matrix = self._matrix(self._pad(rows), np.log(np.asarray(seconds, dtype=np.float64)), np.zeros(len(rows), dtype=np.int64))
+        self.booster = xgb.train(self.params(), matrix, num_boost_round=rounds, xgb_model=self.booster)
 
     def _pad(self, x: np.ndarray) -> np.ndarray:
         if x.shape[1] >= self.width:
@@ -93,9 +112,14 @@ class GbdtBaseline:
         return np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
 
     def predict(self, record: KernelRecord) -> np.ndarray:
+        """Lower = predicted faster: log seconds (regression) or minus the rank score (rank)."""
+        return self.predict_rows(flat_features(record))
+
+    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+        """`predict` on `flat_rows` output (what the autotuner's ranker calls for unmeasured configs)."""
         import xgboost as xgb
 
         if self.booster is None:
             raise RuntimeError("fit() first")
-        out = self.booster.predict(xgb.DMatrix(self._pad(flat_features(record)))).astype(np.float64)
+        out = self.booster.predict(xgb.DMatrix(self._pad(rows))).astype(np.float64)
         return -out if self.objective == "rank" else out  # rank scores: higher = faster

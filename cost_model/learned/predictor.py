@@ -18,10 +18,11 @@ import torch
 from cost_model.learned.model import CostModel
 from cost_model.learned.train import load_model
 
-__all__ = ["PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "FusionPredictor", "TilePredictor"]
+__all__ = ["PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "TILE_RANKERS", "FusionPredictor", "TilePredictor", "load_tile_ranker"]
 
 PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
 PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
+TILE_RANKERS = ("gnn", "gbdt")  # GraphSAGE (TilePredictor), XGBoost rank on flat features (GbdtTilePredictor)
 
 
 def _edge_index(edges: np.ndarray) -> torch.Tensor:
@@ -81,6 +82,15 @@ class TilePredictor(_Predictor):
     def predict_seconds(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         return np.exp(self.predict_log(space, configs))
 
+    def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
+        """The autotuner's ranking (lower = predicted faster): the predicted log seconds."""
+        return self.predict_log(space, configs)
+
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
+        from cost_model.learned.train import save_model
+
+        return save_model(self.model, path, extra=self.extra | (extra or {}))
+
     def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, lr: float = 5e-4, loss: str = "listmle") -> float:
         """A few optimizer steps on new measurements of one kernel (the autotuner's online
         update); returns the last loss. The rank loss plus 0.05 x MSE keeps times in seconds."""
@@ -137,3 +147,15 @@ class FusionPredictor(_Predictor):
                 out.append(self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index,
                                       torch.from_numpy(config).float(), ids).double().numpy())
         return np.concatenate(out) if out else np.zeros(0)
+
+
+def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:
+    """The tile autotuner's ranker: `gnn` (GraphSAGE, a `.pt` checkpoint) or `gbdt` (XGBoost rank
+    model, a `.ubj` file); `path` None: the one shipped in the package."""
+    if ranker == "gnn":
+        return TilePredictor.load(path) if path else TilePredictor.packaged()
+    if ranker == "gbdt":
+        from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+
+        return GbdtTilePredictor.load(path) if path else GbdtTilePredictor.packaged()
+    raise ValueError(f"unknown tile ranker {ranker!r} (one of {', '.join(TILE_RANKERS)})")

@@ -1,7 +1,8 @@
 """Tile-size autotuning of a graph's kernels, and the `autotune-tiles` pass.
 
 For every dot / MatMul / Gemm, convolution and reduce node (`kernels_from_node`), `budget`
-random configurations of its TVM schedule space are ranked by the learned model, the `top_k`
+random configurations of its TVM schedule space are ranked by a learned model (`ranker`: the
+GraphSAGE `TilePredictor`, or the XGBoost rank model `GbdtTilePredictor`), the `top_k`
 best predicted are compiled, checked against the unscheduled kernel and measured for real
 through the `Harness` (SQLite cache: a rerun measures nothing twice), and the fastest is written
 into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
@@ -44,7 +45,8 @@ class KernelTuning:
 
 
 class TileTuner:
-    """Tunes tile kernels with a `TilePredictor` (ranking) and a `Harness` (measuring)."""
+    """Tunes tile kernels with a ranker (`TilePredictor` or `GbdtTilePredictor`: `rank(space,
+    configs)`, lower = predicted faster) and a `Harness` (measuring)."""
 
     def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None, finetune_steps: int = 0) -> None:
         self.predictor, self.harness = predictor, harness
@@ -78,7 +80,7 @@ class TileTuner:
 
         space = TileSpace(build_kernel(spec))
         candidates = kernel_configs(space, self.seed, self.budget)
-        outcome = tune_candidates(candidates, rank=lambda cs: self.predictor.predict_log(space, cs),
+        outcome = tune_candidates(candidates, rank=lambda cs: self.predictor.rank(space, cs),
                                   measure=lambda cs: self.measure(space, cs), top_k=self.top_k)
         if self.finetune_steps > 0:
             chosen = list(outcome.measured)
@@ -110,21 +112,24 @@ class AutotuneTiles(Pass):
     """Pick each dot/conv/reduce kernel's tile configuration with the learned cost model, measuring the top-k."""
 
     name = "autotune-tiles"
-    model: str = option("", "trained cost model (.pt); empty: the packaged one")
+    model: str = option("", "trained ranker (gnn: .pt, gbdt: .ubj); empty: the packaged one")
+    ranker: str = option("gnn", "gnn (GraphSAGE) or gbdt (XGBoost rank on flat features)")
     budget: int = option(200, "configurations ranked by the model per kernel")
     top_k: int = option(5, "configurations measured for real per kernel")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
 
     def call(self, graph: Graph) -> PassResult:
-        from cost_model.learned.predictor import TilePredictor
+        from cost_model.learned.predictor import TILE_RANKERS, load_tile_ranker
         from cost_model.measure.harness import Harness
         from cost_model.measure.machine import machine_key
         from cost_model.measure.tile.runner import host_target_text
         from cost_model.profiling.cache import ProfileCache
 
+        if self.ranker not in TILE_RANKERS:
+            raise PassError(f"autotune-tiles: ranker must be one of {', '.join(TILE_RANKERS)}, got {self.ranker!r}")
         try:
-            predictor = TilePredictor.load(self.model) if self.model else TilePredictor.packaged()
+            predictor = load_tile_ranker(self.ranker, self.model or None)
         except ImportError as error:
             raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
         with ProfileCache(self.cache or None) as cache:

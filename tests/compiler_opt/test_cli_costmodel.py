@@ -75,3 +75,31 @@ def test_collect_train_evaluate_autotune(tmp_path, capsys) -> None:  # type: ign
 
     before, after = load_model(model)[0].state_dict(), load_model(tuned_model)[0].state_dict()
     assert any(not np.allclose(before[k].numpy(), after[k].numpy()) for k in before)
+
+
+def test_autotune_fusion_refuses_the_gbdt_ranker(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["autotune", "m.hlo", "-o", str(tmp_path / "x.hlo"), "--task", "fusion", "--ranker", "gbdt"]) == 2
+    assert "only the GraphSAGE layout model ranks fusions" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_autotune_with_the_shipped_gbdt_ranker_end_to_end(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("tvm")
+    pytest.importorskip("xgboost")
+    import onnx
+
+    import graph_ir
+    from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+
+    os.environ["TVM_NUM_THREADS"] = "1"
+    source = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "pytorch-converted", "test_Conv2d", "model.onnx")
+    out, cache, saved = tmp_path / "tuned.onnx", tmp_path / "tune.sqlite", tmp_path / "tuned.ubj"
+    args = ["autotune", source, "--task", "tile", "--ranker", "gbdt", "--budget", "12", "--top-k", "3", "--cache", str(cache), "-o", str(out),
+            "--no-progress", "--finetune", "4", "--save-model", str(saved)]
+    assert main(args) == 0
+    assert "1 kernels tuned" in capsys.readouterr().out
+    convs = [n for n in graph_ir.load(str(out)) if n.op_type == "Conv"]
+    assert convs and all(n.tile is not None for n in convs)
+    shipped, tuned = GbdtTilePredictor.packaged(), GbdtTilePredictor.load(saved)
+    assert tuned.extra["finetune_rounds"] == 4 and tuned.extra["finetuned_on"] == "model.onnx"
+    assert tuned.gbdt.booster.num_boosted_rounds() == shipped.gbdt.booster.num_boosted_rounds() + 4

@@ -1,0 +1,51 @@
+"""Mean and per-seed values of several bench_costmodel.py runs (one JSON per seed).
+
+    PYTHONPATH=. python benchmarks/bench_seeds_summary.py benchmarks/results/bench_costmodel_fusion_s5*.json
+
+Rows: (split, method) in the order of the first file; columns: top-1 / top-5 slowdown, Kendall
+tau, MAPE (configs >= 5 us; n/a for rank-score methods), tuner and random measurements to 2%,
+each as the mean over the files with the per-seed values in parentheses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+RANK_ONLY = ("rank", "MetaSchedule")  # their scores are not times: MAPE is meaningless
+
+
+def _cell(values: list[float], percent: bool) -> str:
+    fmt = (lambda v: f"{v:.1%}") if percent else (lambda v: f"{v:.3f}" if abs(v) < 1.5 else f"{v:.1f}")
+    return f"{fmt(float(np.mean(values)))} ({', '.join(fmt(v) for v in values)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args(argv)
+    runs = [json.loads(Path(f).read_text(encoding="utf-8")) for f in args.files]
+    seeds = [r["summary"]["seed"] for r in runs]
+    print(f"{runs[0]['summary']['data']}: {runs[0]['summary']['kernels']} graphs/kernels, {runs[0]['summary']['configs_total']} configs; seeds {seeds}; "
+          f"noise floor median {runs[0]['summary']['noise_floor']['median']:.3f}, p90 {runs[0]['summary']['noise_floor']['p90']:.3f} "
+          f"({runs[0]['summary']['noise_floor']['pairs']} pairs)")
+    print("| split | method | top-1 slowdown | top-5 slowdown | Kendall tau | MAPE (>=5us) | tuner meas. to <=2% | random meas. to <=2% |")
+    print("|---|---|---|---|---|---|---|---|")
+    keys = list(dict.fromkeys((row["split"], row["method"]) for row in runs[0]["results"]))
+    for split, method in keys:
+        rows = [row for run in runs for row in run["results"] if row["split"] == split and row["method"] == method]
+        if len(rows) != len(runs):
+            continue
+        mape = "n/a (rank scores)" if any(tag in method for tag in RANK_ONLY) else _cell([r["mape"] for r in rows], True)
+        print(f"| {split} ({'/'.join(str(r['test_kernels']) for r in rows)} test) | {method} | {_cell([r['top1'] for r in rows], True)} | "
+              f"{_cell([r['top5'] for r in rows], True)} | {_cell([r['kendall'] for r in rows], False)} | {mape} | "
+              f"{_cell([r['tuner_measurements'] for r in rows], False)} | {_cell([r['random_measurements'] for r in rows], False)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

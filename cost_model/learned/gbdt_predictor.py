@@ -1,0 +1,155 @@
+"""The gradient-boosted rank model (XGBoost on flat features) as a tile ranker for the autotuner.
+
+    compiler-opt costmodel train out/tile -o tile_gbdt.ubj --model gbdt --split program --test-fraction 0.25
+    ranker = GbdtTilePredictor.train(records)              # GbdtBaseline(objective="rank") underneath
+    ranker.save("tile_gbdt.ubj"); ranker = GbdtTilePredictor.load("tile_gbdt.ubj")
+    scores = ranker.rank(space, configs)                   # lower = predicted faster
+
+Depth 6 (not `GbdtBaseline`'s 8): the same held-out ranking over three seeds
+(benchmarks/bench_autotune_ranker.py) in a quarter of the file (about 1 MB shipped).
+Why beside the GraphSAGE `TilePredictor`: on the held-out-program split XGBoost's pairwise rank
+objective on flat features is the best ranker measured here (benchmarks/RESULTS.md (i)). Its
+scores order configurations within a kernel only; they are not seconds, so it can rank for the
+autotuner but cannot be the simulator's kernel cost source (`LearnedCosts` keeps GraphSAGE).
+
+File format: XGBoost's own UBJSON model (no pickle), with what the ranker needs to rebuild its
+input (objective, feature width, tile config feature count, training record) as booster
+attributes; written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.baselines import GbdtBaseline, flat_rows
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "train_gbdt_and_save"]
+
+FORMAT = "compiler-opt-gbdt-tile/1"
+PACKAGED_GBDT_MODEL = Path(__file__).with_name("tile_gbdt.ubj")
+
+
+class GbdtTilePredictor:
+    """Ranks tile configurations of a kernel with a fitted `GbdtBaseline`."""
+
+    def __init__(self, gbdt: GbdtBaseline, extra: dict[str, Any] | None = None) -> None:
+        from cost_model.measure.tile.space import CONFIG_FEATURES
+
+        if gbdt.booster is None:
+            raise ValueError("the GBDT model is not fitted")
+        config_features = int((extra or {}).get("config_features", CONFIG_FEATURES))
+        if config_features != CONFIG_FEATURES:
+            raise ValueError(f"this GBDT tile model reads {config_features} config features, the tile space now makes {CONFIG_FEATURES}: "
+                             "retrain it (GbdtTilePredictor.train on a tile dataset)")
+        self.gbdt = gbdt
+        self.extra = dict(extra or {}) | {"config_features": config_features}
+
+    @classmethod
+    def train(cls, records: Sequence[KernelRecord], *, seed: int = 0, rounds: int = 400, depth: int = 6, threads: int = 1,
+              objective: str = "rank", extra: dict[str, Any] | None = None) -> GbdtTilePredictor:
+        if not records or any(r.layout_form for r in records):
+            raise DatasetError("a GBDT tile ranker trains on tile-form records (config_feat), got none or layout-form ones")
+        gbdt = GbdtBaseline(seed=seed, rounds=rounds, depth=depth, threads=threads, objective=objective).fit(records)
+        info = {"seed": seed, "rounds": rounds, "depth": depth, "train_kernels": len(records)}
+        return cls(gbdt, (extra or {}) | {"train": info, "config_features": int(records[0].config_feat.shape[1])})
+
+    # -- ranking ---------------------------------------------------------------------------------
+    def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray) -> np.ndarray:
+        """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel."""
+        return self.gbdt.predict_rows(flat_rows(node_feat, node_opcode, config_feat))
+
+    def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
+        """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        feats, opcodes, _ = kernel_graph(space.kernel)
+        return self.rank_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+
+    def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
+        """`steps` more boosting rounds on one kernel's new measurements (the autotuner's online
+        update, as `TilePredictor.finetune`); returns the fitted rows' Kendall tau afterwards."""
+        from scipy.stats import kendalltau
+
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        if len(configs) < 2 or steps <= 0:
+            return float("nan")
+        feats, opcodes, _ = kernel_graph(space.kernel)
+        rows = flat_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+        self.gbdt.update(rows, np.asarray(seconds, dtype=np.float64), steps)
+        self.extra["finetune_rounds"] = int(self.extra.get("finetune_rounds", 0)) + steps
+        return float(kendalltau(self.gbdt.predict_rows(rows), np.asarray(seconds)).statistic)
+
+    # -- files -----------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
+        from graph_ir.io.atomic import atomic_path
+
+        booster = self.gbdt.booster
+        meta = {"format": FORMAT, "objective": self.gbdt.objective, "width": self.gbdt.width, "seed": self.gbdt.seed,
+                "rounds": self.gbdt.rounds, "depth": self.gbdt.depth, "extra": self.extra | (extra or {})}
+        booster.set_attr(compiler_opt=json.dumps(meta))
+        target = Path(path)
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(bytes(booster.save_raw(raw_format="ubj")))
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> GbdtTilePredictor:
+        import xgboost as xgb
+
+        name = os.fspath(path)
+        try:
+            raw = Path(name).read_bytes()
+        except OSError as error:
+            raise DatasetError(f"cannot read the GBDT tile model: {error}", file=name) from error
+        try:
+            booster = xgb.Booster(model_file=bytearray(raw))
+        except xgb.core.XGBoostError as error:
+            raise DatasetError(f"not an XGBoost model: {str(error).splitlines()[0]}", file=name) from error
+        try:
+            meta = json.loads(booster.attr("compiler_opt") or "{}")
+        except json.JSONDecodeError:
+            meta = {}
+        if meta.get("format") != FORMAT:
+            raise DatasetError(f"an XGBoost model but not a compiler-opt GBDT tile ranker (attribute compiler_opt.format != {FORMAT})", file=name)
+        gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]))
+        gbdt.booster, gbdt.width = booster, int(meta["width"])
+        return cls(gbdt, dict(meta.get("extra", {})))
+
+    @classmethod
+    def packaged(cls) -> GbdtTilePredictor:
+        if not PACKAGED_GBDT_MODEL.is_file():
+            raise DatasetError("no GBDT tile ranker ships with this installation; pass one (GbdtTilePredictor.train(...).save(path))",
+                               file=str(PACKAGED_GBDT_MODEL))
+        return cls.load(PACKAGED_GBDT_MODEL)
+
+
+def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
+                        rounds: int = 400, depth: int = 6, threads: int = 1) -> dict[str, Any]:
+    """`costmodel train --model gbdt`: fit the rank model on a split's training kernels, score both
+    sides (top-1/top-5 slowdown, Kendall tau; MAPE is meaningless for rank scores), save it."""
+    from cost_model.learned.data import split_records
+    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+    from cost_model.learned.tpugraphs import load_dir
+
+    records = load_dir(data_dir)
+    train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
+    config = {"model": "gbdt", "objective": "rank", "split": split, "test_fraction": test_fraction, "seed": seed, "rounds": rounds, "depth": depth}
+    ranker = GbdtTilePredictor.train([records[i] for i in train_idx], seed=seed, rounds=rounds, depth=depth, threads=threads)
+
+    def metrics(indices: list[int]) -> dict[str, float]:
+        rows = [kernel_metrics(ranker.rank_rows(records[i].node_feat, records[i].node_opcode, records[i].config_feat), records[i].config_runtime)
+                for i in indices]
+        return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
+
+    report = {"metrics": {"train": metrics(train_idx), "test": metrics(test_idx) if test_idx else {}}, "train_config": config,
+              "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
+              "data": os.path.basename(os.path.normpath(data_dir))}
+    ranker.save(output, extra=report)
+    return report
