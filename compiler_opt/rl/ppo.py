@@ -66,11 +66,11 @@ class PPOTrainer:
                 rewards = rollout.rewards
                 advantages = normalized_advantages(rewards)
                 if cfg.ratio == "decision" and rollout.old_decision_log_prob is not None:
-                    log_prob, entropy, value = self.policy.evaluate_decisions(rollout.env.inputs, rollout.actions)
+                    log_prob, entropy, value = self.policy.evaluate_decisions(rollout.env.inputs, rollout.actions, rollout.initial)
                     old = rollout.old_decision_log_prob
                     advantages = advantages.view(1, -1, 1, 1)
                 else:
-                    log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions)
+                    log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions, rollout.initial)
                     old = rollout.old_log_prob
                 ratio = (log_prob - old).clamp(-20.0, 20.0).exp()
                 unclipped = ratio * advantages

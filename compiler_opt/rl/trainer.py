@@ -31,6 +31,7 @@ from compiler_opt.rl.ppo import PPOTrainer
 from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
 from compiler_opt.rl.scalars import ScalarLogger
+from compiler_opt.rl.warm_start import Seed, SeedEpisode, seed_episode, warm_start_seeds
 
 if TYPE_CHECKING:
     from cost_model.decisions import Decisions
@@ -66,6 +67,8 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     # per iteration: env label -> {"reward": episode rewards, "ratio": step time / reference of the fitting, valid ones}
     env_history: list[dict[str, dict[str, list[float]]]] = field(default_factory=list)
+    seeds: dict[str, list[Seed]] = field(default_factory=dict)  # warm start: env label -> the seeds run
+    seed_cpu_seconds: float = 0.0  # CPU seconds the warm start took (seeds and their replay episodes)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -158,7 +161,11 @@ def run_training(
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     history: list[dict[str, float]] = []
-    replayed: dict[str, torch.Tensor] = {}  # env label -> actions (T, 1, N, 3) of its best episode so far
+    # env label -> its best episode so far as a replayable episode (actions (T, 1, N, 3), ...)
+    replayed: dict[str, SeedEpisode] = {}
+    initial: dict[str, torch.Tensor] = {}  # warm start: env label -> the (N, 3) decisions its episodes edit
+    seeds, pending = _warm_start(config, envs, policy, best, initial, replayed)
+    seed_cpu = time.process_time() - began_cpu
     env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
@@ -167,18 +174,25 @@ def run_training(
             started = time.monotonic()
             chosen = rng.choice(len(envs), size=min(config.graphs_per_iteration, len(envs)), replace=False)
             batch = [envs[i] for i in sorted(chosen.tolist())]
-            rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator)
+            rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator, initial=initial)
             sampled_rewards = torch.cat([r.rewards for r in rollouts])  # before any replayed episode
             episodes = {r.env.label: _episode_record(r) for r in rollouts}
             oom = float(np.mean([s.oom for r in rollouts for s in r.scores]))
             for rollout in rollouts:
+                label = rollout.env.label
                 index, score = rollout.best()
-                kept = replayed.get(rollout.env.label)
+                kept = replayed.get(label)
+                seeded = rollout.initial is not None
                 if _update_best(best, rollout.env, rollout.decisions[index], score):
-                    replayed[rollout.env.label] = rollout.actions[:, index : index + 1].clone()
-                elif config.replay_best and kept is not None:
-                    found = best[rollout.env.label]
-                    replay_episode(policy, rollout, kept, found.score, found.decisions)
+                    first = rollout.initial[index].clone() if rollout.initial is not None else None
+                    replayed[label] = SeedEpisode("sampled", rollout.actions[:, index : index + 1].clone(), score, rollout.decisions[index], first)
+                    if seeded:
+                        initial[label] = rollout.actions[-1, index].clone()  # later episodes edit the new best
+                elif config.replay_best and kept is not None and (kept.initial is not None) == seeded:
+                    replay_episode(policy, rollout, kept.actions, kept.score, kept.decisions, kept.initial)
+                for episode in pending.pop(label, []):  # warm-start seeds join the first batch of their env
+                    if (episode.initial is not None) == seeded:
+                        replay_episode(policy, rollout, episode.actions, episode.score, episode.decisions, episode.initial)
             stats = trainer.update(rollouts)
             rewards = sampled_rewards
             ratios = [b.ratio for b in best.values()]
@@ -220,7 +234,55 @@ def run_training(
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
     backend = scalars.backend if scalars is not None else "none"
-    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history)
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu)
+
+
+def _warm_start(
+    config: TrainConfig,
+    envs: Sequence[GraphEnvironment],
+    policy: GoPolicy,
+    best: dict[str, BestFound],
+    initial: dict[str, torch.Tensor],
+    replayed: dict[str, SeedEpisode],
+) -> tuple[dict[str, list[Seed]], dict[str, list[SeedEpisode]]]:
+    """Run the warm-start seeds of every environment (rl/warm_start.py): the best fitting seed
+    becomes the environment's best answer and its episodes' first-round input; the best
+    `seed_replay` replayable seeds are returned per environment to join its first PPO batch."""
+    methods = config.seed_methods()
+    seeds: dict[str, list[Seed]] = {}
+    pending: dict[str, list[SeedEpisode]] = {}
+    if not methods:
+        return seeds, pending
+    budget = config.max_cpu_seconds * config.warm_start_fraction / len(envs)
+    levels = policy.config.fusion_levels
+    for env in envs:
+        if not isinstance(env, GraphEnvironment):
+            # ProfiledEnvironment: its placements are device arrays scored by another model; no seeds.
+            logger.info("%s: no warm start for %s", env.label, type(env).__name__)
+            continue
+        found = warm_start_seeds(env, methods, fusion_levels=levels, cpu_budget=budget)
+        seeds[env.label] = found
+        fitting = sorted((s for s in found if s.fits), key=lambda s: s.score.step_time_s)
+        if not fitting:
+            logger.warning("%s: no warm-start seed fits in memory; episodes start from scratch", env.label)
+            continue
+        head = fitting[0]
+        _update_best(best, env, head.decisions, head.score)
+        initial[env.label] = head.actions
+        episodes = []
+        for seed in fitting:
+            if len(episodes) >= config.seed_replay:
+                break
+            if any(torch.equal(seed.actions, e.initial) for e in episodes):
+                continue  # two methods, one placement
+            episode = seed_episode(env, seed, policy.config.iterations)
+            if episode is not None:
+                episodes.append(episode)
+        pending[env.label] = episodes
+        if episodes and episodes[0].method == head.method:
+            replayed[env.label] = episodes[0]
+        logger.info("%s: warm start from %s (%.4g s) of %d seeds", env.label, head.method, head.score.step_time_s, len(found))
+    return seeds, pending
 
 
 def _episode_record(rollout: GraphRollout) -> dict[str, list[float]]:

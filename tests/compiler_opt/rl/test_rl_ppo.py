@@ -65,7 +65,8 @@ def test_ppo_improves_a_task_with_a_known_optimum(ratio: str) -> None:
         return float(np.mean([s.step_time_s for s in rollout.scores]))
 
     before = mean_step()
-    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=40, samples_per_graph=8, learning_rate=1e-2, seed=0, ratio=ratio)
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=40, samples_per_graph=8, learning_rate=1e-2, seed=0, ratio=ratio,
+                         warm_start=[])  # learning from scratch (warm start: test_warm_start.py)
     result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
     after = mean_step()
     assert after < before - 0.03 * optimum
@@ -108,7 +109,7 @@ def test_replayed_best_episode_joins_the_batch_at_ratio_one() -> None:
     per_decision, _, _ = policy.evaluate_decisions(env.inputs, second.actions)
     torch.testing.assert_close(per_decision, second.old_decision_log_prob, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(second.old_log_prob[-1], first.old_log_prob[index], rtol=1e-4, atol=1e-3)
-    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=3, samples_per_graph=4, replay_best=True, policy=TINY.to_dict())
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=3, samples_per_graph=4, replay_best=True, policy=TINY.to_dict(), warm_start=[])
     result = run_training(config, envs=[env], progress=False, save=False)
     assert len(result.env_history) == 3 and all(len(h[env.label]["reward"]) == 4 for h in result.env_history)
     assert result.best[env.label].score.step_time_s <= min(min(h[env.label]["ratio"]) for h in result.env_history) * env.reference_step_s * 1.0001
