@@ -76,7 +76,9 @@ def _run(variant: dict[str, Any], envs: list, args: argparse.Namespace, seed: in
         **variant,
     ) if args.mode == "pretrain" else TrainConfig(
         mode="go-one", workloads=labels, devices=["-"], iterations=args.iterations,
-        samples_per_graph=args.samples, seed=seed, init_checkpoint=args.checkpoint, **variant,
+        samples_per_graph=args.samples, seed=seed, init_checkpoint=args.checkpoint,
+        # the diagnostic measures learning from the policy's own start: no warm-start seeds
+        **{"warm_start": [], **variant},
     )
     began = time.process_time()
     result = run_training(config, envs=envs, progress=False, save=False)

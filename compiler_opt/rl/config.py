@@ -46,6 +46,8 @@ class TrainConfig:
     warm_start_fraction: float = 0.5  # at most this share of max_cpu_seconds starts seed methods (0 budget: all run)
     seed_replay: int = 2  # the best this many seeds join the first PPO batch
     entropy_coef: float = 1e-3
+    entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
+    entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
     value_coef: float = 0.5
     max_grad_norm: float = 1.0
     reference: str = "human-expert"  # classical placement whose step time scales the reward

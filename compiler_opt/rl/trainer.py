@@ -205,6 +205,7 @@ def run_training(
                 "policy_loss": stats.policy_loss,
                 "value_loss": stats.value_loss,
                 "entropy": stats.entropy,
+                "entropy_coef": stats.entropy_coef,
                 "clip_fraction": stats.clip_fraction,
                 "grad_norm": stats.grad_norm,
                 "seconds": time.monotonic() - started,

@@ -145,3 +145,22 @@ def test_placement_only_environment_ignores_fusion_and_priority_actions() -> Non
     assert (joint.fusion_group == -1).all() and (joint.priority == 5).all()  # level 0: no merge starts
     np.testing.assert_array_equal(only.fusion_group, env.decoder.default_fusion(only.device))
     assert (only.fusion_group >= 0).any() and (only.priority == 0).all()
+
+
+def test_entropy_target_moves_the_coefficient_toward_the_target() -> None:
+    env = GraphEnvironment("chain", matmul_chain(4, 128), load_topology("2xV100"))
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(0))[0]
+    coefs = {}
+    for target in (0.1, 50.0):  # far below and far above the per-node entropy (~3 nats summed over tasks)
+        config = TrainConfig(mode="go-one", workloads=["chain"], ppo_epochs=1, samples_per_graph=4, entropy_coef=1e-3, entropy_target=target, entropy_rate=1e-3)
+        trainer = PPOTrainer(GoPolicy(TINY), config)
+        stats = trainer.update([rollout])
+        assert stats.entropy_coef == 1e-3  # the coefficient used, then moved
+        coefs[target] = trainer.entropy_coef
+        torch.testing.assert_close(torch.tensor(trainer.entropy_coef), torch.tensor(1e-3 + 1e-3 * (target - stats.entropy)))
+    assert coefs[0.1] < 1e-3 < coefs[50.0]
+    fixed = PPOTrainer(GoPolicy(TINY), TrainConfig(mode="go-one", workloads=["chain"], ppo_epochs=1, samples_per_graph=4))
+    fixed.update([rollout])
+    assert fixed.entropy_coef == TrainConfig.entropy_coef
