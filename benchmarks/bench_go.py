@@ -7,7 +7,8 @@
 
 GO's fine-tune and GO-one rows warm-start by default (compiler_opt/rl/warm_start.py: cheap
 classical placements seed the search, their CPU seconds inside the row's budget; the row records
-its seeds); the `-cold` rows run without a warm start.
+its seeds); the `-cold` rows run without a warm start. `go-zero-shot-warm`: zero-shot (no
+training) whose samples edit the best of the same seeds.
 
 A cell is (workload, devices). Every answer is scored by the same simulator on the same
 `SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
@@ -58,7 +59,7 @@ from cost_model.lower_bound import step_time_lower_bound
 ROOT = Path(__file__).resolve().parent.parent
 GO_ROWS = (
     "go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only",
-    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold",
+    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm",
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random")
@@ -242,12 +243,15 @@ class Bench:
             result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
             decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
             curve = [[cpu, step] for _, step, cpu in result.curve]
-        elif method == "go-zero-shot":
+        elif method in ("go-zero-shot", "go-zero-shot-warm"):
+            from compiler_opt.rl.warm_start import DEFAULT_SEEDS
+
             torch.manual_seed(args.seed)
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
             began = time.process_time()
-            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed)
-            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1
+            seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
+            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds)
+            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1 + len(seeds)
         elif method.startswith(("go-fine-tune", "go-one")):
             run_env = env
             base = method.removesuffix("-cold")

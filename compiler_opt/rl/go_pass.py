@@ -6,10 +6,11 @@
 
 Modes: `zero-shot` (the checkpoint's greedy decision and `budget` samples, best kept), `fine-tune`
 (`budget` PPO iterations from the checkpoint), `one` (GO-one: `budget` PPO iterations from fresh
-weights on this graph alone). `seeds` (fine-tune, one): the warm start's classical placement
-methods, `+`-separated (`seeds=metis+critical-path`), `auto` (the default list,
-`rl/warm_start.DEFAULT_SEEDS`) or `off`; the search edits the best of them and the answer is
-never worse than the best seed (rl/warm_start.py). The best decisions the simulator saw are written onto the nodes'
+weights on this graph alone). `seeds`: the warm start's classical placement methods,
+`+`-separated (`seeds=metis+critical-path`), `auto` (fine-tune, one: the default list
+`rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
+the answer is never worse than the best seed (rl/warm_start.py). Zero-shot with seeds samples
+edits of the best seed without training. The best decisions the simulator saw are written onto the nodes'
 `device`, `fusion_group` and `priority`; if no episode fit in memory the reference placement
 (human-expert with default fusion) is written instead and a warning says so.
 
@@ -90,7 +91,9 @@ class GoPass(Pass):
         )
         policy = make_policy(config)
         with torch.random.fork_rng():
-            candidates = [] if mode == "go-one" else [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed)]
+            # zero-shot warm-starts only when asked (seeds=...; auto means off for zero-shot)
+            seeds = config.seed_methods() if mode == "zero-shot" else []
+            candidates = [] if mode == "go-one" else [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds)]
             if mode != "zero-shot" and self.budget > 0:
                 result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
                 candidates.extend(result.best.values())

@@ -124,12 +124,21 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
     return False
 
 
-def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0) -> BestFound:
+def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = ()) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
-    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference."""
+    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference
+    unless `seeds` names warm-start methods: then they run first, the episodes edit the best
+    fitting seed (still no training) and the seed itself is a candidate."""
     generator = torch.Generator().manual_seed(seed)
-    rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False)[0]
+    head: Seed | None = None
+    if seeds:
+        fitting = [s for s in warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels) if s.fits]
+        head = min(fitting, key=lambda s: s.score.step_time_s) if fitting else None
+    start = {env.label: head.actions} if head is not None else None
+    rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
+    if head is not None and head.score.rank_key <= score.rank_key:
+        return BestFound(head.decisions, head.score, env)
     return BestFound(rollout.decisions[index], score, env)
 
 
@@ -152,7 +161,7 @@ def run_training(
     best: dict[str, BestFound] = {}
     if config.mode == "zero-shot":
         for env in envs:
-            best[env.label] = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed)
+            best[env.label] = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed, seeds=config.seed_methods())
         return TrainResult(policy, best, 0, time.monotonic() - began)
 
     trainer = PPOTrainer(policy, config)

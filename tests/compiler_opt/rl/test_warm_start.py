@@ -148,3 +148,16 @@ def test_go_pass_answer_is_no_worse_than_its_seed(checkpoint: Path) -> None:
 def test_go_pass_refuses_an_unknown_seed_method() -> None:
     with pytest.raises(PassError, match="seeds"):
         run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=fine-tune,seeds=metis+nope}")
+
+
+def test_zero_shot_with_seeds_is_no_worse_than_the_best_seed_and_off_by_default(env: GraphEnvironment, checkpoint: Path) -> None:
+    from compiler_opt.rl import zero_shot
+
+    policy, _ = load_checkpoint(checkpoint)
+    seeds = warm_start_seeds(env, ["metis", "critical-path"], fusion_levels=TINY.fusion_levels)
+    found = zero_shot(policy, env, 2, seed=0, seeds=["metis", "critical-path"])
+    assert found.score.step_time_s <= min(s.score.step_time_s for s in seeds if s.fits)
+    assert TrainConfig(mode="zero-shot", workloads=["dag"]).seed_methods() == []
+    graph = import_onnx(random_onnx_dag(50, seed=2))
+    run_pipeline(graph, 'go{mode=zero-shot,checkpoint="%s",budget=1,devices=4xV100,seeds=metis}' % checkpoint)
+    graph.verify()
