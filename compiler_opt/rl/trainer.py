@@ -173,8 +173,9 @@ def run_training(
     # env label -> its best episode so far as a replayable episode (actions (T, 1, N, 3), ...)
     replayed: dict[str, SeedEpisode] = {}
     initial: dict[str, torch.Tensor] = {}  # warm start: env label -> the (N, 3) decisions its episodes edit
+    seed_began = time.process_time()
     seeds, pending = _warm_start(config, envs, policy, best, initial, replayed)
-    seed_cpu = time.process_time() - began_cpu
+    seed_cpu = time.process_time() - seed_began
     env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
@@ -257,7 +258,8 @@ def _warm_start(
 ) -> tuple[dict[str, list[Seed]], dict[str, list[SeedEpisode]]]:
     """Run the warm-start seeds of every environment (rl/warm_start.py): the best fitting seed
     becomes the environment's best answer and its episodes' first-round input; the best
-    `seed_replay` replayable seeds are returned per environment to join its first PPO batch."""
+    `seed_replay` replayable seeds are returned per environment to join its first PPO batch
+    (and, scored as episodes, are answer candidates too)."""
     methods = config.seed_methods()
     seeds: dict[str, list[Seed]] = {}
     pending: dict[str, list[SeedEpisode]] = {}
@@ -288,6 +290,9 @@ def _warm_start(
             episode = seed_episode(env, seed, policy.config.iterations)
             if episode is not None:
                 episodes.append(episode)
+                # Scored as the policy's decoder reads it (fuse-by-priority on its levels), a seed
+                # can beat its classical score: it is an answer candidate like any episode.
+                _update_best(best, env, episode.decisions, episode.score)
         pending[env.label] = episodes
         if episodes and episodes[0].method == head.method:
             replayed[env.label] = episodes[0]
