@@ -5,6 +5,11 @@
         --devices 2xV100 4xV100 8xV100 --seconds 60 --hdp-seconds 240 --rows classical \\
         --json benchmarks/results/bench_go_paper.json
 
+GO's fine-tune and GO-one rows warm-start by default (compiler_opt/rl/warm_start.py: cheap
+classical placements seed the search, their CPU seconds inside the row's budget; the row records
+its seeds); the `-cold` rows run without a warm start. `go-zero-shot-warm`: zero-shot (no
+training) whose samples edit the best of the same seeds.
+
 A cell is (workload, devices). Every answer is scored by the same simulator on the same
 `SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
 framework's default greedy fusion (the `fuse` pass) and default priorities; HDP places only (same
@@ -52,7 +57,10 @@ from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
 
 ROOT = Path(__file__).resolve().parent.parent
-GO_ROWS = ("go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only")
+GO_ROWS = (
+    "go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only",
+    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm",
+)
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random")
 
@@ -96,28 +104,42 @@ def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int)
     return _classical(env, method, budget=budget, seed=seed)
 
 
-def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace) -> tuple[Decisions, float, int, list]:
+def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, warm: bool) -> tuple[Decisions, float, int, list, dict]:
     """GO fine-tune (from the checkpoint) or GO-one (fresh weights) for `args.seconds` CPU
-    seconds; the curve is [CPU seconds, best step time so far]."""
+    seconds in all (the fine-tune's greedy start and the warm start's seeds included); the
+    curve is [CPU seconds, best step time so far]; `warm`: the warm start (TrainConfig default
+    seeds) or none. The extra dict records the seeds (method, step time, CPU seconds)."""
+    began = time.process_time()
+    torch.manual_seed(args.seed)
     config = TrainConfig(
         mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
+        warm_start=None if warm else [],
     )
-    began = time.process_time()
-    torch.manual_seed(args.seed)
     policy = make_policy(config)
     candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" else []
     start = time.process_time() - began
+    config.max_cpu_seconds = max(args.seconds - start, 1e-3)  # one budget for the whole row
     curve = [[start, candidates[0].score.step_time_s]] if candidates and not candidates[0].score.oom else []
     result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
+    seeds = result.seeds.get(env.label, [])
+    fitting_seeds = [s.score.step_time_s for s in seeds if s.fits]
+    if fitting_seeds:
+        curve.append([start + result.seed_cpu_seconds, min([*fitting_seeds, *[p[1] for p in curve]])])
     candidates.extend(result.best.values())
     for record in result.history:
         if math.isfinite(record.get("best_ratio_geomean", math.nan)):
             curve.append([start + record["cpu_seconds"], record["best_ratio_geomean"] * env.reference_step_s])
     fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
     best = min(fitting, key=lambda c: c.score.step_time_s)
-    evals = (1 + 1 if mode == "fine-tune" else 0) + result.iterations * args.samples
-    return best.decisions, time.process_time() - began, evals, curve
+    evals = (1 + 1 if mode == "fine-tune" else 0) + len(seeds) + result.iterations * args.samples
+    extra = {
+        "seeds": [[s.method, s.score.step_time_s, s.cpu_seconds, bool(s.fits)] for s in seeds],
+        "seed_cpu_seconds": result.seed_cpu_seconds,
+        "iterations": result.iterations,
+        "best_seed_s": min(fitting_seeds) if fitting_seeds else None,
+    }
+    return best.decisions, time.process_time() - began, evals, curve, extra
 
 
 class Bench:
@@ -177,7 +199,7 @@ class Bench:
         curve: list = []
         wall_began = time.perf_counter()
         try:
-            decisions, seconds, evals, curve = self._decide(env, method)
+            decisions, seconds, evals, curve, extra = self._decide(env, method)
         except Exception as err:  # one failing method must not sink the table (cp-sat's size limit)
             from graph_ir.errors import CompilerOptError
 
@@ -198,14 +220,16 @@ class Bench:
             "step_time_s": score.step_time_s, "oom": score.oom, "invalid": score.invalid,
             "vs_expert": score.step_time_s / cell["reference_step_s"], "vs_bound": score.step_time_s / cell["lower_bound_s"],
             "seconds": seconds, "wall_seconds": wall, "evaluations": evals, "curve": curve, "checkpoint": args.checkpoint if method.startswith("go-") and not method.startswith("go-one") else None,
+            **extra,
         })
         self.done.add((env.name, devices, method))
         self.save()
         print(f"{key} {method}: {score.step_time_s * 1e3:.4f} ms ({self.rows[-1]['vs_expert']:.3f}x expert) {seconds:.1f} CPU s, {wall:.1f} s", file=sys.stderr, flush=True)
 
-    def _decide(self, env: GraphEnvironment, method: str) -> tuple[Decisions, float, int, list]:
+    def _decide(self, env: GraphEnvironment, method: str) -> tuple[Decisions, float, int, list, dict]:
         args = self.args
         curve: list = []
+        extra: dict = {}
         if method in TIMED:
             decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
         elif method == "dp-ls":
@@ -219,20 +243,25 @@ class Bench:
             result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
             decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
             curve = [[cpu, step] for _, step, cpu in result.curve]
-        elif method == "go-zero-shot":
+        elif method in ("go-zero-shot", "go-zero-shot-warm"):
+            from compiler_opt.rl.warm_start import DEFAULT_SEEDS
+
             torch.manual_seed(args.seed)
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
             began = time.process_time()
-            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed)
-            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1
-        elif method in ("go-fine-tune", "go-one", "go-fine-tune-placement-only", "go-one-placement-only"):
+            seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
+            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds)
+            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1 + len(seeds)
+        elif method.startswith(("go-fine-tune", "go-one")):
             run_env = env
-            if method.endswith("-placement-only"):
+            base = method.removesuffix("-cold")
+            if base.endswith("-placement-only"):
                 run_env = GraphEnvironment(env.name, env.graph, env.topology, problem=env.problem, placement_only=True)
-            decisions, seconds, evals, curve = _go_tuned(run_env, "go-one" if method.startswith("go-one") else "fine-tune", args)
+            mode = "go-one" if method.startswith("go-one") else "fine-tune"
+            decisions, seconds, evals, curve, extra = _go_tuned(run_env, mode, args, warm=not method.endswith("-cold"))
         else:
             decisions, seconds, evals = _classical(env, method, seed=args.seed)
-        return decisions, seconds, evals, curve
+        return decisions, seconds, evals, curve, extra
 
 
 def time_to_reach(curve: list, target: float) -> float | None:
@@ -269,12 +298,16 @@ def tables(rows: list[dict]) -> list[Table]:
         mine = [r for r in mine if math.isfinite(r["step_time_s"])]
         if not mine:
             continue
-        wins = 0
+        wins = compared = 0
         for (w, d), group in cells.items():
             steps = [r["step_time_s"] for r in group if r["method"] in classical and not r["oom"]]
-            wins += bool(steps) and any(r["workload"] == w and r["devices"] == d and r["step_time_s"] <= min(steps) * 1.000001 for r in mine)
+            here = [r for r in mine if r["workload"] == w and r["devices"] == d]
+            if steps and here:  # a cell without classical rows (GO rows run alone) is not counted
+                compared += 1
+                wins += any(r["step_time_s"] <= min(steps) * 1.000001 for r in here)
         geo = lambda key: math.exp(np.mean([math.log(r[key]) for r in mine]))  # noqa: E731
-        summary.rows.append([method, str(len(mine)), f"{geo('vs_expert'):.3f}", f"{geo('vs_bound'):.2f}", f"{wins}/{len(mine)}", f"{np.mean([r['seconds'] for r in mine]):.1f}"])
+        won = f"{wins}/{compared}" if compared else "-"
+        summary.rows.append([method, str(len(mine)), f"{geo('vs_expert'):.3f}", f"{geo('vs_bound'):.2f}", won, f"{np.mean([r['seconds'] for r in mine]):.1f}"])
     out.append(summary)
     speed = Table("CPU seconds to reach HDP's final quality", ["workload", "devices", "hdp best ms", "hdp s", "go-fine-tune s", "speed-up"], numeric=frozenset(range(2, 6)))
     for (workload, devices), group in cells.items():
@@ -287,6 +320,15 @@ def tables(rows: list[dict]) -> list[Table]:
             speed.rows.append([workload, devices, f"{target * 1e3:.4f}", f"{hdp_t:.1f}" if hdp_t else "-", f"{go_t:.1f}" if go_t is not None else "not reached", ratio])
     if speed.rows:
         out.append(speed)
+    warm = Table("warm start: best seed vs the answer (x human expert)", ["workload", "devices", "method", "best seed", "seed x expert", "answer x expert", "gain", "seed CPU s", "PPO iterations"], numeric=frozenset(range(4, 9)))
+    for row in rows:
+        if row.get("seeds") and row.get("best_seed_s"):
+            ref = row["step_time_s"] / row["vs_expert"]
+            head = min((s for s in row["seeds"] if s[3]), key=lambda s: s[1])
+            gain = 1 - row["step_time_s"] / row["best_seed_s"]
+            warm.rows.append([row["workload"], row["devices"], row["method"], head[0], f"{row['best_seed_s'] / ref:.3f}", f"{row['vs_expert']:.3f}", f"{gain * 100:.1f}%", f"{row['seed_cpu_seconds']:.1f}", str(row.get("iterations", ""))])
+    if warm.rows:
+        out.append(warm)
     return out
 
 

@@ -64,20 +64,12 @@ def _blocks(rows: list[list[float]], block: int) -> list[float]:
 
 
 def _run(variant: dict[str, Any], envs: list, args: argparse.Namespace, seed: int, labels: list[str]) -> dict[str, Any]:
-    config = TrainConfig(
-        mode=args.mode,
-        workloads=labels,
-        devices=["-"],
-        iterations=args.iterations,
-        graphs_per_iteration=len(envs),
-        samples_per_graph=args.samples,
-        seed=seed,
-        init_checkpoint=args.checkpoint,
-        **variant,
-    ) if args.mode == "pretrain" else TrainConfig(
-        mode="go-one", workloads=labels, devices=["-"], iterations=args.iterations,
-        samples_per_graph=args.samples, seed=seed, init_checkpoint=args.checkpoint, **variant,
-    )
+    if args.mode == "pretrain":
+        base = dict(mode="pretrain", graphs_per_iteration=len(envs))
+    else:  # the diagnostic measures learning from the policy's own start: no warm-start seeds
+        base = dict(mode="go-one", warm_start=[])
+    fields = dict(workloads=labels, devices=["-"], iterations=args.iterations, samples_per_graph=args.samples, seed=seed, init_checkpoint=args.checkpoint)
+    config = TrainConfig(**{**fields, **base, **variant})  # a variant may override any field (samples_per_graph=3)
     began = time.process_time()
     result = run_training(config, envs=envs, progress=False, save=False)
     cpu = time.process_time() - began

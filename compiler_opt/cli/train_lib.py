@@ -31,6 +31,11 @@ def _split(items: Sequence[str] | None) -> list[str]:
     return [part.strip() for item in items or [] for part in item.split(",") if part.strip()]
 
 
+def _seeds(text: str) -> list[str] | None:
+    """`--seeds`: None for auto (the mode's default), [] for off, else the methods."""
+    return None if text == "auto" else [] if text == "off" else _split([text])
+
+
 def add_train_parser(sub: Any, common: Any) -> Any:
     p = sub.add_parser(
         "train", parents=[common], help="train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune)",
@@ -47,7 +52,12 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--ratio", choices=("decision", "episode"), default="decision", help="PPO importance ratio per decision (token-level) or per episode")
     p.add_argument("--replay-best", action="store_true", help="add each graph's best episode so far to its PPO batch (self-imitation)")
-    p.add_argument("--entropy", type=float, default=1e-3, help="entropy bonus coefficient")
+    p.add_argument("--entropy", type=float, default=1e-3, help="entropy bonus coefficient (the start value with --entropy-target)")
+    p.add_argument("--entropy-target", type=float, default=0.0, help="per-node entropy target: the coefficient becomes a controller (0: fixed bonus)")
+    p.add_argument(
+        "--seeds", default="auto", metavar="M[,M...]|auto|off",
+        help="warm start: classical placement methods whose best seeds the search (default auto: on for fine-tune and go-one)",
+    )
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
@@ -74,7 +84,9 @@ def config_from_args(args: Any) -> TrainConfig:
         learning_rate=args.lr,
         ratio=args.ratio,
         replay_best=args.replay_best,
+        warm_start=_seeds(getattr(args, "seeds", "auto")),
         entropy_coef=args.entropy,
+        entropy_target=getattr(args, "entropy_target", 0.0),
         reference=args.reference,
         seed=args.seed,
         max_seconds=args.max_minutes * 60.0,

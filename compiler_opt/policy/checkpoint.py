@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 1
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "go_small.pt"
+# Parameters added after checkpoints were shipped: a file without them loads with their initial
+# value (`heads.keep`: the warm-start keep bonus, used by seeded episodes only).
+_ADDED_LATER = frozenset({"heads.keep"})
 
 
 class CheckpointError(CompilerOptError):
@@ -74,7 +77,9 @@ def load_checkpoint(path: str | Path | None = None) -> tuple[GoPolicy, dict[str,
     try:
         config = PolicyConfig.from_dict(payload["policy_config"])
         policy = GoPolicy(config)
-        policy.load_state_dict(payload["state_dict"])
+        missing, unexpected = policy.load_state_dict(payload["state_dict"], strict=False)
+        if unexpected or set(missing) - _ADDED_LATER:
+            raise RuntimeError(f"missing keys {sorted(set(missing) - _ADDED_LATER)}, unexpected keys {sorted(unexpected)}")
     except (KeyError, PolicyConfigError, RuntimeError) as err:
         raise CheckpointError(f"checkpoint does not match the network: {err}", file=str(source), field="state_dict") from None
     policy.eval()

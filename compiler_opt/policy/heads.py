@@ -16,6 +16,16 @@ graph-conditioned superposition scales the tokens first. Then:
   initialisation toward the top level (see the comment there);
 - scheduling priority: logits over `priority_levels` classes.
 The value head reads the graph embedding and the mean node state.
+
+Seeded episodes (warm start, `compiler_opt/rl/warm_start.py`): the first refinement round is
+conditioned on a given placement (a classical method's) instead of "none", and every round of
+such an episode edits its previous round: each task's logits get a learned `keep` bonus (one per
+task) on the previous round's decision, and placement drops the contiguity term (a from-scratch
+prior: a seed that is not a layer-wise split would be pulled back toward one, up to -10 per
+node, and the policy could not propose small edits of it). Keeping fusion and priority levels
+too: with free fusion and scheduling heads the seeded episodes were 3-30% slower than the same
+placement with the seed's own levels (the heads are barely trained; WORKSPACE.md "Warm start"). Unseeded episodes are computed
+exactly as before (a checkpoint without `keep` loads with its initial value).
 """
 
 from __future__ import annotations
@@ -27,9 +37,15 @@ from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.encoder import Superposition
 from compiler_opt.policy.features import DEVICE_FEATURE_NAMES
 
-__all__ = ["JointHeads", "ValueHead", "TASKS"]
+__all__ = ["KEEP_INIT", "JointHeads", "ValueHead", "TASKS"]
 
 TASKS = ("placement", "fusion", "scheduling")
+
+# Initial logit bonus for keeping the previous round's decision in a seeded episode. Chosen on
+# training-split workloads at paper size (resnet-50 4xV100, bert-base 8xV100, rnnlm-2 2xV100,
+# shipped checkpoint; WORKSPACE.md "Warm start"): at 6 the heads move 1-4% of the nodes per
+# episode and every such episode was 15-90% slower than its seed; at 8, 0.1-0.6%; at 10 almost none.
+KEEP_INIT = 8.0
 
 
 class JointHeads(nn.Module):
@@ -49,6 +65,7 @@ class JointHeads(nn.Module):
         self.mix = nn.Linear(h, h)
         self.place_query = nn.Linear(h, h)
         self.contiguity = nn.Parameter(torch.ones(()))
+        self.keep = nn.Parameter(torch.full((3,), KEEP_INIT))  # placement, fusion, scheduling
         self.fusion_out = nn.Linear(h, config.fusion_levels)
         with torch.no_grad():
             # Start by fusing: the top level gets +2 (p ~ 0.7 with 4 levels). Unfused, the many small
@@ -73,12 +90,16 @@ class JointHeads(nn.Module):
         batch: int,
         position: torch.Tensor | None = None,
         ordinal: torch.Tensor | None = None,
+        seeded: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Logits for `batch` samples: placement (B, N, D), fusion (B, N, F), scheduling (B, N, P).
 
         `previous`: (B, N, 3) int64 decisions of the previous iteration (device, fusion level,
-        priority level), or None at the first iteration.
+        priority level), or None at the first iteration. `seeded`: an episode that edits a
+        given placement (module docstring): keep bonus instead of the contiguity term.
         """
+        if seeded and previous is None:
+            raise ValueError("a seeded round needs the previous decisions")
         count, h = nodes.shape
         tokens = nodes[None, :, None, :] + self.task[None, None]  # (1, N, 3, H)
         if previous is None:
@@ -95,10 +116,19 @@ class JointHeads(nn.Module):
         tokens = self.superposition(tokens + prev, graph_embedding)  # (B, N, 3, H)
         tokens = tokens + self._cross_task(self.norm(tokens))
         place = self.place_query(tokens[:, :, 0]) @ devices.T / (h**0.5)  # (B, N, D)
-        if position is not None and ordinal is not None:
+        fusion, priority = self.fusion_out(tokens[:, :, 1]), self.priority_out(tokens[:, :, 2])
+        if seeded and previous is not None:
+            place = place + self.keep[0] * self._one_hot(previous[..., 0], place)
+            fusion = fusion + self.keep[1] * self._one_hot(previous[..., 1], fusion)
+            priority = priority + self.keep[2] * self._one_hot(previous[..., 2], priority)
+        elif position is not None and ordinal is not None:
             place = place - self.contiguity * (position[:, None] - ordinal[None, :]).pow(2) * 10.0
         place = place.masked_fill(~mask[None], float("-inf"))
-        return place, self.fusion_out(tokens[:, :, 1]), self.priority_out(tokens[:, :, 2])
+        return place, fusion, priority
+
+    @staticmethod
+    def _one_hot(index: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return nn.functional.one_hot(index, logits.shape[-1]).to(logits.dtype)
 
 
     def _cross_task(self, x: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,11 @@ previous iteration). An episode's log-probability is the sum over iterations, no
 
 Actions are int64 (iterations, samples, N, 3): device index, fusion level, priority level; the
 last iteration's actions are the episode's decisions.
+
+Warm start: `initial` (K, N, 3) or (N, 3) gives the decisions the first round is conditioned on
+(a classical placement or the best episode so far) instead of "none"; such an episode is
+seeded (heads.py: every round edits its previous one). `evaluate_decisions` needs the same
+`initial` to recompute the log-probabilities.
 """
 
 from __future__ import annotations
@@ -70,22 +75,42 @@ class GoPolicy(nn.Module):
     def value(self, encoded: Encoded) -> torch.Tensor:
         return self.value_head(encoded.nodes, encoded.graph)
 
-    def _logits(self, enc: Encoded, previous: torch.Tensor | None, batch: int) -> tuple[torch.Tensor, ...]:
-        return self.heads(enc.nodes, enc.graph, enc.devices, enc.mask, previous, batch, enc.position, enc.ordinal)
+    def _logits(self, enc: Encoded, previous: torch.Tensor | None, batch: int, seeded: bool = False) -> tuple[torch.Tensor, ...]:
+        return self.heads(enc.nodes, enc.graph, enc.devices, enc.mask, previous, batch, enc.position, enc.ordinal, seeded)
+
+    @staticmethod
+    def _initial(initial: torch.Tensor | None, samples: int, count: int) -> torch.Tensor | None:
+        """`initial` as int64 (samples, N, 3), or None."""
+        if initial is None:
+            return None
+        initial = torch.as_tensor(initial, dtype=torch.int64)
+        if initial.dim() == 2:
+            initial = initial.unsqueeze(0).expand(samples, -1, -1)
+        if tuple(initial.shape) != (samples, count, 3):
+            raise ValueError(f"initial decisions of shape {tuple(initial.shape)}, expected ({samples}, {count}, 3)")
+        return initial
 
     @torch.no_grad()
     def sample(
-        self, inputs: PolicyInputs, samples: int = 1, *, generator: torch.Generator | None = None, greedy: bool = False
+        self,
+        inputs: PolicyInputs,
+        samples: int = 1,
+        *,
+        generator: torch.Generator | None = None,
+        greedy: bool = False,
+        initial: torch.Tensor | None = None,
     ) -> Sampled:
-        """Draw `samples` episodes (greedy: the most likely action at every iteration)."""
+        """Draw `samples` episodes (greedy: the most likely action at every iteration); with
+        `initial` (N, 3) or (samples, N, 3), seeded episodes that edit those decisions."""
         enc = self.encode(inputs)
-        previous = None
+        previous = self._initial(initial, samples, enc.nodes.shape[0])
+        seeded = previous is not None
         steps = []
         step_logps = []
         for _ in range(self.config.iterations):
             chosen = []
             chosen_logp = []
-            for logits in self._logits(enc, previous, samples):
+            for logits in self._logits(enc, previous, samples, seeded):
                 logp = torch.log_softmax(logits, dim=-1)
                 if greedy:
                     action = logits.argmax(-1)
@@ -101,26 +126,38 @@ class GoPolicy(nn.Module):
         per_decision = torch.stack(step_logps)  # (T, K, N, 3)
         return Sampled(torch.stack(steps), per_decision.sum((0, 2, 3)), self.value(enc), per_decision)
 
-    def evaluate(self, inputs: PolicyInputs, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, inputs: PolicyInputs, actions: torch.Tensor, initial: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(log_prob (K,), mean entropy per node (K,), value ()) of stored `actions` (T, K, N, 3)."""
-        per_decision, entropy, value = self.evaluate_decisions(inputs, actions)
+        per_decision, entropy, value = self.evaluate_decisions(inputs, actions, initial)
         return per_decision.sum((0, 2, 3)), entropy, value
 
-    def evaluate_decisions(self, inputs: PolicyInputs, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate_decisions(
+        self, inputs: PolicyInputs, actions: torch.Tensor, initial: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(log-probability of every decision (T, K, N, 3), mean entropy per node (K,), value ())
-        of stored `actions` (T, K, N, 3); iteration t > 0 is teacher-forced on the stored t-1."""
+        of stored `actions` (T, K, N, 3); iteration t > 0 is teacher-forced on the stored t-1,
+        iteration 0 on `initial` (seeded episodes, as sampled) or on nothing."""
         enc = self.encode(inputs)
         iterations, samples, count, _ = actions.shape
-        parts = [(None, actions[0], samples)]
-        if iterations > 1:
-            flat_prev = actions[:-1].reshape((iterations - 1) * samples, count, 3)
-            flat_act = actions[1:].reshape((iterations - 1) * samples, count, 3)
-            parts.append((flat_prev, flat_act, (iterations - 1) * samples))
+        first = self._initial(initial, samples, count)
+        seeded = first is not None
+        if first is not None:
+            # Every round is conditioned on decisions: one batch for all of them.
+            previous_all = torch.cat([first.unsqueeze(0), actions[:-1]]).reshape(iterations * samples, count, 3)
+            parts = [(previous_all, actions.reshape(iterations * samples, count, 3), iterations * samples)]
+        else:
+            parts = [(None, actions[0], samples)]
+            if iterations > 1:
+                flat_prev = actions[:-1].reshape((iterations - 1) * samples, count, 3)
+                flat_act = actions[1:].reshape((iterations - 1) * samples, count, 3)
+                parts.append((flat_prev, flat_act, (iterations - 1) * samples))
         chunks = []
         entropy = torch.zeros(samples)
         for previous, act, batch in parts:
             tasks = []
-            for task, logits in enumerate(self._logits(enc, previous, batch)):
+            for task, logits in enumerate(self._logits(enc, previous, batch, seeded)):
                 logp, ent = _log_softmax_parts(logits)
                 tasks.append(logp.gather(-1, act[..., task : task + 1]).squeeze(-1))  # (batch, N)
                 entropy = entropy + ent.mean(-1).view(-1, samples).sum(0)

@@ -1,7 +1,8 @@
 """RL training of the GO policy, one module per role (MLGO style): `environment` (a graph on a
 topology, scored by the simulator), `rollout` (episode collection), `ppo` (the trainer), `config`
 (the run's configuration), `saver` (checkpoints), `scalars` (TensorBoard/CSV), `trainer` (the
-loop and the go-one / pretrain / zero-shot / fine-tune modes).
+loop and the go-one / pretrain / zero-shot / fine-tune modes), `warm_start` (classical placements
+that seed fine-tune and go-one).
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ from typing import Any, Mapping
 
 from graph_ir.errors import CompilerOptError
 
-__all__ = ["MODES", "TrainConfig", "TrainConfigError"]
+__all__ = ["MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError"]
 
 MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
 RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
+# Modes that warm-start by default (`TrainConfig.warm_start=None`); measured in RESULTS.md (h4).
+WARM_START_MODES = ("fine-tune", "go-one")
 
 
 class TrainConfigError(CompilerOptError):
@@ -38,7 +40,14 @@ class TrainConfig:
     clip: float = 0.2
     ratio: str = "decision"  # PPO importance ratio per decision (token-level) or per episode (rl/ppo.py)
     replay_best: bool = False  # add each environment's best episode so far to its PPO batch (self-imitation)
+    # Warm start (rl/warm_start.py): classical placement methods run first, the best seeds the
+    # search. None: the mode's default (WARM_START_DEFAULT); []: off.
+    warm_start: list[str] | None = None
+    warm_start_fraction: float = 0.5  # at most this share of max_cpu_seconds starts seed methods (0 budget: all run)
+    seed_replay: int = 2  # the best this many seeds join the first PPO batch
     entropy_coef: float = 1e-3
+    entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
+    entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
     value_coef: float = 0.5
     max_grad_norm: float = 1.0
     reference: str = "human-expert"  # classical placement whose step time scales the reward
@@ -67,6 +76,27 @@ class TrainConfig:
                 raise TrainConfigError(f"{name} must be at least 1, got {getattr(self, name)}", field=name)
         if self.samples_per_graph < 2 and self.mode != "zero-shot":
             raise TrainConfigError("samples_per_graph must be at least 2 (advantages are normalised per graph)", field="samples_per_graph")
+
+        if not 0.0 <= self.warm_start_fraction <= 1.0:
+            raise TrainConfigError(f"warm_start_fraction must be within [0, 1], got {self.warm_start_fraction}", field="warm_start_fraction")
+        if self.seed_replay < 0:
+            raise TrainConfigError(f"seed_replay must be >= 0, got {self.seed_replay}", field="seed_replay")
+        if self.warm_start:
+            from passes.placement import METHODS
+
+            unknown = [m for m in self.warm_start if m not in METHODS]
+            if unknown:
+                raise TrainConfigError(f"unknown warm-start placement methods {unknown}; known: {', '.join(METHODS)}", field="warm_start")
+
+    def seed_methods(self) -> list[str]:
+        """The warm-start methods this run uses (empty: no warm start)."""
+        if self.warm_start is not None:
+            return list(self.warm_start)
+        if self.mode in WARM_START_MODES:
+            from compiler_opt.rl.warm_start import DEFAULT_SEEDS
+
+            return list(DEFAULT_SEEDS)
+        return []
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -6,7 +6,11 @@
 
 Modes: `zero-shot` (the checkpoint's greedy decision and `budget` samples, best kept), `fine-tune`
 (`budget` PPO iterations from the checkpoint), `one` (GO-one: `budget` PPO iterations from fresh
-weights on this graph alone). The best decisions the simulator saw are written onto the nodes'
+weights on this graph alone). `seeds`: the warm start's classical placement methods,
+`+`-separated (`seeds=metis+critical-path`), `auto` (fine-tune, one: the default list
+`rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
+the answer is never worse than the best seed (rl/warm_start.py). Zero-shot with seeds samples
+edits of the best seed without training. The best decisions the simulator saw are written onto the nodes'
 `device`, `fusion_group` and `priority`; if no episode fit in memory the reference placement
 (human-expert with default fusion) is written instead and a warning says so.
 
@@ -46,12 +50,19 @@ class GoPass(Pass):
     devices: str = option("", "override the target's topology (a preset, NxGPU, or a YAML/JSON file); empty: the target's")
     samples: int = option(8, "episodes per PPO iteration (fine-tune, one)")
     seed: int = option(0, "random seed")
+    seeds: str = option("auto", "fine-tune/one warm start: placement methods joined by '+', auto or off")
 
     def __post_init__(self) -> None:
         if self.mode not in GO_MODES:
             raise PassError(f"go: mode must be one of {', '.join(GO_MODES)}, got {self.mode!r}", pass_name=self.name, field="mode")
         if self.budget < 0 or self.samples < 2:
             raise PassError("go: budget must be >= 0 and samples >= 2", pass_name=self.name, field="budget")
+        if self.seeds not in ("auto", "off"):
+            from passes.placement import METHODS
+
+            unknown = [m for m in self.seeds.split("+") if m not in METHODS]
+            if unknown:
+                raise PassError(f"go: unknown warm-start methods {unknown} in seeds={self.seeds}; known: {', '.join(METHODS)}", pass_name=self.name, field="seeds")
 
     def call(self, graph: Graph, context: PassContext) -> PassResult:
         import torch
@@ -76,10 +87,13 @@ class GoPass(Pass):
             seed=self.seed,
             init_checkpoint="" if mode == "go-one" else (self.checkpoint or "default"),
             out_dir="",
+            warm_start=None if self.seeds == "auto" else [] if self.seeds == "off" else self.seeds.split("+"),
         )
         policy = make_policy(config)
         with torch.random.fork_rng():
-            candidates = [] if mode == "go-one" else [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed)]
+            # zero-shot warm-starts only when asked (seeds=...; auto means off for zero-shot)
+            seeds = config.seed_methods() if mode == "zero-shot" else []
+            candidates = [] if mode == "go-one" else [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds)]
             if mode != "zero-shot" and self.budget > 0:
                 result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
                 candidates.extend(result.best.values())

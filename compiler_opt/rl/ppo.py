@@ -16,6 +16,12 @@ Where the importance ratio is taken (`TrainConfig.ratio`):
   (clamped at +-20 in log space). Over thousands of decisions it leaves [1 - clip, 1 + clip]
   after one optimizer step, so the rest of the update is clipped away (clip fraction ~0.5 in
   the paper-size pretraining record, WORKSPACE.md); kept for comparison.
+
+Entropy: a fixed bonus `entropy_coef`, or with `entropy_target` > 0 a target: the coefficient
+becomes a signed controller, moved after every update by `entropy_rate * (target - entropy)`
+(clamped to +-0.05), so it rewards entropy below the target and penalises it above. (A paper-
+size pretraining run with the fixed bonus let the per-node entropy drift 2.82 -> 3.85, eroding
+the checkpoint's priors; WORKSPACE.md "Pretraining record".)
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class PPOStats:
     entropy: float
     clip_fraction: float
     grad_norm: float
+    entropy_coef: float = 0.0  # the coefficient used in this update
 
 
 def normalized_advantages(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -54,6 +61,7 @@ class PPOTrainer:
         self.policy = policy
         self.config = config
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        self.entropy_coef = config.entropy_coef
 
     def update(self, rollouts: Sequence[GraphRollout]) -> PPOStats:
         cfg = self.config
@@ -66,11 +74,11 @@ class PPOTrainer:
                 rewards = rollout.rewards
                 advantages = normalized_advantages(rewards)
                 if cfg.ratio == "decision" and rollout.old_decision_log_prob is not None:
-                    log_prob, entropy, value = self.policy.evaluate_decisions(rollout.env.inputs, rollout.actions)
+                    log_prob, entropy, value = self.policy.evaluate_decisions(rollout.env.inputs, rollout.actions, rollout.initial)
                     old = rollout.old_decision_log_prob
                     advantages = advantages.view(1, -1, 1, 1)
                 else:
-                    log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions)
+                    log_prob, entropy, value = self.policy.evaluate(rollout.env.inputs, rollout.actions, rollout.initial)
                     old = rollout.old_log_prob
                 ratio = (log_prob - old).clamp(-20.0, 20.0).exp()
                 unclipped = ratio * advantages
@@ -78,7 +86,7 @@ class PPOTrainer:
                 policy_loss = -torch.min(unclipped, clipped).mean()
                 value_loss = (value - rewards).pow(2).mean()
                 entropy_mean = entropy.mean()
-                loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy_mean
+                loss = policy_loss + cfg.value_coef * value_loss - self.entropy_coef * entropy_mean
                 (loss / len(rollouts)).backward()
                 totals["policy"] += float((policy_loss).detach())
                 totals["value"] += float((value_loss).detach())
@@ -89,6 +97,10 @@ class PPOTrainer:
             self.optimizer.step()
             steps += 1
         count = max(steps * len(rollouts), 1)
+        used = self.entropy_coef
+        if cfg.entropy_target > 0:
+            error = cfg.entropy_target - totals["entropy"] / count
+            self.entropy_coef = float(min(max(self.entropy_coef + cfg.entropy_rate * error, -0.05), 0.05))
         return PPOStats(
-            totals["policy"] / count, totals["value"] / count, totals["entropy"] / count, totals["clipped"] / count, totals["grad"] / max(steps, 1)
+            totals["policy"] / count, totals["value"] / count, totals["entropy"] / count, totals["clipped"] / count, totals["grad"] / max(steps, 1), used
         )

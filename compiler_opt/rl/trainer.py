@@ -31,6 +31,7 @@ from compiler_opt.rl.ppo import PPOTrainer
 from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
 from compiler_opt.rl.scalars import ScalarLogger
+from compiler_opt.rl.warm_start import Seed, SeedEpisode, seed_episode, warm_start_seeds
 
 if TYPE_CHECKING:
     from cost_model.decisions import Decisions
@@ -66,6 +67,8 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     # per iteration: env label -> {"reward": episode rewards, "ratio": step time / reference of the fitting, valid ones}
     env_history: list[dict[str, dict[str, list[float]]]] = field(default_factory=list)
+    seeds: dict[str, list[Seed]] = field(default_factory=dict)  # warm start: env label -> the seeds run
+    seed_cpu_seconds: float = 0.0  # CPU seconds the warm start took (seeds and their replay episodes)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -121,12 +124,21 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
     return False
 
 
-def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0) -> BestFound:
+def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = ()) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
-    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference."""
+    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference
+    unless `seeds` names warm-start methods: then they run first, the episodes edit the best
+    fitting seed (still no training) and the seed itself is a candidate."""
     generator = torch.Generator().manual_seed(seed)
-    rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False)[0]
+    head: Seed | None = None
+    if seeds:
+        fitting = [s for s in warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels) if s.fits]
+        head = min(fitting, key=lambda s: s.score.step_time_s) if fitting else None
+    start = {env.label: head.actions} if head is not None else None
+    rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
+    if head is not None and head.score.rank_key <= score.rank_key:
+        return BestFound(head.decisions, head.score, env)
     return BestFound(rollout.decisions[index], score, env)
 
 
@@ -149,7 +161,7 @@ def run_training(
     best: dict[str, BestFound] = {}
     if config.mode == "zero-shot":
         for env in envs:
-            best[env.label] = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed)
+            best[env.label] = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed, seeds=config.seed_methods())
         return TrainResult(policy, best, 0, time.monotonic() - began)
 
     trainer = PPOTrainer(policy, config)
@@ -158,7 +170,12 @@ def run_training(
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     history: list[dict[str, float]] = []
-    replayed: dict[str, torch.Tensor] = {}  # env label -> actions (T, 1, N, 3) of its best episode so far
+    # env label -> its best episode so far as a replayable episode (actions (T, 1, N, 3), ...)
+    replayed: dict[str, SeedEpisode] = {}
+    initial: dict[str, torch.Tensor] = {}  # warm start: env label -> the (N, 3) decisions its episodes edit
+    seed_began = time.process_time()
+    seeds, pending = _warm_start(config, envs, policy, best, initial, replayed)
+    seed_cpu = time.process_time() - seed_began
     env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
@@ -167,18 +184,25 @@ def run_training(
             started = time.monotonic()
             chosen = rng.choice(len(envs), size=min(config.graphs_per_iteration, len(envs)), replace=False)
             batch = [envs[i] for i in sorted(chosen.tolist())]
-            rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator)
+            rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator, initial=initial)
             sampled_rewards = torch.cat([r.rewards for r in rollouts])  # before any replayed episode
             episodes = {r.env.label: _episode_record(r) for r in rollouts}
             oom = float(np.mean([s.oom for r in rollouts for s in r.scores]))
             for rollout in rollouts:
+                label = rollout.env.label
                 index, score = rollout.best()
-                kept = replayed.get(rollout.env.label)
+                kept = replayed.get(label)
+                seeded = rollout.initial is not None
                 if _update_best(best, rollout.env, rollout.decisions[index], score):
-                    replayed[rollout.env.label] = rollout.actions[:, index : index + 1].clone()
-                elif config.replay_best and kept is not None:
-                    found = best[rollout.env.label]
-                    replay_episode(policy, rollout, kept, found.score, found.decisions)
+                    first = rollout.initial[index].clone() if rollout.initial is not None else None
+                    replayed[label] = SeedEpisode("sampled", rollout.actions[:, index : index + 1].clone(), score, rollout.decisions[index], first)
+                    if seeded:
+                        initial[label] = rollout.actions[-1, index].clone()  # later episodes edit the new best
+                elif config.replay_best and kept is not None and (kept.initial is not None) == seeded:
+                    replay_episode(policy, rollout, kept.actions, kept.score, kept.decisions, kept.initial)
+                for episode in pending.pop(label, []):  # warm-start seeds join the first batch of their env
+                    if (episode.initial is not None) == seeded:
+                        replay_episode(policy, rollout, episode.actions, episode.score, episode.decisions, episode.initial)
             stats = trainer.update(rollouts)
             rewards = sampled_rewards
             ratios = [b.ratio for b in best.values()]
@@ -191,6 +215,7 @@ def run_training(
                 "policy_loss": stats.policy_loss,
                 "value_loss": stats.value_loss,
                 "entropy": stats.entropy,
+                "entropy_coef": stats.entropy_coef,
                 "clip_fraction": stats.clip_fraction,
                 "grad_norm": stats.grad_norm,
                 "seconds": time.monotonic() - started,
@@ -220,7 +245,59 @@ def run_training(
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
     backend = scalars.backend if scalars is not None else "none"
-    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history)
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu)
+
+
+def _warm_start(
+    config: TrainConfig,
+    envs: Sequence[GraphEnvironment],
+    policy: GoPolicy,
+    best: dict[str, BestFound],
+    initial: dict[str, torch.Tensor],
+    replayed: dict[str, SeedEpisode],
+) -> tuple[dict[str, list[Seed]], dict[str, list[SeedEpisode]]]:
+    """Run the warm-start seeds of every environment (rl/warm_start.py): the best fitting seed
+    becomes the environment's best answer and its episodes' first-round input; the best
+    `seed_replay` replayable seeds are returned per environment to join its first PPO batch
+    (and, scored as episodes, are answer candidates too)."""
+    methods = config.seed_methods()
+    seeds: dict[str, list[Seed]] = {}
+    pending: dict[str, list[SeedEpisode]] = {}
+    if not methods:
+        return seeds, pending
+    budget = config.max_cpu_seconds * config.warm_start_fraction / len(envs)
+    levels = policy.config.fusion_levels
+    for env in envs:
+        if not isinstance(env, GraphEnvironment):
+            # ProfiledEnvironment: its placements are device arrays scored by another model; no seeds.
+            logger.info("%s: no warm start for %s", env.label, type(env).__name__)
+            continue
+        found = warm_start_seeds(env, methods, fusion_levels=levels, cpu_budget=budget)
+        seeds[env.label] = found
+        fitting = sorted((s for s in found if s.fits), key=lambda s: s.score.step_time_s)
+        if not fitting:
+            logger.warning("%s: no warm-start seed fits in memory; episodes start from scratch", env.label)
+            continue
+        head = fitting[0]
+        _update_best(best, env, head.decisions, head.score)
+        initial[env.label] = head.actions
+        episodes = []
+        for seed in fitting:
+            if len(episodes) >= config.seed_replay:
+                break
+            if any(torch.equal(seed.actions, e.initial) for e in episodes):
+                continue  # two methods, one placement
+            episode = seed_episode(env, seed, policy.config.iterations)
+            if episode is not None:
+                episodes.append(episode)
+                # Scored as the policy's decoder reads it (fuse-by-priority on its levels), a seed
+                # can beat its classical score: it is an answer candidate like any episode.
+                _update_best(best, env, episode.decisions, episode.score)
+        pending[env.label] = episodes
+        if episodes and episodes[0].method == head.method:
+            replayed[env.label] = episodes[0]
+        logger.info("%s: warm start from %s (%.4g s) of %d seeds", env.label, head.method, head.score.step_time_s, len(found))
+    return seeds, pending
 
 
 def _episode_record(rollout: GraphRollout) -> dict[str, list[float]]:

@@ -39,3 +39,14 @@ def test_fine_tune_without_a_checkpoint_fails_cleanly(model: Path, tmp_path: Pat
     argv = ["train", "--mode", "fine-tune", "--workloads", str(model), "--out", str(tmp_path), "--threads", "1"]
     assert main(argv) == 2
     assert "init_checkpoint" in capsys.readouterr().err
+
+
+def test_seeds_and_entropy_target_reach_the_config(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--mode", "go-one", "--workloads", str(model), "--devices", "2xV100", "--iterations", "1", "--samples", "2",
+            "--seeds", "metis,critical-path", "--entropy-target", "2.5", "--out", str(out), "--threads", "1"]
+    assert main(argv) == 0
+    _, meta = load_checkpoint(out / "latest.pt")
+    assert meta["train_config"]["warm_start"] == ["metis", "critical-path"] and meta["train_config"]["entropy_target"] == 2.5
+    assert main(["train", "--mode", "go-one", "--workloads", str(model), "--seeds", "nope", "--out", str(tmp_path), "--threads", "1"]) == 2
+    assert "warm-start" in capsys.readouterr().err

@@ -65,7 +65,8 @@ def test_ppo_improves_a_task_with_a_known_optimum(ratio: str) -> None:
         return float(np.mean([s.step_time_s for s in rollout.scores]))
 
     before = mean_step()
-    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=40, samples_per_graph=8, learning_rate=1e-2, seed=0, ratio=ratio)
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=40, samples_per_graph=8, learning_rate=1e-2, seed=0, ratio=ratio,
+                         warm_start=[])  # learning from scratch (warm start: test_warm_start.py)
     result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
     after = mean_step()
     assert after < before - 0.03 * optimum
@@ -108,7 +109,7 @@ def test_replayed_best_episode_joins_the_batch_at_ratio_one() -> None:
     per_decision, _, _ = policy.evaluate_decisions(env.inputs, second.actions)
     torch.testing.assert_close(per_decision, second.old_decision_log_prob, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(second.old_log_prob[-1], first.old_log_prob[index], rtol=1e-4, atol=1e-3)
-    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=3, samples_per_graph=4, replay_best=True, policy=TINY.to_dict())
+    config = TrainConfig(mode="go-one", workloads=["chain"], devices=["2xV100"], iterations=3, samples_per_graph=4, replay_best=True, policy=TINY.to_dict(), warm_start=[])
     result = run_training(config, envs=[env], progress=False, save=False)
     assert len(result.env_history) == 3 and all(len(h[env.label]["reward"]) == 4 for h in result.env_history)
     assert result.best[env.label].score.step_time_s <= min(min(h[env.label]["ratio"]) for h in result.env_history) * env.reference_step_s * 1.0001
@@ -144,3 +145,22 @@ def test_placement_only_environment_ignores_fusion_and_priority_actions() -> Non
     assert (joint.fusion_group == -1).all() and (joint.priority == 5).all()  # level 0: no merge starts
     np.testing.assert_array_equal(only.fusion_group, env.decoder.default_fusion(only.device))
     assert (only.fusion_group >= 0).any() and (only.priority == 0).all()
+
+
+def test_entropy_target_moves_the_coefficient_toward_the_target() -> None:
+    env = GraphEnvironment("chain", matmul_chain(4, 128), load_topology("2xV100"))
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(0))[0]
+    coefs = {}
+    for target in (0.1, 50.0):  # far below and far above the per-node entropy (~3 nats summed over tasks)
+        config = TrainConfig(mode="go-one", workloads=["chain"], ppo_epochs=1, samples_per_graph=4, entropy_coef=1e-3, entropy_target=target, entropy_rate=1e-3)
+        trainer = PPOTrainer(GoPolicy(TINY), config)
+        stats = trainer.update([rollout])
+        assert stats.entropy_coef == 1e-3  # the coefficient used, then moved
+        coefs[target] = trainer.entropy_coef
+        torch.testing.assert_close(torch.tensor(trainer.entropy_coef), torch.tensor(1e-3 + 1e-3 * (target - stats.entropy)))
+    assert coefs[0.1] < 1e-3 < coefs[50.0]
+    fixed = PPOTrainer(GoPolicy(TINY), TrainConfig(mode="go-one", workloads=["chain"], ppo_epochs=1, samples_per_graph=4))
+    fixed.update([rollout])
+    assert fixed.entropy_coef == TrainConfig.entropy_coef

@@ -1,0 +1,119 @@
+"""Warm start: seed GO's search with fast classical placements.
+
+GO refines iteratively, each round conditioned on the previous round's decisions. A warm start
+runs a few cheap classical placement methods on the environment first (their CPU seconds count
+against the run's budget), keeps the best as the run's initial best answer, and from then on
+conditions every sampled episode's first round on the best decisions so far
+(`GoPolicy.sample(initial=...)`): the policy proposes edits of a good placement instead of
+starting from its from-scratch prior, and its fusion and scheduling heads still decide jointly
+on top of that placement. The seeds also join the first PPO batch as replayed episodes (ratio
+1, self-imitation, as `TrainConfig.replay_best`). The answer is the best episode seen, seeds
+included, so a warm-started run is never worse than its best seed.
+
+A seed is scored twice, because a classical answer and a policy episode decode differently:
+- as an answer: the method's placement with the `fuse` pass's default fusion and priorities 0,
+  as the classical rows of `bench` are scored;
+- as an episode (`SeedEpisode`, only for the seeds replayed in PPO): its placement with every
+  fused node at the top fusion level and every other at level 0 and priority level 0, decoded
+  by the policy's decoder (`fuse-by-priority` on those levels), so the reward PPO sees is that
+  of the actions it is given; this form is an answer candidate too (it can be faster than the
+  default fusion: rnnlm-2 2xV100, scotch, 0.701x vs 0.704x the expert).
+A seed that places a node on a device the policy masks (memory, host CPU) stays an answer
+candidate but is not replayed (its log-probability would be -inf). Only `GraphEnvironment`s
+are seeded (the profiled workloads' `ProfiledEnvironment` runs without a warm start).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import torch
+
+from graph_ir.errors import CompilerOptError
+
+if TYPE_CHECKING:
+    from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
+    from cost_model.decisions import Decisions
+
+__all__ = ["DEFAULT_SEEDS", "Seed", "SeedEpisode", "seed_actions", "seed_episode", "warm_start_seeds"]
+
+logger = logging.getLogger(__name__)
+
+# Cheapest first (the budget stops starting new ones): the reference is computed for the reward
+# anyway; single-device, metis, scotch, critical-path and m-topo take 0.1-3 CPU s at paper sizes;
+# m-etf 1-4 s on 2-5k nodes (more on 10k). m-sct, dp-ls, sa and cp-sat are left out: tens of
+# CPU seconds per cell (RESULTS.md h1).
+DEFAULT_SEEDS = ("human-expert", "single-device", "metis", "scotch", "critical-path", "m-topo", "m-etf")
+
+
+@dataclass
+class Seed:
+    method: str
+    decisions: Decisions  # the method's placement, default fusion, priorities 0
+    score: EpisodeScore
+    actions: torch.Tensor  # (N, 3) int64: the same placement as policy actions (seed_actions)
+    cpu_seconds: float
+
+    @property
+    def fits(self) -> bool:
+        return not (self.score.oom or self.score.invalid)
+
+
+@dataclass
+class SeedEpisode:
+    """A seed as a PPO episode: actions (T, 1, N, 3) (the seed in every round), its score and
+    decisions as the policy's decoder reads those actions, and its first-round input (N, 3)."""
+
+    method: str
+    actions: torch.Tensor
+    score: EpisodeScore
+    decisions: Decisions
+    initial: torch.Tensor
+
+
+def seed_actions(decisions: Decisions, fusion_levels: int) -> torch.Tensor:
+    """(N, 3) int64 policy actions for classical decisions: the device; the top fusion level for
+    a node in a fusion group, level 0 (start no merge) otherwise; priority level 0."""
+    device = np.asarray(decisions.device, dtype=np.int64)
+    fused = np.asarray(decisions.fusion_group) >= 0
+    fusion = np.where(fused, fusion_levels - 1, 0).astype(np.int64)
+    return torch.from_numpy(np.stack([device, fusion, np.zeros_like(device)], axis=1))
+
+
+def warm_start_seeds(env: GraphEnvironment, methods: Sequence[str], *, fusion_levels: int, cpu_budget: float = 0.0) -> list[Seed]:
+    """Run `methods` in order on `env` and score them; no new method starts once `cpu_budget`
+    CPU seconds are spent (0: no limit). A method that fails is logged and skipped."""
+    seeds: list[Seed] = []
+    began = time.process_time()
+    for method in methods:
+        spent = time.process_time() - began
+        if cpu_budget and spent >= cpu_budget:
+            logger.info("%s: warm start stops after %.1f CPU s (budget %.1f); not run: %s", env.label, spent, cpu_budget, method)
+            break
+        started = time.process_time()
+        try:
+            decisions = env.reference_decisions if method == env.reference_name else env.classical(method)
+        except (CompilerOptError, ValueError) as err:
+            logger.warning("%s: warm-start seed %s failed: %s", env.label, method, str(err).splitlines()[0])
+            continue
+        score = env.score_decisions(decisions)
+        seeds.append(Seed(method, decisions, score, seed_actions(decisions, fusion_levels), time.process_time() - started))
+        logger.info("%s: seed %s %.4g s%s (%.1f CPU s)", env.label, method, score.step_time_s, " OOM" if score.oom else "", seeds[-1].cpu_seconds)
+    return seeds
+
+
+def seed_episode(env: GraphEnvironment, seed: Seed, iterations: int) -> SeedEpisode | None:
+    """`seed` as a replayable PPO episode, or None when its placement uses a device the policy
+    masks for some node (module docstring)."""
+    actions = seed.actions
+    mask = env.inputs.device_mask
+    if not bool(mask[torch.arange(actions.shape[0]), actions[:, 0]].all()):
+        logger.info("%s: seed %s uses masked devices; kept as an answer, not replayed", env.label, seed.method)
+        return None
+    decisions = env.decisions(actions.numpy())
+    score = env.score_decisions(decisions)
+    return SeedEpisode(seed.method, actions.view(1, 1, *actions.shape).expand(iterations, 1, -1, -1).clone(), score, decisions, actions)

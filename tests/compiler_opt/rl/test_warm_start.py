@@ -1,0 +1,163 @@
+"""Warm start: classical seeds for fine-tune / go-one, seeded episodes, masks, the `go` pass option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` (the shared venv predates its entry point)
+from compiler_opt.policy import GoPolicy, PolicyConfig, load_checkpoint, save_checkpoint
+from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, collect_rollouts, run_training
+from compiler_opt.rl.warm_start import DEFAULT_SEEDS, seed_actions, seed_episode, warm_start_seeds
+from compiler_opt.workloads.synthetic import random_onnx_dag
+from cost_model.decisions import Decisions
+from cost_model.devices.loader import load_topology
+from graph_ir.io.onnx_import import import_onnx
+from passes import run_pipeline
+from passes.infra.base import PassError
+
+TINY = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+
+
+@pytest.fixture(scope="module")
+def env() -> GraphEnvironment:
+    return GraphEnvironment("dag", import_onnx(random_onnx_dag(60, seed=3)), load_topology("4xV100"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    return save_checkpoint(tmp_path_factory.mktemp("warm") / "policy.pt", GoPolicy(TINY), command="test")
+
+
+def test_seed_actions_encode_placement_fusion_and_priority(env: GraphEnvironment) -> None:
+    seed = warm_start_seeds(env, ["metis"], fusion_levels=4)[0]
+    actions = seed_actions(seed.decisions, 4)
+    assert actions.shape == (env.problem.num_nodes, 3) and actions.dtype == torch.int64
+    np.testing.assert_array_equal(actions[:, 0].numpy(), seed.decisions.device)
+    np.testing.assert_array_equal(actions[:, 1].numpy() == 3, seed.decisions.fusion_group >= 0)
+    assert (actions[:, 2] == 0).all()
+    assert seed.score.step_time_s == env.score_decisions(seed.decisions).step_time_s
+
+
+@pytest.mark.parametrize("mode", ["fine-tune", "go-one"])
+def test_seeded_answer_is_never_worse_than_its_best_seed(env: GraphEnvironment, checkpoint: Path, mode: str) -> None:
+    config = TrainConfig(
+        mode=mode, workloads=["dag"], devices=["4xV100"], iterations=2, samples_per_graph=3, seed=1,
+        init_checkpoint=str(checkpoint) if mode == "fine-tune" else "", policy=TINY.to_dict(),
+    )
+    assert config.seed_methods() == list(DEFAULT_SEEDS)  # on by default for these modes
+    result = run_training(config, envs=[env], progress=False, save=False)
+    seeds = result.seeds[env.label]
+    assert [s.method for s in seeds] == list(DEFAULT_SEEDS)
+    best_seed = min(s.score.step_time_s for s in seeds if s.fits)
+    assert result.best[env.label].score.step_time_s <= best_seed
+    # The first batch held the sampled episodes and the replayed seeds (distinct placements).
+    assert len(result.env_history) == 2 and all(len(h[env.label]["reward"]) == 3 for h in result.env_history)
+    assert 0 < result.seed_cpu_seconds
+
+
+def test_seeded_episodes_edit_the_seed_and_log_probs_match_evaluation(env: GraphEnvironment) -> None:
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    seed = warm_start_seeds(env, ["metis"], fusion_levels=TINY.fusion_levels)[0]
+    rollout = collect_rollouts(policy, [env], 6, generator=torch.Generator().manual_seed(0), initial={env.label: seed.actions})[0]
+    assert rollout.initial is not None and rollout.initial.shape == (6, env.problem.num_nodes, 3)
+    moved = (rollout.actions[-1, :, :, 0] != seed.actions[:, 0]).float().mean()
+    assert moved < 0.2  # the keep bonus: most nodes stay where the seed put them
+    cold = collect_rollouts(policy, [env], 6, generator=torch.Generator().manual_seed(0))[0]
+    assert (cold.actions[-1, :, :, 0] != seed.actions[:, 0]).float().mean() > moved
+    per_decision, _, _ = policy.evaluate_decisions(env.inputs, rollout.actions, rollout.initial)
+    torch.testing.assert_close(per_decision, rollout.old_decision_log_prob, rtol=1e-4, atol=1e-4)
+
+
+def test_no_masked_device_is_sampled_with_seeds() -> None:
+    # Host CPU beside the GPUs (masked for every node) and a seed that puts every node on it.
+    env = GraphEnvironment("dag", import_onnx(random_onnx_dag(40, seed=5)), load_topology("2xV100"))
+    mask = env.inputs.device_mask
+    masked = [d for d in range(mask.shape[1]) if not mask[:, d].any()]
+    assert masked, "the topology should have a device no node may use"
+    n = env.problem.num_nodes
+    on_masked = Decisions(np.full(n, masked[0]), np.full(n, -1), np.zeros(n))
+    seed_input = seed_actions(on_masked, TINY.fusion_levels)
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    with torch.no_grad():
+        policy.heads.keep.fill_(50.0)  # a huge keep bonus must still not pick a masked device
+    sampled = policy.sample(env.inputs, 32, generator=torch.Generator().manual_seed(0), initial=seed_input)
+    devices = sampled.actions[..., 0]
+    assert bool(mask[torch.arange(n)[None, None, :].expand_as(devices), devices].all())
+    assert torch.isfinite(sampled.log_prob).all()
+
+    class _Seed:  # a classical answer on the masked device: kept as an answer, never replayed
+        method, actions = "cpu", seed_input
+
+    assert seed_episode(env, _Seed(), TINY.iterations) is None  # type: ignore[arg-type]
+
+
+def test_checkpoint_without_keep_loads_and_unseeded_sampling_ignores_it(tmp_path: Path, env: GraphEnvironment) -> None:
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    path = save_checkpoint(tmp_path / "old.pt", policy)
+    payload = torch.load(path, weights_only=True)
+    del payload["state_dict"]["heads.keep"]  # as the checkpoints saved before warm start
+    torch.save(payload, path)
+    loaded, _ = load_checkpoint(path)
+    with torch.no_grad():
+        loaded.heads.keep.fill_(-3.0)
+    a = policy.sample(env.inputs, 4, generator=torch.Generator().manual_seed(1))
+    b = loaded.sample(env.inputs, 4, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a.actions, b.actions)
+
+
+def test_warm_start_configuration_errors_and_off(env: GraphEnvironment) -> None:
+    with pytest.raises(TrainConfigError, match="warm-start"):
+        TrainConfig(mode="go-one", workloads=["dag"], warm_start=["no-such-method"])
+    assert TrainConfig(mode="pretrain", workloads=["dag"]).seed_methods() == []
+    config = TrainConfig(mode="go-one", workloads=["dag"], devices=["4xV100"], iterations=1, samples_per_graph=2, warm_start=[], policy=TINY.to_dict())
+    result = run_training(config, envs=[env], progress=False, save=False)
+    assert result.seeds == {} and result.seed_cpu_seconds < 1.0
+
+
+@pytest.mark.parametrize("seeds", ["metis+single-device", "off", "auto"])
+def test_go_pass_takes_seeds_in_a_pipeline_string(seeds: str, checkpoint: Path) -> None:
+    graph = import_onnx(random_onnx_dag(50, seed=2))
+    result = run_pipeline(graph, 'go{mode=fine-tune,checkpoint="%s",budget=1,samples=2,devices=2xV100,seeds=%s}' % (checkpoint, seeds))
+    assert result.modified
+    graph.verify()
+    assert all(node.device in ("gpu0", "gpu1") for node in graph)
+
+
+def test_go_pass_answer_is_no_worse_than_its_seed(checkpoint: Path) -> None:
+    from cost_model.costs import SimulationProblem, simulate
+
+    graph = import_onnx(random_onnx_dag(50, seed=4))
+    topology = load_topology("4xV100")
+    env = GraphEnvironment("g", graph, topology)
+    seed = warm_start_seeds(env, ["critical-path"], fusion_levels=TINY.fusion_levels)[0]
+    run_pipeline(graph, 'go{mode=one,budget=1,samples=2,devices=4xV100,seeds=critical-path}')
+    step = simulate(SimulationProblem.from_graph(graph, topology), Decisions.from_graph(graph, topology)).step_time_s
+    assert step <= seed.score.step_time_s * (1 + 1e-9)
+
+
+def test_go_pass_refuses_an_unknown_seed_method() -> None:
+    with pytest.raises(PassError, match="seeds"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=fine-tune,seeds=metis+nope}")
+
+
+def test_zero_shot_with_seeds_is_no_worse_than_the_best_seed_and_off_by_default(env: GraphEnvironment, checkpoint: Path) -> None:
+    from compiler_opt.rl import zero_shot
+
+    policy, _ = load_checkpoint(checkpoint)
+    seeds = warm_start_seeds(env, ["metis", "critical-path"], fusion_levels=TINY.fusion_levels)
+    found = zero_shot(policy, env, 2, seed=0, seeds=["metis", "critical-path"])
+    assert found.score.step_time_s <= min(s.score.step_time_s for s in seeds if s.fits)
+    assert TrainConfig(mode="zero-shot", workloads=["dag"]).seed_methods() == []
+    graph = import_onnx(random_onnx_dag(50, seed=2))
+    run_pipeline(graph, 'go{mode=zero-shot,checkpoint="%s",budget=1,devices=4xV100,seeds=metis}' % checkpoint)
+    graph.verify()
