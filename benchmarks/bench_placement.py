@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expert")
     parser.add_argument("--costs", default="roofline", help="kernel cost source (cost_model.costs): roofline | profiled | recorded")
     parser.add_argument("--no-default-fusion", action="store_true", help="place and score the op-by-op graph (as RESULTS.md sections c and d were made)")
+    parser.add_argument("--fusion-aware", action="store_true", help="methods score the default fusion kept within each device (not the unfused graph)")
     parser.add_argument("--default-sizes", action="store_true", help="suite workloads at their small default sizes instead of the paper sizes")
     parser.add_argument("--no-equal-time", action="store_true", help="sa/random get exactly --budget evaluations (no equal-time rule)")
     parser.add_argument("--max-nodes", type=int, help="graphs above this many nodes get an error row saying so instead of a run")
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         spec.expert = args.expert or spec.expert
         spec.costs = args.costs
         spec.default_fusion = not args.no_default_fusion
+        spec.fusion_aware = args.fusion_aware
         spec.paper_sizes = not args.default_sizes
         spec.equal_time = not args.no_equal_time
         spec.max_nodes = args.max_nodes

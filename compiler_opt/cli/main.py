@@ -109,6 +109,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         budget=args.budget, time_limit_s=args.time_limit, expert=args.expert, accelerators=args.accelerators,
         memory=args.memory, seed=args.seed, costs=args.costs,
         default_fusion=not args.no_default_fusion, paper_sizes=not args.default_sizes, equal_time=not args.no_equal_time,
+        fusion_aware=args.fusion_aware,
     )
     if args.devices:
         spec.devices = split(args.devices)
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--seed", type=int, default=0, help="seed of the randomised methods")
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
     bench_p.add_argument("--no-default-fusion", action="store_true", help="place the unfused graph instead of the framework's default GPU fusion")
+    bench_p.add_argument("--fusion-aware", action="store_true", help="placement methods score the default fusion kept within each device instead of the unfused graph")
     bench_p.add_argument("--default-sizes", action="store_true", help="suite workloads at their small default sizes (default: the paper sizes)")
     bench_p.add_argument("--no-equal-time", action="store_true", help="sa/random get exactly --budget evaluations, not at least the slowest other method's wall time")
     bench_p.set_defaults(handler=_cmd_bench, file_arg=None)

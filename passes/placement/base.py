@@ -60,6 +60,9 @@ class PlacementPass(Pass):
     objective: str = option("", "override the target's objective: latency | throughput | memory; empty: the target's")
     seed: int = option(0, "random seed (methods without randomness ignore it)")
     include_cpu: bool = option(False, "also place on the host CPU when the topology has accelerators")
+    fused: bool = option(
+        False, "score placements with the graph's fusion groups kept within each device (a group split across devices runs unfused)"
+    )
 
     def __post_init__(self) -> None:
         if self.objective and self.objective not in OBJECTIVES:
@@ -91,6 +94,7 @@ class PlacementPass(Pass):
             objective=resolved.objective,
             budget=self.search_budget,
             include_cpu=self.include_cpu,
+            fuse_within_device=self.fused,
         )
 
     def decide(self, graph: Graph, target: Target | Topology | str | None = None) -> PlacementOutcome:

@@ -65,9 +65,14 @@ class PlacementContext(PlacementContextBase):
         budget: int | None = None,
         base: Decisions | None = None,
         include_cpu: bool = False,
+        fuse_within_device: bool = False,
     ) -> None:
         self._init_common(objective, budget)
         self.problem = problem
+        # Frameworks fuse after placement, within each device: with this set, every evaluation
+        # scores the base fusion groups kept where all members share a device (a split group runs
+        # unfused), so searches optimise the fused step the framework would run.
+        self.fuse_within_device = fuse_within_device
         self.topology = problem.topology
         n = problem.num_nodes
         self.base = base if base is not None else Decisions.default(n)
@@ -151,8 +156,15 @@ class PlacementContext(PlacementContextBase):
 
     # -- evaluation ------------------------------------------------------------------------------
     def decisions(self, device: np.ndarray) -> Decisions:
-        """The context's fusion groups and priorities with `device` as the placement."""
-        return Decisions(np.asarray(device), self.base.fusion_group, self.base.priority)
+        """The context's fusion groups and priorities with `device` as the placement (groups split
+        across devices unfused when `fuse_within_device`)."""
+        device = np.asarray(device)
+        groups = self.base.fusion_group
+        if self.fuse_within_device:
+            from passes.fusion.defaults import colocated_groups
+
+            groups = colocated_groups(groups, device)
+        return Decisions(device, groups, self.base.priority)
 
     def simulate(self, device: np.ndarray) -> SimulationResult:
         """One counted simulation of the placement."""

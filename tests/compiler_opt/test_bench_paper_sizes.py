@@ -165,3 +165,13 @@ def test_placement_table_merges_files_and_leaves_unfinished_cells_out_of_the_sum
     assert "…" in lines[3]  # the 4-GPU cell has one method only
     assert "(1 complete cells)" in lines[4]  # ... and is not in the geomean
     assert lines[5].split("|")[7 + table.METHODS.index("m-etf")].strip() == "1.0"  # m-etf won the finished cell
+
+
+def test_fusion_aware_bench_scores_the_fused_step_in_the_search() -> None:
+    common = {"devices": ["2xV100"], "methods": ["single-device", "sa"], "budget": 150, "paper_sizes": False, "equal_time": False}
+    aware = {r["method"]: r for r in run_bench(BenchSpec(["rnnlm-2:inference"], fusion_aware=True, **common), progress=False)}
+    plain = {r["method"]: r for r in run_bench(BenchSpec(["rnnlm-2:inference"], **common), progress=False)}
+    assert aware["sa"]["fusion_aware"] is True and plain["sa"]["fusion_aware"] is False
+    assert aware["single-device"]["objective_value"] == pytest.approx(plain["single-device"]["objective_value"], rel=1e-12)
+    assert aware["sa"]["objective_value"] <= aware["single-device"]["objective_value"] * (1 + 1e-9)
+    assert plain["sa"]["objective_value"] > aware["sa"]["objective_value"]
