@@ -31,7 +31,7 @@ from compiler_opt.rl.ppo import PPOTrainer
 from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
 from compiler_opt.rl.scalars import ScalarLogger
-from compiler_opt.rl.warm_start import Seed, SeedEpisode, seed_episode, warm_start_seeds
+from compiler_opt.rl.warm_start import Seed, SeedEpisode, fitting_seeds, seed_episode, warm_start_seeds
 
 if TYPE_CHECKING:
     from cost_model.decisions import Decisions
@@ -132,8 +132,8 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     generator = torch.Generator().manual_seed(seed)
     head: Seed | None = None
     if seeds:
-        fitting = [s for s in warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels) if s.fits]
-        head = min(fitting, key=lambda s: s.score.step_time_s) if fitting else None
+        fitting = fitting_seeds(warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels))
+        head = fitting[0] if fitting else None
     start = {env.label: head.actions} if head is not None else None
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
@@ -274,7 +274,7 @@ def _warm_start(
             continue
         found = warm_start_seeds(env, methods, fusion_levels=levels, cpu_budget=budget)
         seeds[env.label] = found
-        fitting = sorted((s for s in found if s.fits), key=lambda s: s.score.step_time_s)
+        fitting = fitting_seeds(found)
         if not fitting:
             logger.warning("%s: no warm-start seed fits in memory; episodes start from scratch", env.label)
             continue

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from cost_model.decisions import Decisions
 
-__all__ = ["DEFAULT_SEEDS", "Seed", "SeedEpisode", "seed_actions", "seed_episode", "warm_start_seeds"]
+__all__ = ["DEFAULT_SEEDS", "Seed", "SeedEpisode", "fitting_seeds", "seed_actions", "seed_episode", "warm_start_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,11 @@ def warm_start_seeds(env: GraphEnvironment, methods: Sequence[str], *, fusion_le
         seeds.append(Seed(method, decisions, score, seed_actions(decisions, fusion_levels), time.process_time() - started))
         logger.info("%s: seed %s %.4g s%s (%.1f CPU s)", env.label, method, score.step_time_s, " OOM" if score.oom else "", seeds[-1].cpu_seconds)
     return seeds
+
+
+def fitting_seeds(seeds: Sequence[Seed]) -> list[Seed]:
+    """The seeds that fit (no OOM, valid), fastest first."""
+    return sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
 
 
 def seed_episode(env: GraphEnvironment, seed: Seed, iterations: int) -> SeedEpisode | None:

@@ -30,6 +30,7 @@ import numpy as np
 from cost_model.costs import VALUE_CONSTANT, SimulationProblem, Target, device_loads, simulate
 from cost_model.decisions import Decisions
 from graph_ir.errors import CompilerOptError
+from passes.fusion.defaults import colocated_groups
 from passes.placement.context_base import (
     OBJECTIVES,
     OOM_PENALTY_S,
@@ -161,8 +162,6 @@ class PlacementContext(PlacementContextBase):
         device = np.asarray(device)
         groups = self.base.fusion_group
         if self.fuse_within_device:
-            from passes.fusion.defaults import colocated_groups
-
             groups = colocated_groups(groups, device)
         return Decisions(device, groups, self.base.priority)
 

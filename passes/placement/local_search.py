@@ -91,7 +91,7 @@ class _Search:
                     [(g, int(owner[h])), (h, hot)]
                     for g in mine
                     for h in others
-                    if owner[h] in self.allowed[g] and hot in self.allowed[h]
+                    if int(owner[h]) in self.allowed_sets[g] and hot in self.allowed_sets[h]
                 ),
             )
         return self._neighbour_moves(owner, self.rng.permutation(count).tolist())
