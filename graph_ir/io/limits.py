@@ -45,6 +45,8 @@ class Limits:
     max_external_data_bytes: int = 64 * 2**30
     max_node_arity: int = 100_000
     max_sharding_devices: int = 1 << 20
+    # A dimension index in MLIR dim_numbers: MLIR's parser sizes a vector by it (2**31 -> 6 GB).
+    max_dimension_index: int = 4096
 
 
 _OVERRIDE: contextvars.ContextVar[Limits | None] = contextvars.ContextVar("graph_ir_io_limits", default=None)

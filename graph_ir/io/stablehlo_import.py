@@ -136,6 +136,10 @@ def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:
 
 
 _MLIR_ERROR = re.compile(r'error: "[^"]*":(\d+):(\d+): (.*)')
+# Convolution dim_numbers, e.g. `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`: the spatial entries are
+# dimension indices.
+_DIM_NUMBERS = re.compile(r"dim_numbers\s*=\s*((?:\[[^\]\n]*\]\s*(?:x|->)?\s*){1,3})")
+_INDEX = re.compile(r"\d+")
 
 
 _BYTECODE_MAGIC = b"ML\xefR"
@@ -159,6 +163,7 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
             source, quant = hide_quant_types(source)
         except CompilerOptError as err:
             raise err.with_context(file=file)
+        _check_dimension_indices(source, file)
     context = mlir_context()
     context.allow_unregistered_dialects = True  # for `check`; other unknown ops are refused below
     with context:
@@ -176,6 +181,16 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
         with gc_paused():
             graph = _Importer(file, quant).run(module)
     return graph
+
+
+def _check_dimension_indices(source: str, file: str | None) -> None:
+    """Refuse a dimension index in dim_numbers above the limit before MLIR's parser allocates by it."""
+    from graph_ir.io import limits
+
+    for match in _DIM_NUMBERS.finditer(source):
+        largest = max((int(i) for i in _INDEX.findall(match.group(1))), default=0)
+        line = source.count("\n", 0, match.start()) + 1
+        limits.check("max_dimension_index", largest, f"a dimension index in dim_numbers (line {line})", file=file)
 
 
 def _refuse_unregistered_ops(operation: Any, context: Any, file: str | None) -> None:

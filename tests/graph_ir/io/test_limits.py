@@ -112,3 +112,23 @@ def test_environment_override_and_bad_values(tmp_path):
         with limits.override(max_bogus=1):
             pass
     assert json.dumps(limits.current().max_nodes)
+
+
+_CONV = """func.func @main(%x: tensor<1x4x4x1xf32>, %w: tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, INDEX, f]x[0, 1, i, o]->[b, 0, 1, f], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32>
+  return %0 : tensor<1x2x2x1xf32>
+}
+"""
+
+
+def test_a_huge_dimension_index_is_refused_before_mlir_parses_it(tmp_path: Path) -> None:
+    # Found by the fuzz smoke test: MLIR's parser sized a vector by the index (6 GB for 2**31 - 1).
+    from graph_ir.io.stablehlo_import import load_stablehlo
+
+    path = tmp_path / "conv.mlir"
+    path.write_text(_CONV.replace("INDEX", "2147483647"))
+    with pytest.raises(LimitExceededError, match=r"dim_numbers \(line 2\) is 2147483647") as info:
+        load_stablehlo(path)
+    assert info.value.file == str(path) and info.value.field == "max_dimension_index"
+    path.write_text(_CONV.replace("INDEX", "1"))
+    assert any("convolution" in node.op_type for node in load_stablehlo(path))
