@@ -12,8 +12,9 @@ training) whose samples edit the best of the same seeds.
 
 A cell is (workload, devices). Every answer is scored by the same simulator on the same
 `SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
-framework's default greedy fusion (the `fuse` pass) and default priorities; HDP places only (same
-default fusion); GO decides placement, fusion and priorities jointly
+framework's default fusion kept within each device and default priorities, exactly as `compiler-opt
+bench` and RESULTS.md (d) score them (since the sixth session; before, the `fuse` pass under each
+placement, on graphs whose cheap calls were not inlined); HDP places only (same default fusion); GO decides placement, fusion and priorities jointly
 (`go-fine-tune-placement-only`, `go-one-placement-only`: GO deciding placement alone with the
 default fusion and priorities, the joint-vs-placement ablation at the same budget).
 
@@ -78,7 +79,7 @@ def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[D
     began = time.process_time()
     outcome = place_outcome(env.graph, method, env.topology, **options)
     device = outcome.decisions.device
-    decisions = Decisions(device, env.decoder.default_fusion(device), np.zeros(env.problem.num_nodes))
+    decisions = Decisions(device, env.default_fusion(device), np.zeros(env.problem.num_nodes))
     return decisions, time.process_time() - began, outcome.evaluations
 
 

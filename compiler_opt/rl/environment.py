@@ -4,11 +4,17 @@ An episode is one joint decision for the whole graph (device, fusion group, prio
 `GraphEnvironment.score(actions)` decodes it to `Decisions` (no IR rewriting) and runs one
 `simulate()` on the `SimulationProblem` built at construction. The reward is
 `-sqrt(step_time / reference_step_time)` where the reference is a classical placement
-(`reference`, default the human-expert layer-wise split) with the framework's default greedy
-fusion (the `fuse` pass) and default priorities. A placement that runs out of memory in the
+(`reference`, default the human-expert layer-wise split) with the framework's default fusion
+(below) and default priorities. A placement that runs out of memory in the
 simulator pays `oom_penalty * (1 + overflow)` on top (overflow: the worst device's peak / capacity
 - 1, capped at 4); decisions the simulator rejects score `-invalid_penalty`. The cost source is
 whatever the problem was built with: the reward code never asks which.
+
+"Default fusion" is the framework's (`passes.fusion.defaults`: XLA's GPU rules for HLO/StableHLO,
+the cuDNN-runtime epilogues for TF/ONNX/torch), decided once on the unplaced graph and kept within
+each device (`colocated_groups`): exactly how `compiler-opt bench` and RESULTS.md (d) score a
+classical placement, so GO's ratios and (d)'s are the same measure. A graph with no known default
+falls back to the `fuse` pass's greedy fusion under the placement.
 
 The reference is computed on first use: the `fuse` pass's search on a 10k-node graph takes tens
 of seconds, and zero-shot inference (which ranks episodes by step time) never needs it.
@@ -81,6 +87,26 @@ class GraphEnvironment:
         self.reference_name = reference
 
     @functools.cached_property
+    def default_groups(self) -> np.ndarray | None:
+        """The framework's default fusion over the problem's nodes (None: no default known)."""
+        from passes.fusion.defaults import default_group_array
+
+        name, groups = default_group_array(self.graph, max_nodes=self.decoder.max_nodes)
+        if groups is not None and len(groups) != self.problem.num_nodes:
+            logger.warning("%s: default fusion covers %d of %d nodes; using the fuse pass", self.label, len(groups), self.problem.num_nodes)
+            return None
+        logger.debug("%s: default fusion %s", self.label, name)
+        return groups
+
+    def default_fusion(self, device: np.ndarray) -> np.ndarray:
+        """The default fusion under placement `device`: the framework's groups kept within each device."""
+        from passes.fusion.defaults import colocated_groups
+
+        if self.default_groups is None:
+            return self.decoder.default_fusion(device)
+        return colocated_groups(self.default_groups, device)
+
+    @functools.cached_property
     def reference_decisions(self) -> Decisions:
         return self.classical(self.reference_name)
 
@@ -95,16 +121,16 @@ class GraphEnvironment:
         return f"{self.name}@{self.topology.name}"
 
     def classical(self, method: str) -> Decisions:
-        """A classical placement with the default greedy fusion and priorities."""
+        """A classical placement with the default fusion and priorities."""
         from passes.placement import place
 
         device = place(self.graph, method, self.topology).device
-        return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
+        return Decisions(device, self.default_fusion(device), np.zeros(self.problem.num_nodes))
 
     def decisions(self, actions: np.ndarray) -> Decisions:
         if self.placement_only:
             device = np.asarray(actions)[:, 0].astype(np.int32)
-            return Decisions(device, self.decoder.default_fusion(device), np.zeros(self.problem.num_nodes))
+            return Decisions(device, self.default_fusion(device), np.zeros(self.problem.num_nodes))
         return self.decoder.decisions(actions)
 
     def score_decisions(self, decisions: Decisions, *, with_reward: bool = True) -> EpisodeScore:

@@ -74,7 +74,7 @@ class HdpResult:
 
 def _decisions(env: GraphEnvironment, device: np.ndarray) -> Decisions:
     device = device.astype(np.int32)
-    return Decisions(device, env.decoder.default_fusion(device), np.zeros(env.problem.num_nodes))
+    return Decisions(device, env.default_fusion(device), np.zeros(env.problem.num_nodes))
 
 
 def train_hdp(env: GraphEnvironment, config: HdpConfig | None = None) -> HdpResult:

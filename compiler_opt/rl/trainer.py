@@ -72,17 +72,25 @@ class TrainResult:
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
-    """A suite workload (`name` or `name:mode`; default sizes, or the paper's with `paper`) or a model file."""
+    """A suite workload (`name` or `name:mode`; default sizes, or the paper's with `paper`) or a
+    model file; an XLA graph's cheap calls inlined, as `bench` does before its default fusion."""
     from compiler_opt.workloads import build_workload
     from compiler_opt.workloads.registry import parse_workload_spec
 
     parsed = parse_workload_spec(spec)
     if parsed is not None:
         workload, mode = parsed
-        return f"{workload.name}:{mode}", build_workload(workload.name, mode, paper=paper)
-    import graph_ir
+        name, graph = f"{workload.name}:{mode}", build_workload(workload.name, mode, paper=paper)
+    else:
+        import graph_ir
 
-    return spec, graph_ir.load(spec)
+        name, graph = spec, graph_ir.load(spec)
+    from passes.fusion.defaults import XLA_GPU, default_fusion_name, inline_cheap_calls
+
+    if default_fusion_name(graph) == XLA_GPU:
+        # XLA inlines cheap calls before fusing; `bench` does the same, so both see one node set.
+        inline_cheap_calls(graph)
+    return name, graph
 
 
 def build_environments(config: TrainConfig, graphs: Sequence[tuple[str, Graph]] | None = None) -> list[GraphEnvironment]:

@@ -11,8 +11,9 @@ on top of that placement. The seeds also join the first PPO batch as replayed ep
 included, so a warm-started run is never worse than its best seed.
 
 A seed is scored twice, because a classical answer and a policy episode decode differently:
-- as an answer: the method's placement with the `fuse` pass's default fusion and priorities 0,
-  as the classical rows of `bench` are scored;
+- as an answer: the method's placement with the framework's default fusion kept within each
+  device (`GraphEnvironment.default_fusion`) and priorities 0, as the classical rows of `bench`
+  are scored;
 - as an episode (`SeedEpisode`, only for the seeds replayed in PPO): its placement with every
   fused node at the top fusion level and every other at level 0 and priority level 0, decoded
   by the policy's decoder (`fuse-by-priority` on those levels), so the reward PPO sees is that

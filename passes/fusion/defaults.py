@@ -59,6 +59,7 @@ __all__ = [
     "CUDNN_RUNTIME",
     "apply_default_fusion",
     "colocated_groups",
+    "default_group_array",
     "inline_calls",
     "inline_cheap_calls",
     "default_fusion_name",
@@ -116,6 +117,14 @@ def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
     inlined = 0
     if name == XLA_GPU:
         inlined = inline_cheap_calls(graph)
+    groups = _default_partition(graph, name, max_nodes)
+    groups.write()
+    fused = sum(len(m) for m in groups.members.values() if len(m) > 1)
+    logger.debug("default fusion %s: %d groups, %d nodes, %d calls inlined", name, groups.num_groups, fused, inlined)
+    return DefaultFusion(name, groups.num_groups, fused)
+
+
+def _default_partition(graph: Graph, name: str, max_nodes: int) -> FusionGroups:
     groups = FusionGroups(graph, max_nodes=max_nodes)
     # An exact cycle check: with the default cap a search that visits more nodes than the cap
     # refuses the merge, and in an unrolled RNN or a training graph nearly everything lies
@@ -127,10 +136,40 @@ def apply_default_fusion(graph: Graph, *, max_nodes: int = 32) -> DefaultFusion:
         sibling_fusion(groups)
     else:
         runtime_fusion(groups)
-    groups.write()
-    fused = sum(len(m) for m in groups.members.values() if len(m) > 1)
-    logger.debug("default fusion %s: %d groups, %d nodes, %d calls inlined", name, groups.num_groups, fused, inlined)
-    return DefaultFusion(name, groups.num_groups, fused)
+    return groups
+
+
+def default_group_array(graph: Graph, *, max_nodes: int = 32) -> tuple[str, np.ndarray | None]:
+    """The default fusion as int32 group ids over `node_order(graph)` (-1: unfused), without
+    touching the graph: `(name, groups)`. Groups the graph already carries are returned as they
+    are (name "given"); `(name, None)` when no default is known. Unlike `apply_default_fusion`
+    this does not inline calls: callers that want (d)'s node set inline first (`inline_cheap_calls`).
+    Placement-agnostic (devices already on the nodes are ignored): keep a placement's share with
+    `colocated_groups`."""
+    from graph_ir.order import node_order
+
+    nodes = node_order(graph)
+    if any(node.fusion_group is not None for node in nodes):
+        given = np.array([-1 if n.fusion_group is None else n.fusion_group for n in nodes], dtype=np.int32)
+        return "given", given
+    name = default_fusion_name(graph)
+    if name == "none":
+        return name, None
+    saved = [node.device for node in nodes]
+    try:
+        for node in nodes:  # FusionGroups keeps to one device per group: decide before placement
+            node.device = None
+        groups = _default_partition(graph, name, max_nodes)
+    finally:
+        for node, device in zip(nodes, saved):
+            node.device = device
+    out = np.full(len(nodes), -1, dtype=np.int32)
+    ids: dict[int, int] = {}
+    for i in range(len(nodes)):
+        root = groups.find(i)
+        if len(groups.members[root]) > 1:
+            out[i] = ids.setdefault(root, len(ids))
+    return name, out
 
 
 def _numel(node: Node) -> int | None:
