@@ -63,7 +63,7 @@ GO_ROWS = (
     "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm",
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
-TIMED = ("sa", "random")
+TIMED = ("sa", "random", "sa+fused", "random+fused")
 
 
 def classical_methods() -> list[str]:
@@ -73,9 +73,13 @@ def classical_methods() -> list[str]:
 
 
 def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[Decisions, float, int]:
-    """A classical placement + default fusion; the CPU seconds it took (search and fusion)."""
+    """A classical placement + default fusion; the CPU seconds it took (search and fusion).
+    `METHOD+fused`: the method with option `fused` (its evaluations score the default fusion
+    kept within each device, as the row does; RESULTS.md (d.3))."""
     from passes.placement import place_outcome
 
+    if method.endswith("+fused"):
+        method, options = method.removesuffix("+fused"), {**options, "fused": True}
     began = time.process_time()
     outcome = place_outcome(env.graph, method, env.topology, **options)
     device = outcome.decisions.device
@@ -89,9 +93,10 @@ def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int)
     from passes.placement import place_outcome
 
     took, used = [], []
+    base, options = method.removesuffix("+fused"), {"fused": True} if method.endswith("+fused") else {}
     for budget in (5, 25):
         began = time.process_time()
-        used.append(place_outcome(env.graph, method, env.topology, budget=budget, seed=seed).evaluations or budget)
+        used.append(place_outcome(env.graph, base, env.topology, budget=budget, seed=seed, **options).evaluations or budget)
         took.append(time.process_time() - began)
     # The evaluations a run really used (a search may stop early): a difference of ~0 would
     # otherwise read as free evaluations and ask for an endless budget.
@@ -167,7 +172,7 @@ class Bench:
         wanted = set(args.rows)
         methods = []
         if "classical" in wanted:
-            methods += classical_methods()
+            methods += args.classical_methods or classical_methods()
         methods += [m for m in ("hdp", *GO_ROWS) if m in wanted]
         for spec in args.workloads:
             graph = None
@@ -233,9 +238,9 @@ class Bench:
         extra: dict = {}
         if method in TIMED:
             decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
-        elif method == "dp-ls":
+        elif method.removesuffix("+fused") == "dp-ls":
             decisions, seconds, evals = _classical(env, method, budget=args.classical_budget, seed=args.seed)
-        elif method == "cp-sat":
+        elif method.removesuffix("+fused") == "cp-sat":
             decisions, seconds, evals = _classical(env, method, time_limit_s=args.cp_sat_seconds, seed=args.seed)
         elif method == "hdp":
             from compiler_opt.rl.hdp import HdpConfig, train_hdp
@@ -273,12 +278,43 @@ def time_to_reach(curve: list, target: float) -> float | None:
     return None
 
 
+def bench_rows(paths: list[str], cells: dict[str, dict]) -> list[dict]:
+    """Rows of `compiler-opt bench` / `bench_placement.py` JSON files (RESULTS.md (d)) for the
+    cells GO ran, in this script's row form: the same graphs and the same scoring (the default
+    fusion kept within each device), so their step times join GO's table as they are. A
+    fusion-aware row (`--fusion-aware`, (d.3)) is named `METHOD+fused`. The cell's reference
+    must match (d)'s human-expert row: a mismatch means the two runs scored different graphs."""
+    out = []
+    for path in paths:
+        for row in json.loads(Path(path).read_text())["rows"]:
+            cell = cells.get(f"{row['workload']}@{row['devices']}")
+            value = row.get("objective_value")
+            if cell is None or value is None or row.get("objective", "latency") != "latency":
+                continue
+            if row["method"] == "human-expert" and not row.get("fusion_aware") and not math.isclose(value, cell["reference_step_s"], rel_tol=1e-9):
+                raise SystemExit(f"{path}: {row['workload']}@{row['devices']} human-expert {value:.6g} s != GO's reference {cell['reference_step_s']:.6g} s")
+            out.append({
+                "workload": row["workload"], "devices": row["devices"], "nodes": row["nodes"],
+                "method": row["method"] + ("+fused" if row.get("fusion_aware") else ""),
+                "step_time_s": value, "oom": bool(row.get("oom")), "invalid": False,
+                "vs_expert": value / cell["reference_step_s"], "vs_bound": value / cell["lower_bound_s"],
+                "seconds": row.get("search_cpu_seconds") or 0.0, "evaluations": row.get("evaluations") or 0, "curve": [],
+                "source": os.path.basename(path),
+            })
+    return out
+
+
+def _is_classical(method: str, classical: set[str]) -> bool:
+    return method.removesuffix("+fused") in classical
+
+
 def tables(rows: list[dict]) -> list[Table]:
     out = []
     cells: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         cells.setdefault((row["workload"], row["devices"]), []).append(row)
     classical = set(classical_methods())
+    classical |= {r["method"] for r in rows if _is_classical(r["method"], classical)}
     detail = Table("GO vs HDP vs classical (simulated step time, latency)", ["workload", "devices", "method", "step ms", "vs expert", "vs bound", "CPU s", "evals"], numeric=frozenset(range(3, 8)))
     best_rows = []
     for (workload, devices), group in cells.items():
@@ -359,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown (for RESULTS.md)")
     parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
+    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused")
+    parser.add_argument("--classical-from", nargs="*", default=[], help="bench_placement.py / `compiler-opt bench` JSON files (RESULTS.md (d)) whose rows for GO's cells join the tables as the classical rows")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -366,8 +404,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table_only:
         bench.run()
     rows = list(bench.rows)
+    cells = dict(bench.cells)
     for extra in args.also:
-        rows += json.loads(Path(extra).read_text())["rows"]
+        data = json.loads(Path(extra).read_text())
+        rows += data["rows"]
+        cells.update(data.get("cells", {}))
+    rows += bench_rows(args.classical_from, cells)
     if args.markdown:
         for table in tables(rows):
             print(f"\n{table.title}\n")

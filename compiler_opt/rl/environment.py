@@ -14,7 +14,8 @@ whatever the problem was built with: the reward code never asks which.
 the cuDNN-runtime epilogues for TF/ONNX/torch), decided once on the unplaced graph and kept within
 each device (`colocated_groups`): exactly how `compiler-opt bench` and RESULTS.md (d) score a
 classical placement, so GO's ratios and (d)'s are the same measure. A graph with no known default
-falls back to the `fuse` pass's greedy fusion under the placement.
+falls back to the `fuse` pass's greedy fusion under the placement. GO's own fusion levels are read
+relative to that default (`DecisionDecoder.relative_groups`): keep, dissolve, or merge further.
 
 The reference is computed on first use: the `fuse` pass's search on a 10k-node graph takes tens
 of seconds, and zero-shot inference (which ranks episodes by step time) never needs it.
@@ -131,7 +132,7 @@ class GraphEnvironment:
         if self.placement_only:
             device = np.asarray(actions)[:, 0].astype(np.int32)
             return Decisions(device, self.default_fusion(device), np.zeros(self.problem.num_nodes))
-        return self.decoder.decisions(actions)
+        return self.decoder.decisions(actions, self.default_groups)
 
     def score_decisions(self, decisions: Decisions, *, with_reward: bool = True) -> EpisodeScore:
         try:

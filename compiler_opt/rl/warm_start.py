@@ -15,10 +15,12 @@ A seed is scored twice, because a classical answer and a policy episode decode d
   device (`GraphEnvironment.default_fusion`) and priorities 0, as the classical rows of `bench`
   are scored;
 - as an episode (`SeedEpisode`, only for the seeds replayed in PPO): its placement with every
-  fused node at the top fusion level and every other at level 0 and priority level 0, decoded
-  by the policy's decoder (`fuse-by-priority` on those levels), so the reward PPO sees is that
-  of the actions it is given; this form is an answer candidate too (it can be faster than the
-  default fusion: rnnlm-2 2xV100, scotch, 0.701x vs 0.704x the expert).
+  fused node at fusion level 1 ("keep the default group", the decoder reading levels relative
+  to the default fusion) and every other at level 0, priority level 0, decoded by the policy's
+  decoder, so the reward PPO sees is that of the actions it is given. Where the graph has a
+  known default fusion this decodes to the answer form exactly; without one (the decoder's
+  absolute `fuse-by-priority` reading) fused nodes take the top level, and the episode is an
+  answer candidate of its own.
 A seed that places a node on a device the policy masks (memory, host CPU) stays an answer
 candidate but is not replayed (its log-probability would be -inf). Only `GraphEnvironment`s
 are seeded (the profiled workloads' `ProfiledEnvironment` runs without a warm start).
@@ -76,12 +78,14 @@ class SeedEpisode:
     initial: torch.Tensor
 
 
-def seed_actions(decisions: Decisions, fusion_levels: int) -> torch.Tensor:
-    """(N, 3) int64 policy actions for classical decisions: the device; the top fusion level for
-    a node in a fusion group, level 0 (start no merge) otherwise; priority level 0."""
+def seed_actions(decisions: Decisions, fusion_levels: int, *, relative: bool = False) -> torch.Tensor:
+    """(N, 3) int64 policy actions for classical decisions: the device; for a node in a fusion
+    group the top fusion level, or with `relative` (levels read against the default fusion,
+    `DecisionDecoder.relative_groups`) level 1, "keep the default group"; level 0 otherwise;
+    priority level 0."""
     device = np.asarray(decisions.device, dtype=np.int64)
     fused = np.asarray(decisions.fusion_group) >= 0
-    fusion = np.where(fused, fusion_levels - 1, 0).astype(np.int64)
+    fusion = np.where(fused, 1 if relative else fusion_levels - 1, 0).astype(np.int64)
     return torch.from_numpy(np.stack([device, fusion, np.zeros_like(device)], axis=1))
 
 
@@ -102,7 +106,7 @@ def warm_start_seeds(env: GraphEnvironment, methods: Sequence[str], *, fusion_le
             logger.warning("%s: warm-start seed %s failed: %s", env.label, method, str(err).splitlines()[0])
             continue
         score = env.score_decisions(decisions)
-        seeds.append(Seed(method, decisions, score, seed_actions(decisions, fusion_levels), time.process_time() - started))
+        seeds.append(Seed(method, decisions, score, seed_actions(decisions, fusion_levels, relative=env.default_groups is not None), time.process_time() - started))
         logger.info("%s: seed %s %.4g s%s (%.1f CPU s)", env.label, method, score.step_time_s, " OOM" if score.oom else "", seeds[-1].cpu_seconds)
     return seeds
 

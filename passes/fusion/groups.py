@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -212,7 +212,22 @@ class FusionGroups:
         # Subclasses may override legal(a, b) without the keyword (compiler_opt.policy.decode).
         if not (self.legal(a, b) if max_heroes == 1 else self.legal(a, b, max_heroes=max_heroes)):
             return False
-        ra, rb = self.find(a), self.find(b)
+        self._union(self.find(a), self.find(b))
+        return True
+
+    def adopt(self, members: Sequence[int]) -> None:
+        """Join `members` into one group without legality checks: for a group taken whole from a
+        legal partition of the same nodes (a framework's default fusion kept within one device),
+        which no merge order need rebuild. Counts at most one hero, as sibling fusion leaves it."""
+        members = list(members)
+        for other in members[1:]:
+            ra, rb = self.find(members[0]), self.find(other)
+            if ra != rb:
+                self._union(ra, rb)
+        root = self.find(members[0])
+        self.heroes[root] = min(self.heroes[root], 1)
+
+    def _union(self, ra: int, rb: int) -> None:
         if len(self.members[ra]) < len(self.members[rb]):
             ra, rb = rb, ra
         self.parent[rb] = ra
@@ -225,7 +240,6 @@ class FusionGroups:
         self.members[ra].extend(self.members.pop(rb))
         self.heroes[ra] += self.heroes[rb]
         self.merges += 1
-        return True
 
     def split(self, i: int) -> None:
         """Undo every merge of node i's group: its members become singletons again."""

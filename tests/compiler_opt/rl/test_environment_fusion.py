@@ -66,3 +66,39 @@ def test_placement_only_uses_the_framework_fusion() -> None:
     actions = np.zeros((env.problem.num_nodes, 3), dtype=np.int64)
     decisions = env.decisions(actions)
     np.testing.assert_array_equal(decisions.fusion_group, env.default_groups)  # one device: every group kept
+
+
+def _partition(groups: np.ndarray) -> set[frozenset[int]]:
+    out: dict[int, set[int]] = {}
+    for i, g in enumerate(groups.tolist()):
+        if g >= 0:
+            out.setdefault(g, set()).add(i)
+    return {frozenset(m) for m in out.values()}
+
+
+def test_joint_fusion_levels_are_read_against_the_default_fusion() -> None:
+    from compiler_opt.rl.warm_start import seed_actions
+
+    topology = load_topology("2xV100")
+    _, graph = load_graph("rnnlm-2:inference")
+    env = GraphEnvironment("rnnlm-2:inference", graph, topology)
+    seed = env.classical("metis")
+    keep = seed_actions(seed, 4, relative=True).numpy()
+    # level 1 on the fused nodes keeps exactly the default groups within each device
+    decoded = env.decisions(keep)
+    assert _partition(decoded.fusion_group) == _partition(seed.fusion_group) and len(_partition(seed.fusion_group)) > 0
+    assert env.score_decisions(decoded).step_time_s == env.score_decisions(seed).step_time_s
+    # level 0 everywhere dissolves every group
+    dissolve = keep.copy()
+    dissolve[:, 1] = 0
+    assert (env.decisions(dissolve).fusion_group < 0).all()
+    # levels 2+ merge further: every kept default group lies inside one final group, and the
+    # result is a valid fusion (the simulator accepts it)
+    more = keep.copy()
+    more[:, 1] = 3
+    merged = env.decisions(more)
+    final = merged.fusion_group
+    for group in _partition(seed.fusion_group):
+        assert len({int(final[i]) for i in group}) == 1 and final[next(iter(group))] >= 0
+    assert sum(len(g) for g in _partition(final)) > sum(len(g) for g in _partition(seed.fusion_group))
+    assert not env.score_decisions(merged).invalid

@@ -175,3 +175,30 @@ def test_no_jit_selects_python(engine: None, monkeypatch: pytest.MonkeyPatch) ->
     groups = CheckedGroups(graph)
     greedy_fuse(groups)  # the Python path agrees with the reference too
     assert groups.checks > 0
+
+
+def _adopt_graph() -> Graph:
+    """x -> Relu -> ReduceSum, ReduceMax (two reductions of one value: sibling-fusion material)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [8, 1]) for n in ("s", "m")]
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("ReduceSum", ["r", "axes"], ["s"], keepdims=1),
+        helper.make_node("ReduceMax", ["r", "axes"], ["m"], keepdims=1),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "adopt", [x], outs, [axes]), opset_imports=[helper.make_opsetid("", 18)])
+    return import_onnx(model)
+
+
+def test_adopt_joins_a_whole_group_and_counts_one_hero() -> None:
+    graph = _adopt_graph()
+    groups = FusionGroups(graph)
+    heroes = [i for i, h in enumerate(groups.heroes) if h]
+    assert len(heroes) >= 2  # two reductions: try_merge would refuse them in one group
+    members = sorted({*heroes[:2], 0})
+    groups.adopt(members)
+    assert sorted(groups.group(members[0])) == members and groups.heroes[groups.find(members[0])] == 1
+    assert groups.num_groups == 1
