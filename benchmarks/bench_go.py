@@ -352,7 +352,21 @@ def tables(rows: list[dict]) -> list[Table]:
             best_rows.append({**best, "method": f"best classical ({best['method']})"})
             detail.rows.append(_cells(best_rows[-1]))
     out.append(detail)
-    methods = ["human-expert", *[m for m in dict.fromkeys(r["method"] for r in rows) if m not in classical]]
+    learned = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in classical]
+    compact = Table("per cell: step ms (x human expert); * = no worse than the best classical", ["workload", "devices", "nodes", "human expert", "best classical", *learned], numeric=frozenset())
+    best_of = {(r["workload"], r["devices"]): r for r in best_rows}
+    for (workload, devices), group in cells.items():
+        by = {r["method"]: r for r in group}
+        best = best_of.get((workload, devices))
+        line = [workload, devices, str(group[0]["nodes"]), f"{by['human-expert']['step_time_s'] * 1e3:.2f}" if "human-expert" in by else "-",
+                f"{best['method'][len('best classical ('):-1]} {best['step_time_s'] * 1e3:.2f} ({best['vs_expert']:.3f})" if best else "-"]
+        for method in learned:
+            row = by.get(method)
+            mark = "*" if row and best and row["step_time_s"] <= best["step_time_s"] * 1.000001 else ""
+            line.append(f"{row['step_time_s'] * 1e3:.2f} ({row['vs_expert']:.3f}){mark}" if row and math.isfinite(row["step_time_s"]) else "-")
+        compact.rows.append(line)
+    out.append(compact)
+    methods = ["human-expert", *learned]
     summary = Table("geometric mean over cells", ["method", "cells", "vs expert", "vs bound", "wins (<= best classical)", "mean CPU s"], numeric=frozenset({1, 2, 3, 4, 5}))
     for method in [*methods, "best classical", *sorted(classical - {"human-expert"})]:
         mine = [r for r in rows if r["method"] == method] if method != "best classical" else best_rows
