@@ -136,7 +136,10 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference
     unless `seeds` names warm-start methods: then they run first, the episodes edit the best
-    fitting seed (still no training) and the seed itself is a candidate."""
+    fitting seed (still no training), and the seed itself and the policy's unseeded greedy
+    decision are candidates too, so a warm zero-shot is never worse than a cold one's greedy
+    (inception-v3 training at 2xV100: the unseeded greedy fuses beyond the TF default, 130.1 ms,
+    where every edit of the best seed stayed at 138.0)."""
     generator = torch.Generator().manual_seed(seed)
     head: Seed | None = None
     if seeds:
@@ -145,9 +148,15 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     start = {env.label: head.actions} if head is not None else None
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
-    if head is not None and head.score.rank_key <= score.rank_key:
-        return BestFound(head.decisions, head.score, env)
-    return BestFound(rollout.decisions[index], score, env)
+    found = BestFound(rollout.decisions[index], score, env)
+    if head is not None:
+        cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
+        cold_index, cold_score = cold.best()
+        if cold_score.rank_key < found.score.rank_key:
+            found = BestFound(cold.decisions[cold_index], cold_score, env)
+        if head.score.rank_key <= found.score.rank_key:
+            found = BestFound(head.decisions, head.score, env)
+    return found
 
 
 def run_training(

@@ -157,6 +157,8 @@ def test_zero_shot_with_seeds_is_no_worse_than_the_best_seed_and_off_by_default(
     seeds = warm_start_seeds(env, ["metis", "critical-path"], fusion_levels=TINY.fusion_levels)
     found = zero_shot(policy, env, 2, seed=0, seeds=["metis", "critical-path"])
     assert found.score.step_time_s <= min(s.score.step_time_s for s in seeds if s.fits)
+    cold = zero_shot(policy, env, 0, seed=0)  # the unseeded greedy decision alone
+    assert found.score.step_time_s <= cold.score.step_time_s
     assert TrainConfig(mode="zero-shot", workloads=["dag"]).seed_methods() == []
     graph = import_onnx(random_onnx_dag(50, seed=2))
     run_pipeline(graph, 'go{mode=zero-shot,checkpoint="%s",budget=1,devices=4xV100,seeds=metis}' % checkpoint)
