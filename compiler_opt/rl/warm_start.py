@@ -48,9 +48,11 @@ logger = logging.getLogger(__name__)
 
 # Cheapest first (the budget stops starting new ones): the reference is computed for the reward
 # anyway; single-device, metis, scotch, critical-path and m-topo take 0.1-3 CPU s at paper sizes;
-# m-etf 1-4 s on 2-5k nodes (more on 10k). m-sct, dp-ls, sa and cp-sat are left out: tens of
-# CPU seconds per cell (RESULTS.md h1).
-DEFAULT_SEEDS = ("human-expert", "single-device", "metis", "scotch", "critical-path", "m-topo", "m-etf")
+# dp 0.04-2.6 s up to 29k nodes since the fifth session's speed-up (it wins transformer-xl and
+# bert-base training at 4/8xV100 by 7-10% over every other seed, RESULTS.md h5); m-etf 1-4 s on
+# 2-5k nodes (15-146 s on 23-29k). m-sct, dp-ls, sa and cp-sat are left out: tens of CPU seconds
+# per cell (RESULTS.md h1).
+DEFAULT_SEEDS = ("human-expert", "single-device", "metis", "scotch", "critical-path", "m-topo", "dp", "m-etf")
 
 
 @dataclass
