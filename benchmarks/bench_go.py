@@ -39,6 +39,7 @@ checkpoint) and resumed. Ratios: to the human-expert reference and to the lower 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -46,6 +47,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -78,13 +80,34 @@ def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[D
     kept within each device, as the row does; RESULTS.md (d.3))."""
     from passes.placement import place_outcome
 
-    if method.endswith("+fused"):
+    fused = method.endswith("+fused")
+    if fused:
         method, options = method.removesuffix("+fused"), {**options, "fused": True}
     began = time.process_time()
-    outcome = place_outcome(env.graph, method, env.topology, **options)
+    with _default_groups_on(env, fused):
+        outcome = place_outcome(env.graph, method, env.topology, **options)
     device = outcome.decisions.device
     decisions = Decisions(device, env.default_fusion(device), np.zeros(env.problem.num_nodes))
     return decisions, time.process_time() - began, outcome.evaluations
+
+
+@contextlib.contextmanager
+def _default_groups_on(env: GraphEnvironment, wanted: bool) -> Iterator[None]:
+    """With `wanted`, the env's default fusion groups written on its graph's nodes for the
+    duration: option `fused` keeps the groups the graph carries within each device, and the
+    env's graph carries none (the env holds them as an array)."""
+    groups = env.default_groups if wanted else None
+    if groups is None:
+        yield
+        return
+    nodes = env.problem.nodes
+    for node, group in zip(nodes, groups.tolist()):
+        node.fusion_group = None if group < 0 else group
+    try:
+        yield
+    finally:
+        for node in nodes:
+            node.fusion_group = None
 
 
 def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int) -> tuple[Decisions, float, int]:
@@ -96,7 +119,8 @@ def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int)
     base, options = method.removesuffix("+fused"), {"fused": True} if method.endswith("+fused") else {}
     for budget in (5, 25):
         began = time.process_time()
-        used.append(place_outcome(env.graph, base, env.topology, budget=budget, seed=seed, **options).evaluations or budget)
+        with _default_groups_on(env, bool(options)):
+            used.append(place_outcome(env.graph, base, env.topology, budget=budget, seed=seed, **options).evaluations or budget)
         took.append(time.process_time() - began)
     # The evaluations a run really used (a search may stop early): a difference of ~0 would
     # otherwise read as free evaluations and ask for an endless budget.
