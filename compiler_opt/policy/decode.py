@@ -71,15 +71,6 @@ class ArrayFusionGroups(FusionGroups):
             return False
         return not self._creates_cycle(ra, rb)
 
-    def group_ids(self) -> np.ndarray:
-        """int32 (N,): groups of two or more nodes numbered in order of their first node, else -1."""
-        out = np.full(len(self.nodes), -1, dtype=np.int32)
-        ids: dict[int, int] = {}
-        for i in range(len(self.nodes)):
-            root = self.find(i)
-            if len(self.members[root]) > 1:
-                out[i] = ids.setdefault(root, len(ids))
-        return out
 
 
 class DecisionDecoder:
@@ -102,7 +93,11 @@ class DecisionDecoder:
     def fusion_groups(self, fusion_priority: np.ndarray, device: np.ndarray, *, threshold: float = 0.0) -> np.ndarray:
         """`fuse-by-priority` on arrays: int32 (N,) group ids (-1: unfused)."""
         groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.search_limit)
-        score = np.asarray(fusion_priority, dtype=np.float64)
+        self._priority_merges(groups, np.asarray(fusion_priority, dtype=np.float64), threshold)
+        return groups.group_ids()
+
+    def _priority_merges(self, groups: ArrayFusionGroups, score: np.ndarray, threshold: float) -> None:
+        """`fuse-by-priority`'s visit: nodes above `threshold`, highest first, merge into their users."""
         for node in np.lexsort((np.arange(score.size), -score)).tolist():
             if score[node] <= threshold:
                 break
@@ -110,7 +105,6 @@ class DecisionDecoder:
                 groups.try_merge(node, user)
             if self.epilogue[node]:
                 groups.try_merge(node, self.succs[node][0])
-        return groups.group_ids()
 
     def relative_groups(self, levels: np.ndarray, device: np.ndarray, base_groups: np.ndarray) -> np.ndarray:
         """Fusion levels read against a default fusion `base_groups` (module docstring): int32 (N,)."""
@@ -126,13 +120,7 @@ class DecisionDecoder:
             for group in np.split(order, bounds):
                 if np.count_nonzero(levels[group] == 0) * 2 <= group.size:  # dissolved by a majority at level 0
                     groups.adopt(group.tolist())
-        for node in np.lexsort((np.arange(levels.size), -levels)).tolist():
-            if levels[node] <= 1:
-                break
-            for user in sorted(self.fuse_into[node], key=lambda u: (-levels[u], u)):
-                groups.try_merge(node, user)
-            if self.epilogue[node]:
-                groups.try_merge(node, self.succs[node][0])
+        self._priority_merges(groups, levels, 1.0)
         return groups.group_ids()
 
     def default_fusion(self, device: np.ndarray) -> np.ndarray:

@@ -163,13 +163,7 @@ def default_group_array(graph: Graph, *, max_nodes: int = 32) -> tuple[str, np.n
     finally:
         for node, device in zip(nodes, saved):
             node.device = device
-    out = np.full(len(nodes), -1, dtype=np.int32)
-    ids: dict[int, int] = {}
-    for i in range(len(nodes)):
-        root = groups.find(i)
-        if len(groups.members[root]) > 1:
-            out[i] = ids.setdefault(root, len(ids))
-    return name, out
+    return name, groups.group_ids()
 
 
 def _numel(node: Node) -> int | None:

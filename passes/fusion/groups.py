@@ -255,17 +255,24 @@ class FusionGroups:
 
     def write(self) -> bool:
         """Set `node.fusion_group` from the partition; True when any node changed."""
-        ids: dict[int, int] = {}
         changed = False
-        for i, node in enumerate(self.nodes):
-            root = self.find(i)
-            group = None
-            if len(self.members[root]) > 1:
-                group = ids.setdefault(root, len(ids))
+        for node, number in zip(self.nodes, self.group_ids().tolist()):
+            group = None if number < 0 else number
             if node.fusion_group != group:
                 node.fusion_group = group
                 changed = True
         return changed
+
+    def group_ids(self) -> np.ndarray:
+        """int32 (N,): groups of two or more nodes numbered in order of their first node, else -1
+        (the numbering `write` gives `node.fusion_group`)."""
+        out = np.full(len(self.nodes), -1, dtype=np.int32)
+        ids: dict[int, int] = {}
+        for i in range(len(self.nodes)):
+            root = self.find(i)
+            if len(self.members[root]) > 1:
+                out[i] = ids.setdefault(root, len(ids))
+        return out
 
     @property
     def num_groups(self) -> int:
