@@ -301,13 +301,9 @@ def seed_curve(row: dict) -> list:
     e.g. metis at 0.2 s before m-etf's 8 s on 10k nodes, would otherwise count as found late).
     Seeds run in their listed order, each timed on its own (`Seed.cpu_seconds`)."""
     curve = [list(p) for p in row.get("curve") or []]
-    seeds, total = row.get("seeds") or [], row.get("seed_cpu_seconds")
-    if not seeds or total is None or not curve:
+    seeds, start = row.get("seeds") or [], row.get("start_cpu_seconds")
+    if not seeds or start is None:  # rows written before the start was stored keep their curve
         return curve
-    start = row.get("start_cpu_seconds")
-    if start is None:  # rows written before it was stored: the seeds' point is first, or second after the greedy start
-        second = len(curve) > 1 and math.isclose(curve[1][0] - total, curve[0][0], rel_tol=1e-9, abs_tol=1e-9)
-        start = curve[1 if second else 0][0] - total
     points, best, elapsed = [], min((p[1] for p in curve if p[0] <= start + 1e-9), default=math.inf), start
     for _method, step, cpu, fits in seeds:
         elapsed += cpu

@@ -10,12 +10,19 @@ from typing import Any, Mapping
 
 from graph_ir.errors import CompilerOptError
 
-__all__ = ["MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError"]
+__all__ = ["MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError", "unknown_placement_methods"]
 
 MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
 RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
 # Modes that warm-start by default (`TrainConfig.warm_start=None`); measured in RESULTS.md (h4).
 WARM_START_MODES = ("fine-tune", "go-one")
+
+
+def unknown_placement_methods(methods: list[str]) -> list[str]:
+    """The names in `methods` that are no placement method (warm-start seeds are checked early)."""
+    from passes.placement import METHODS
+
+    return [m for m in methods if m not in METHODS]
 
 
 class TrainConfigError(CompilerOptError):
@@ -41,7 +48,7 @@ class TrainConfig:
     ratio: str = "decision"  # PPO importance ratio per decision (token-level) or per episode (rl/ppo.py)
     replay_best: bool = False  # add each environment's best episode so far to its PPO batch (self-imitation)
     # Warm start (rl/warm_start.py): classical placement methods run first, the best seeds the
-    # search. None: the mode's default (WARM_START_DEFAULT); []: off.
+    # search. None: the mode's default (`seed_methods`: DEFAULT_SEEDS in WARM_START_MODES); []: off.
     warm_start: list[str] | None = None
     warm_start_fraction: float = 0.5  # at most this share of max_cpu_seconds starts seed methods (0 budget: all run)
     seed_replay: int = 2  # the best this many seeds join the first PPO batch
@@ -81,12 +88,11 @@ class TrainConfig:
             raise TrainConfigError(f"warm_start_fraction must be within [0, 1], got {self.warm_start_fraction}", field="warm_start_fraction")
         if self.seed_replay < 0:
             raise TrainConfigError(f"seed_replay must be >= 0, got {self.seed_replay}", field="seed_replay")
-        if self.warm_start:
+        unknown = unknown_placement_methods(self.warm_start or [])
+        if unknown:
             from passes.placement import METHODS
 
-            unknown = [m for m in self.warm_start if m not in METHODS]
-            if unknown:
-                raise TrainConfigError(f"unknown warm-start placement methods {unknown}; known: {', '.join(METHODS)}", field="warm_start")
+            raise TrainConfigError(f"unknown warm-start placement methods {unknown}; known: {', '.join(METHODS)}", field="warm_start")
 
     def seed_methods(self) -> list[str]:
         """The warm-start methods this run uses (empty: no warm start)."""

@@ -58,9 +58,10 @@ class GoPass(Pass):
         if self.budget < 0 or self.samples < 2:
             raise PassError("go: budget must be >= 0 and samples >= 2", pass_name=self.name, field="budget")
         if self.seeds not in ("auto", "off"):
+            from compiler_opt.rl.config import unknown_placement_methods
             from passes.placement import METHODS
 
-            unknown = [m for m in self.seeds.split("+") if m not in METHODS]
+            unknown = unknown_placement_methods(self.seeds.split("+"))
             if unknown:
                 raise PassError(f"go: unknown warm-start methods {unknown} in seeds={self.seeds}; known: {', '.join(METHODS)}", pass_name=self.name, field="seeds")
 

@@ -307,8 +307,9 @@ def _warm_start(
             episode = seed_episode(env, seed, policy.config.iterations)
             if episode is not None:
                 episodes.append(episode)
-                # Scored as the policy's decoder reads it (fuse-by-priority on its levels), a seed
-                # can beat its classical score: it is an answer candidate like any episode.
+                # Scored as the policy's decoder reads it: the classical score where the graph has a
+                # default fusion (relative levels), else fuse-by-priority on its levels, which can
+                # beat the classical score: an answer candidate like any episode.
                 _update_best(best, env, episode.decisions, episode.score)
         pending[env.label] = episodes
         if episodes and episodes[0].method == head.method:
