@@ -144,7 +144,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
     config = TrainConfig(
         mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
-        warm_start=None if warm else [],
+        warm_start=None if warm else [], polish_fraction=args.polish_fraction,
     )
     policy = make_policy(config)
     candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" else []
@@ -160,15 +160,22 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
     for record in result.history:
         if math.isfinite(record.get("best_ratio_geomean", math.nan)):
             curve.append([start + record["cpu_seconds"], record["best_ratio_geomean"] * env.reference_step_s])
+    polished = result.polished.get(env.label)
+    if polished is not None and polished.improved:
+        curve.append([time.process_time() - began, polished.score.step_time_s])
     fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
     best = min(fitting, key=lambda c: c.score.step_time_s)
-    evals = (1 + 1 if mode == "fine-tune" else 0) + len(seeds) + result.iterations * args.samples
+    evals = (1 + 1 if mode == "fine-tune" else 0) + len(seeds) + result.iterations * args.samples + (polished.evaluations if polished else 0)
     extra = {
         "seeds": [[s.method, s.score.step_time_s, s.cpu_seconds, bool(s.fits)] for s in seeds],
         "seed_cpu_seconds": result.seed_cpu_seconds,
         "iterations": result.iterations,
         "best_seed_s": min(fitting_seeds) if fitting_seeds else None,
         "start_cpu_seconds": start,
+        # the polish (rl/polish.py): the answer before it, its simulations and CPU seconds
+        "pre_polish_s": polished.start_step_s if polished else None,
+        "polish_evaluations": polished.evaluations if polished else 0,
+        "polish_cpu_seconds": polished.cpu_seconds if polished else 0.0,
     }
     return best.decisions, time.process_time() - began, evals, curve, extra
 
@@ -430,13 +437,22 @@ def tables(rows: list[dict]) -> list[Table]:
             speed.rows.append([workload, devices, f"{target * 1e3:.4f}", f"{hdp_t:.1f}" if hdp_t else "-", f"{go_t:.1f}" if go_t is not None else "not reached", ratio])
     if speed.rows:
         out.append(speed)
-    warm = Table("warm start: best seed vs the answer (x human expert)", ["workload", "devices", "method", "best seed", "seed x expert", "answer x expert", "gain", "seed CPU s", "PPO iterations"], numeric=frozenset(range(4, 9)))
+    warm = Table(
+        "warm start: best seed, PPO's best and the polished answer (x human expert)",
+        ["workload", "devices", "method", "best seed", "seed x expert", "PPO x expert", "answer x expert", "gain", "seed CPU s", "PPO iterations", "polish evals"],
+        numeric=frozenset(range(4, 11)),
+    )
     for row in rows:
         if row.get("seeds") and row.get("best_seed_s"):
             ref = row["step_time_s"] / row["vs_expert"]
             head = min((s for s in row["seeds"] if s[3]), key=lambda s: s[1])
             gain = 1 - row["step_time_s"] / row["best_seed_s"]
-            warm.rows.append([row["workload"], row["devices"], row["method"], head[0], f"{row['best_seed_s'] / ref:.3f}", f"{row['vs_expert']:.3f}", f"{gain * 100:.1f}%", f"{row['seed_cpu_seconds']:.1f}", str(row.get("iterations", ""))])
+            before = row.get("pre_polish_s")
+            warm.rows.append([
+                row["workload"], row["devices"], row["method"], head[0], f"{row['best_seed_s'] / ref:.3f}",
+                f"{before / ref:.3f}" if before else "-", f"{row['vs_expert']:.3f}", f"{gain * 100:.1f}%",
+                f"{row['seed_cpu_seconds']:.1f}", str(row.get("iterations", "")), str(row.get("polish_evaluations") or "-"),
+            ])
     if warm.rows:
         out.append(warm)
     return out
@@ -463,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cp-sat-seconds", type=float, default=20.0)
     parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="PPO learning rate (default: TrainConfig's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="ignore rows already in --json")
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")

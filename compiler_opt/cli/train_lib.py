@@ -58,6 +58,10 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--seeds", default="auto", metavar="M[,M...]|auto|off",
         help="warm start: classical placement methods whose best seeds the search (default auto: on for fine-tune and go-one)",
     )
+    p.add_argument(
+        "--polish", type=int, default=300, metavar="N",
+        help="go-one and fine-tune end with N simulations of local search from the best answer (0: off)",
+    )
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
@@ -87,6 +91,8 @@ def config_from_args(args: Any) -> TrainConfig:
         warm_start=_seeds(getattr(args, "seeds", "auto")),
         entropy_coef=args.entropy,
         entropy_target=getattr(args, "entropy_target", 0.0),
+        polish_evaluations=getattr(args, "polish", 300),
+        polish_fraction=TrainConfig.polish_fraction if getattr(args, "polish", 300) else 0.0,
         reference=args.reference,
         seed=args.seed,
         max_seconds=args.max_minutes * 60.0,

@@ -10,12 +10,14 @@ from typing import Any, Mapping
 
 from graph_ir.errors import CompilerOptError
 
-__all__ = ["MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError", "unknown_placement_methods"]
+__all__ = ["MODES", "POLISH_MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError", "unknown_placement_methods"]
 
 MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
 RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
 # Modes that warm-start by default (`TrainConfig.warm_start=None`); measured in RESULTS.md (h4).
 WARM_START_MODES = ("fine-tune", "go-one")
+# Modes that end with a local-search polish of the best answer (rl/polish.py; RESULTS.md h6).
+POLISH_MODES = ("fine-tune", "go-one")
 
 
 def unknown_placement_methods(methods: list[str]) -> list[str]:
@@ -52,6 +54,11 @@ class TrainConfig:
     warm_start: list[str] | None = None
     warm_start_fraction: float = 0.5  # at most this share of max_cpu_seconds starts seed methods (0 budget: all run)
     seed_replay: int = 2  # the best this many seeds join the first PPO batch
+    # Polish (rl/polish.py): fine-tune and GO-one end with a local search from the best answer,
+    # scored as the environment scores it. With a CPU budget it gets this share of it (PPO stops
+    # early to leave it); without one, at most `polish_evaluations` simulations. 0: off.
+    polish_fraction: float = 0.5
+    polish_evaluations: int = 300
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -86,6 +93,10 @@ class TrainConfig:
 
         if not 0.0 <= self.warm_start_fraction <= 1.0:
             raise TrainConfigError(f"warm_start_fraction must be within [0, 1], got {self.warm_start_fraction}", field="warm_start_fraction")
+        if not 0.0 <= self.polish_fraction < 1.0:
+            raise TrainConfigError(f"polish_fraction must be within [0, 1), got {self.polish_fraction}", field="polish_fraction")
+        if self.polish_evaluations < 0:
+            raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
         if self.seed_replay < 0:
             raise TrainConfigError(f"seed_replay must be >= 0, got {self.seed_replay}", field="seed_replay")
         unknown = unknown_placement_methods(self.warm_start or [])
@@ -103,6 +114,14 @@ class TrainConfig:
 
             return list(DEFAULT_SEEDS)
         return []
+
+    def polishes(self) -> bool:
+        """Whether this run ends with a polish (rl/polish.py): the searching single-graph modes."""
+        return self.mode in POLISH_MODES and self.polish_fraction > 0 and (self.max_cpu_seconds > 0 or self.polish_evaluations > 0)
+
+    def polish_share(self) -> float:
+        """The share of `max_cpu_seconds` PPO leaves to the polish."""
+        return self.polish_fraction if self.polishes() and self.max_cpu_seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

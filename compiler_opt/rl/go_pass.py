@@ -9,7 +9,8 @@ Modes: `zero-shot` (the checkpoint's greedy decision and `budget` samples, best 
 weights on this graph alone). `seeds`: the warm start's classical placement methods,
 `+`-separated (`seeds=metis+critical-path`), `auto` (fine-tune, one: the default list
 `rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
-the answer is never worse than the best seed (rl/warm_start.py). Zero-shot with seeds samples
+the answer is never worse than the best seed (rl/warm_start.py). `polish`: fine-tune and one end
+with that many simulations of local search from the best answer (rl/polish.py). Zero-shot with seeds samples
 edits of the best seed without training. The best decisions the simulator saw are written onto the nodes'
 `device`, `fusion_group` and `priority`; if no episode fit in memory the reference placement
 (human-expert with default fusion) is written instead and a warning says so.
@@ -51,10 +52,13 @@ class GoPass(Pass):
     samples: int = option(8, "episodes per PPO iteration (fine-tune, one)")
     seed: int = option(0, "random seed")
     seeds: str = option("auto", "fine-tune/one warm start: placement methods joined by '+', auto or off")
+    polish: int = option(300, "fine-tune/one: simulations of the final local search from the best answer (rl/polish.py); 0: off")
 
     def __post_init__(self) -> None:
         if self.mode not in GO_MODES:
             raise PassError(f"go: mode must be one of {', '.join(GO_MODES)}, got {self.mode!r}", pass_name=self.name, field="mode")
+        if self.polish < 0:
+            raise PassError(f"go: polish must be >= 0 simulations, got {self.polish}", pass_name=self.name, field="polish")
         if self.budget < 0 or self.samples < 2:
             raise PassError("go: budget must be >= 0 and samples >= 2", pass_name=self.name, field="budget")
         if self.seeds not in ("auto", "off"):
@@ -89,6 +93,7 @@ class GoPass(Pass):
             init_checkpoint="" if mode == "go-one" else (self.checkpoint or "default"),
             out_dir="",
             warm_start=None if self.seeds == "auto" else [] if self.seeds == "off" else self.seeds.split("+"),
+            polish_evaluations=self.polish,
         )
         policy = make_policy(config)
         with torch.random.fork_rng():

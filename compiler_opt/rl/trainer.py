@@ -6,6 +6,9 @@
   samples are simulated and the best is kept.
 - `fine-tune`: a pretrained policy trained further on one graph for `iterations` iterations.
 
+`go-one` and `fine-tune` end with a polish (rl/polish.py): a local search from the best answer,
+kept when faster, on `polish_fraction` of the CPU budget (PPO stops early to leave it).
+
 Seeded: the policy's initial weights, environment choice and every sample come from
 `config.seed` (torch is set to deterministic algorithms where it has them). Progress shows the
 best step time so far (as a ratio to the reference, averaged over graphs when there are many).
@@ -27,6 +30,7 @@ from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
+from compiler_opt.rl.polish import Polished, polish
 from compiler_opt.rl.ppo import PPOTrainer
 from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
@@ -69,6 +73,7 @@ class TrainResult:
     env_history: list[dict[str, dict[str, list[float]]]] = field(default_factory=list)
     seeds: dict[str, list[Seed]] = field(default_factory=dict)  # warm start: env label -> the seeds run
     seed_cpu_seconds: float = 0.0  # CPU seconds the warm start took (seeds and their replay episodes)
+    polished: dict[str, Polished] = field(default_factory=dict)  # env label -> its final polish (rl/polish.py)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -251,8 +256,9 @@ def run_training(
             if config.max_seconds and time.monotonic() - began >= config.max_seconds:
                 logger.info("stopping after %.0f s (max_seconds)", time.monotonic() - began)
                 break
-            if config.max_cpu_seconds and time.process_time() - began_cpu >= config.max_cpu_seconds:
-                logger.info("stopping after %.0f CPU s (max_cpu_seconds)", time.process_time() - began_cpu)
+            ppo_cpu = config.max_cpu_seconds * (1.0 - config.polish_share())
+            if config.max_cpu_seconds and time.process_time() - began_cpu >= ppo_cpu:
+                logger.info("stopping after %.0f CPU s (max_cpu_seconds, %.0f%% left to the polish)", time.process_time() - began_cpu, 100 * config.polish_share())
                 break
     finally:
         if bar is not None:
@@ -261,8 +267,27 @@ def run_training(
             scalars.close()
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
+    polished = _polish(config, envs, best) if config.polishes() else {}
     backend = scalars.backend if scalars is not None else "none"
-    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu)
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished)
+
+
+def _polish(config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[str, BestFound]) -> dict[str, Polished]:
+    """Each environment's best answer polished by local search (rl/polish.py), which replaces it
+    when faster; its share of the CPU budget split evenly between the environments."""
+    out: dict[str, Polished] = {}
+    share = config.max_cpu_seconds * config.polish_fraction / max(len(envs), 1)
+    for env in envs:
+        found = best.get(env.label)
+        if found is None or not isinstance(env, GraphEnvironment):
+            continue  # nothing fits, or a profiled workload (device arrays scored by another model)
+        result = polish(
+            env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed
+        )
+        out[env.label] = result
+        if result.improved:
+            best[env.label] = BestFound(result.decisions, result.score, env)
+    return out
 
 
 def _warm_start(

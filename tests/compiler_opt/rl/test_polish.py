@@ -1,0 +1,104 @@
+"""The polish: local search from GO's best answer, scored exactly as the environment scores it."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` (the shared venv predates its entry point)
+from compiler_opt.policy import PolicyConfig
+from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, run_training
+from compiler_opt.rl.polish import polish
+from compiler_opt.workloads.synthetic import random_onnx_dag
+from cost_model.decisions import Decisions
+from cost_model.devices.loader import load_topology
+from graph_ir.io.onnx_import import import_onnx
+from passes import run_pipeline
+from passes.infra.base import PassError
+
+TINY = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+
+
+@pytest.fixture(scope="module")
+def env() -> GraphEnvironment:
+    return GraphEnvironment("dag", import_onnx(random_onnx_dag(60, seed=3)), load_topology("4xV100"))
+
+
+def _round_robin(env: GraphEnvironment) -> Decisions:
+    """A poor start: consecutive nodes on different devices (a transfer on most edges)."""
+    device = (np.arange(env.problem.num_nodes) % 4).astype(np.int32)
+    return Decisions(device, env.default_fusion(device), np.zeros(env.problem.num_nodes))
+
+
+def test_polish_improves_a_poor_start_and_scores_as_the_environment(env: GraphEnvironment) -> None:
+    start = _round_robin(env)
+    score = env.score_decisions(start)
+    out = polish(env, start, score, cpu_seconds=0, evaluations=200, seed=0)
+    assert out.improved and out.score.step_time_s < score.step_time_s
+    assert 1 < out.evaluations <= 200
+    again = env.score_decisions(out.decisions)
+    assert again.step_time_s == out.score.step_time_s and not (again.oom or again.invalid)
+    # A classical-style answer keeps the framework's default fusion: the whole default groups,
+    # kept where their members share a device, so groups the poor start split fuse again.
+    np.testing.assert_array_equal(out.decisions.fusion_group, env.default_fusion(out.decisions.device))
+    assert (out.decisions.fusion_group >= 0).sum() > (start.fusion_group >= 0).sum()
+
+
+def test_polish_keeps_the_answers_own_groups_and_priorities(env: GraphEnvironment) -> None:
+    start = _round_robin(env)
+    n = env.problem.num_nodes
+    # Not the default fusion under this placement: a one-node group (the policy's own choice)
+    # and no other; the default groups' members must stay unfused wherever they move.
+    groups = np.full(n, -1, dtype=np.int32)
+    groups[0] = 7
+    priority = np.random.default_rng(0).integers(0, 4, n).astype(np.float64)
+    assert (env.default_groups >= 0).sum() > 1
+    decisions = Decisions(start.device, groups, priority)
+    out = polish(env, decisions, env.score_decisions(decisions), cpu_seconds=0, evaluations=150, seed=1)
+    assert out.improved
+    np.testing.assert_array_equal(out.decisions.fusion_group, groups)
+    np.testing.assert_array_equal(out.decisions.priority, priority)
+
+
+def test_polish_never_returns_worse_and_stops_at_its_cpu_share(env: GraphEnvironment) -> None:
+    best = env.classical("dp")
+    score = env.score_decisions(best)
+    began = time.process_time()
+    out = polish(env, best, score, cpu_seconds=0.3, seed=0)
+    assert time.process_time() - began < 0.3 + 2.0  # one evaluation past the deadline at most, plus setup
+    assert out.score.step_time_s <= score.step_time_s
+    with pytest.raises(ValueError, match="bound"):
+        polish(env, best, score, cpu_seconds=0)
+
+
+def test_training_ends_with_the_polish_in_searching_modes(env: GraphEnvironment) -> None:
+    assert not TrainConfig(mode="pretrain", workloads=["dag"]).polishes()
+    assert not TrainConfig(mode="zero-shot", workloads=["dag"]).polishes()
+    assert not TrainConfig(mode="go-one", workloads=["dag"], polish_fraction=0.0).polishes()
+    assert TrainConfig(mode="go-one", workloads=["dag"], max_cpu_seconds=10).polish_share() == TrainConfig.polish_fraction
+    with pytest.raises(TrainConfigError, match="polish_fraction"):
+        TrainConfig(mode="go-one", workloads=["dag"], polish_fraction=1.0)
+    with pytest.raises(TrainConfigError, match="polish_evaluations"):
+        TrainConfig(mode="go-one", workloads=["dag"], polish_evaluations=-1)
+    config = TrainConfig(
+        mode="go-one", workloads=["dag"], devices=["4xV100"], iterations=1, samples_per_graph=2, warm_start=["metis"],
+        polish_evaluations=40, policy=TINY.to_dict(),
+    )
+    result = run_training(config, envs=[env], progress=False, save=False)
+    polished = result.polished[env.label]
+    assert 0 < polished.evaluations <= 40
+    best = result.best[env.label]
+    assert best.score.step_time_s <= polished.start_step_s
+    assert best.score.step_time_s == env.score_decisions(best.decisions).step_time_s
+
+
+def test_go_pass_polish_option() -> None:
+    with pytest.raises(PassError, match="polish"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=one,polish=-1}")
+    graph = import_onnx(random_onnx_dag(30, seed=5))
+    assert run_pipeline(graph, "go{mode=one,budget=1,samples=2,devices=2xV100,seeds=metis,polish=20}").modified
+    graph.verify()
