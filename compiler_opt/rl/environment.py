@@ -108,6 +108,13 @@ class GraphEnvironment:
         return colocated_groups(self.default_groups, device)
 
     @functools.cached_property
+    def bottom_level(self) -> np.ndarray:
+        """Each node's longest path to a sink with placement-free costs (the HEFT upward rank)."""
+        from passes.placement.context import PlacementContext
+
+        return PlacementContext(self.problem).bottom_level
+
+    @functools.cached_property
     def reference_decisions(self) -> Decisions:
         return self.classical(self.reference_name)
 

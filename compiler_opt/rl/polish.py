@@ -1,15 +1,19 @@
-"""Polish: a short local search from GO's best answer, scored as the environment scores it.
+"""Polish: a short local search from GO's best answer, then joint variants on its result.
 
 GO's episodes sample whole-graph decisions; the last few percent usually hide in single-node
 moves that a sampled episode rarely makes alone (RESULTS.md h5: every cell GO lost was lost to
-fusion-aware local search, by 0.1-10.7%). So a search run (fine-tune, GO-one) ends with the
-project's own iterated local search (`passes.placement.local_search`, what `dp-ls` runs) started
-from the best answer found, on a `PlacementContext` over the environment's own simulation
-problem. Every evaluation keeps the answer's fusion groups and priorities (the policy's joint
-decisions, or the framework's default fusion for a classical answer) within each device, exactly
-as `GraphEnvironment.score_decisions` would score the moved placement, so the search optimises the
-step the answer is judged by. It stops at its CPU-second share (`TrainConfig.polish_fraction` of
-the run's budget) or evaluation cap, and its result replaces the answer only when it is faster.
+fusion-aware local search, by 0.1-10.7%). So a search run (fine-tune, GO-one) ends with:
+1. the project's own iterated local search (`passes.placement.local_search`, what `dp-ls` runs)
+   from the answer's placement, on a `PlacementContext` over the environment's own simulation
+   problem, every evaluation scored as `GraphEnvironment.score_decisions` scores a placement: the
+   framework's default fusion kept within each device (a graph without a known default keeps the
+   answer's groups that way) and the answer's priorities. Re-deciding the policy's merges under
+   every move would cost 20x a simulation (the decoder's legality checks), so they are not;
+2. the joint variants (rl/joint.py: merging beyond the default, critical-path-first priorities)
+   of the searched placement, decoded as the policy's actions (none in the placement-only
+   ablation).
+The fastest of the answer, the searched placement and its variants is kept. Step 1 stops at its
+CPU-second share (`TrainConfig.polish_fraction` of the run's budget) or evaluation cap.
 """
 
 from __future__ import annotations
@@ -68,39 +72,48 @@ class _PolishContext(PlacementContext):
 
 
 def _base(env: GraphEnvironment, start: Decisions) -> Decisions:
-    """The groups and priorities every moved placement keeps within each device: the framework's
-    whole default groups when the answer is the default fusion under its placement (a group the
-    placement split fuses again once its members share a device), else the answer's own."""
-    groups = np.asarray(start.fusion_group)
-    default = env.default_groups
-    if default is not None and np.array_equal(groups, env.default_fusion(np.asarray(start.device))):
-        groups = default
+    """What every moved placement keeps within each device: the framework's whole default groups
+    (a group the placement split fuses again once its members share a device), or the answer's
+    own groups on a graph without a known default; the answer's priorities."""
+    groups = env.default_groups if env.default_groups is not None else np.asarray(start.fusion_group)
     return Decisions(np.asarray(start.device), np.asarray(groups, dtype=np.int32), np.asarray(start.priority, dtype=np.float64))
 
 
 def polish(
-    env: GraphEnvironment, start: Decisions, start_score: EpisodeScore, *, cpu_seconds: float, evaluations: int | None = None, seed: int = 0
+    env: GraphEnvironment,
+    start: Decisions,
+    start_score: EpisodeScore,
+    *,
+    cpu_seconds: float,
+    evaluations: int | None = None,
+    seed: int = 0,
+    fusion_levels: int = 0,
+    priority_levels: int = 0,
 ) -> Polished:
-    """Iterated local search from `start` for at most `cpu_seconds` (0: no time limit) and
-    `evaluations` simulations (None: no cap; one of the two must bound it)."""
+    """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
+    simulations (None: no cap; one of the two must bound it), then the joint variants of its
+    placement when `fusion_levels` (the policy's levels; 0: none) is given."""
+    from compiler_opt.rl.joint import joint_variants
     from passes.placement.local_search import local_search
 
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
     began = time.process_time()
-    base = _base(env, start)
-    ctx = _PolishContext(env, base, deadline=began + cpu_seconds if cpu_seconds > 0 else math.inf, evaluations=evaluations)
+    ctx = _PolishContext(env, _base(env, start), deadline=began + cpu_seconds if cpu_seconds > 0 else math.inf, evaluations=evaluations)
     device = local_search(ctx, np.asarray(start.device, dtype=np.int64), seed=seed)
+    searched = ctx.decisions(device)
+    candidates = [Decisions(np.asarray(device, dtype=np.int32), searched.fusion_group, searched.priority)]
+    if fusion_levels:
+        variants = joint_variants(env, device, fusion_levels=fusion_levels, priority_levels=priority_levels)
+        candidates.extend(env.decisions(actions) for _, actions in variants)
     decisions, score = start, start_score
-    if not np.array_equal(device, start.device):
-        candidate = ctx.decisions(device)
-        candidate = Decisions(np.asarray(candidate.device, dtype=np.int32), candidate.fusion_group, candidate.priority)
+    for candidate in candidates:
         moved = env.score_decisions(candidate)
-        if not (moved.oom or moved.invalid) and moved.step_time_s < start_score.step_time_s:
+        if not (moved.oom or moved.invalid) and moved.step_time_s < score.step_time_s:
             decisions, score = candidate, moved
     spent = time.process_time() - began
     logger.info(
-        "%s: polish %.4g -> %.4g s in %d evaluations (%.1f CPU s)",
-        env.label, start_score.step_time_s, score.step_time_s, ctx.evaluations, spent,
+        "%s: polish %.4g -> %.4g s in %d evaluations and %d variants (%.1f CPU s)",
+        env.label, start_score.step_time_s, score.step_time_s, ctx.evaluations, len(candidates) - 1, spent,
     )
     return Polished(decisions, score, start_score.step_time_s, ctx.evaluations, spent)

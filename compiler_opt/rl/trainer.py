@@ -148,7 +148,9 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     generator = torch.Generator().manual_seed(seed)
     head: Seed | None = None
     if seeds:
-        fitting = fitting_seeds(warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels))
+        fitting = fitting_seeds(
+            warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
+        )
         head = fitting[0] if fitting else None
     start = {env.label: head.actions} if head is not None else None
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
@@ -267,14 +269,15 @@ def run_training(
             scalars.close()
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
-    polished = _polish(config, envs, best) if config.polishes() else {}
+    polished = _polish(config, envs, best, policy.config) if config.polishes() else {}
     backend = scalars.backend if scalars is not None else "none"
     return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished)
 
 
-def _polish(config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[str, BestFound]) -> dict[str, Polished]:
-    """Each environment's best answer polished by local search (rl/polish.py), which replaces it
-    when faster; its share of the CPU budget split evenly between the environments."""
+def _polish(config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[str, BestFound], levels: PolicyConfig) -> dict[str, Polished]:
+    """Each environment's best answer polished by local search and joint variants (rl/polish.py),
+    which replaces it when faster; the search's share of the CPU budget split evenly between the
+    environments."""
     out: dict[str, Polished] = {}
     share = config.max_cpu_seconds * config.polish_fraction / max(len(envs), 1)
     for env in envs:
@@ -282,7 +285,8 @@ def _polish(config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[st
         if found is None or not isinstance(env, GraphEnvironment):
             continue  # nothing fits, or a profiled workload (device arrays scored by another model)
         result = polish(
-            env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed
+            env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
+            fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
         )
         out[env.label] = result
         if result.improved:
@@ -314,7 +318,7 @@ def _warm_start(
             # ProfiledEnvironment: its placements are device arrays scored by another model; no seeds.
             logger.info("%s: no warm start for %s", env.label, type(env).__name__)
             continue
-        found = warm_start_seeds(env, methods, fusion_levels=levels, cpu_budget=budget)
+        found = warm_start_seeds(env, methods, fusion_levels=levels, priority_levels=policy.config.priority_levels, cpu_budget=budget)
         seeds[env.label] = found
         fitting = fitting_seeds(found)
         if not fitting:

@@ -21,6 +21,9 @@ A seed is scored twice, because a classical answer and a policy episode decode d
   known default fusion this decodes to the answer form exactly; without one (the decoder's
   absolute `fuse-by-priority` reading) fused nodes take the top level, and the episode is an
   answer candidate of its own.
+After the methods, the best fitting seed's joint variants (rl/joint.py: merging beyond the default
+fusion, critical-path-first priorities) join as seeds of their own, scored as the policy's decoder
+reads their actions; the placement-only ablation has none.
 A seed that places a node on a device the policy masks (memory, host CPU) stays an answer
 candidate but is not replayed (its log-probability would be -inf). Only `GraphEnvironment`s
 are seeded (the profiled workloads' `ProfiledEnvironment` runs without a warm start).
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from cost_model.decisions import Decisions
 
-__all__ = ["DEFAULT_SEEDS", "Seed", "SeedEpisode", "fitting_seeds", "seed_actions", "seed_episode", "warm_start_seeds"]
+__all__ = ["DEFAULT_SEEDS", "Seed", "SeedEpisode", "fitting_seeds", "joint_seeds", "seed_actions", "seed_episode", "warm_start_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ DEFAULT_SEEDS = ("human-expert", "single-device", "metis", "scotch", "critical-p
 @dataclass
 class Seed:
     method: str
-    decisions: Decisions  # the method's placement, default fusion, priorities 0
+    decisions: Decisions  # the method's placement, default fusion, priorities 0 (a joint seed: its actions decoded)
     score: EpisodeScore
     actions: torch.Tensor  # (N, 3) int64: the same placement as policy actions (seed_actions)
     cpu_seconds: float
@@ -91,9 +94,12 @@ def seed_actions(decisions: Decisions, fusion_levels: int, *, relative: bool = F
     return torch.from_numpy(np.stack([device, fusion, np.zeros_like(device)], axis=1))
 
 
-def warm_start_seeds(env: GraphEnvironment, methods: Sequence[str], *, fusion_levels: int, cpu_budget: float = 0.0) -> list[Seed]:
+def warm_start_seeds(
+    env: GraphEnvironment, methods: Sequence[str], *, fusion_levels: int, priority_levels: int = 0, cpu_budget: float = 0.0
+) -> list[Seed]:
     """Run `methods` in order on `env` and score them; no new method starts once `cpu_budget`
-    CPU seconds are spent (0: no limit). A method that fails is logged and skipped."""
+    CPU seconds are spent (0: no limit). A method that fails is logged and skipped. With
+    `priority_levels` (the policy's), the best fitting seed's joint variants follow (`joint_seeds`)."""
     seeds: list[Seed] = []
     began = time.process_time()
     for method in methods:
@@ -110,7 +116,25 @@ def warm_start_seeds(env: GraphEnvironment, methods: Sequence[str], *, fusion_le
         score = env.score_decisions(decisions)
         seeds.append(Seed(method, decisions, score, seed_actions(decisions, fusion_levels, relative=env.default_groups is not None), time.process_time() - started))
         logger.info("%s: seed %s %.4g s%s (%.1f CPU s)", env.label, method, score.step_time_s, " OOM" if score.oom else "", seeds[-1].cpu_seconds)
+    fitting = fitting_seeds(seeds)
+    if priority_levels and fitting:
+        seeds.extend(joint_seeds(env, fitting[0], fusion_levels=fusion_levels, priority_levels=priority_levels))
     return seeds
+
+
+def joint_seeds(env: GraphEnvironment, seed: Seed, *, fusion_levels: int, priority_levels: int) -> list[Seed]:
+    """`seed`'s placement with the joint variants' fusion and priorities (rl/joint.py), named
+    `METHOD+FUSION+PRIORITY`; their decisions are the policy decoder's reading of the actions."""
+    from compiler_opt.rl.joint import joint_variants
+
+    out = []
+    for name, actions in joint_variants(env, seed.decisions.device, fusion_levels=fusion_levels, priority_levels=priority_levels):
+        began = time.process_time()
+        decisions = env.decisions(actions)
+        score = env.score_decisions(decisions)
+        out.append(Seed(f"{seed.method}+{name}", decisions, score, torch.from_numpy(actions), time.process_time() - began))
+        logger.info("%s: joint seed %s %.4g s (%.1f CPU s)", env.label, out[-1].method, score.step_time_s, out[-1].cpu_seconds)
+    return out
 
 
 def fitting_seeds(seeds: Sequence[Seed]) -> list[Seed]:

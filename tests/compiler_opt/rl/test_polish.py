@@ -1,4 +1,4 @@
-"""The polish: local search from GO's best answer, scored exactly as the environment scores it."""
+"""The polish (local search from GO's best answer, then joint variants) and the joint variants themselves."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` (the shared venv predates its entry point)
 from compiler_opt.policy import PolicyConfig
 from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, run_training
+from compiler_opt.rl.joint import joint_variants, rank_priority_levels
 from compiler_opt.rl.polish import polish
+from compiler_opt.rl.warm_start import warm_start_seeds
 from compiler_opt.workloads.synthetic import random_onnx_dag
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
@@ -48,20 +50,50 @@ def test_polish_improves_a_poor_start_and_scores_as_the_environment(env: GraphEn
     assert (out.decisions.fusion_group >= 0).sum() > (start.fusion_group >= 0).sum()
 
 
-def test_polish_keeps_the_answers_own_groups_and_priorities(env: GraphEnvironment) -> None:
+def test_polish_keeps_the_answers_priorities(env: GraphEnvironment) -> None:
     start = _round_robin(env)
-    n = env.problem.num_nodes
-    # Not the default fusion under this placement: a one-node group (the policy's own choice)
-    # and no other; the default groups' members must stay unfused wherever they move.
-    groups = np.full(n, -1, dtype=np.int32)
-    groups[0] = 7
-    priority = np.random.default_rng(0).integers(0, 4, n).astype(np.float64)
-    assert (env.default_groups >= 0).sum() > 1
-    decisions = Decisions(start.device, groups, priority)
+    priority = np.random.default_rng(0).integers(0, 8, env.problem.num_nodes).astype(np.float64)
+    decisions = Decisions(start.device, start.fusion_group, priority)
     out = polish(env, decisions, env.score_decisions(decisions), cpu_seconds=0, evaluations=150, seed=1)
     assert out.improved
-    np.testing.assert_array_equal(out.decisions.fusion_group, groups)
     np.testing.assert_array_equal(out.decisions.priority, priority)
+    np.testing.assert_array_equal(out.decisions.fusion_group, env.default_fusion(out.decisions.device))
+
+
+def test_joint_variants_are_policy_actions_and_absent_in_placement_only(env: GraphEnvironment) -> None:
+    device = env.classical("metis").device
+    variants = dict(joint_variants(env, device, fusion_levels=4, priority_levels=8))
+    assert set(variants) == {"merge+flat", "merge+rank", "keep+rank"}
+    for actions in variants.values():
+        assert actions.shape == (env.problem.num_nodes, 3) and actions.dtype == np.int64
+        np.testing.assert_array_equal(actions[:, 0], device)
+        assert actions[:, 1].min() >= 0 and actions[:, 1].max() < 4 and actions[:, 2].min() >= 0 and actions[:, 2].max() < 8
+    ranks = rank_priority_levels(env, 8)
+    # Critical path first: a node's level never falls below that of a node with a shorter path.
+    order = np.argsort(env.bottom_level, kind="stable")
+    assert (np.diff(ranks[order]) >= 0).all() and ranks.min() == 0 and ranks.max() == 7
+    only = GraphEnvironment("dag", env.graph, env.topology, problem=env.problem, placement_only=True)
+    assert joint_variants(only, device, fusion_levels=4, priority_levels=8) == []
+    assert dict(joint_variants(env, device, fusion_levels=2, priority_levels=1)) == {}  # nothing merges, no priorities
+
+
+def test_polish_keeps_the_fastest_of_the_answer_the_search_and_the_variants(env: GraphEnvironment) -> None:
+    start = env.classical("metis")
+    score = env.score_decisions(start)
+    out = polish(env, start, score, cpu_seconds=0, evaluations=1, fusion_levels=4, priority_levels=8)  # no move: the start itself
+    steps = [env.score(actions).step_time_s for _, actions in joint_variants(env, start.device, fusion_levels=4, priority_levels=8)]
+    assert out.score.step_time_s == min([score.step_time_s, *steps])
+    assert out.score.step_time_s == env.score_decisions(out.decisions).step_time_s
+
+
+def test_warm_start_appends_the_best_seeds_joint_variants(env: GraphEnvironment) -> None:
+    seeds = warm_start_seeds(env, ["metis", "single-device"], fusion_levels=4, priority_levels=8)
+    head = min((s for s in seeds[:2] if s.fits), key=lambda s: s.score.step_time_s)
+    assert [s.method for s in seeds[2:]] == [f"{head.method}+{v}" for v in ("merge+flat", "merge+rank", "keep+rank")]
+    for seed in seeds[2:]:
+        np.testing.assert_array_equal(seed.decisions.device, head.decisions.device)
+        assert seed.score.step_time_s == env.score(seed.actions.numpy()).step_time_s
+    assert len(warm_start_seeds(env, ["metis"], fusion_levels=4)) == 1  # no priority levels given: no variants
 
 
 def test_polish_never_returns_worse_and_stops_at_its_cpu_share(env: GraphEnvironment) -> None:
