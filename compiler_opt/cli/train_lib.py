@@ -124,4 +124,10 @@ def train_tables(result: TrainResult, out_dir: str) -> list[Table]:
         table.rows.append([label, f"{best.reference_step_s * 1e3:.4g}", f"{best.score.step_time_s * 1e3:.4g}", f"{best.ratio:.3f}"])
     if result.iterations:
         table.title += f"; checkpoints in {out_dir}; scalars: {result.scalar_backend}"
-    return [table]
+    tables = [table]
+    if result.polished:
+        polish = Table("polish: local search and joint variants from the best answer (rl/polish.py)", ["environment", "before (ms)", "after (ms)", "simulations", "CPU s"], numeric=frozenset({1, 2, 3, 4}))
+        for label, done in sorted(result.polished.items()):
+            polish.rows.append([label, f"{done.start_step_s * 1e3:.4g}", f"{done.score.step_time_s * 1e3:.4g}", str(done.evaluations), f"{done.cpu_seconds:.1f}"])
+        tables.append(polish)
+    return tables

@@ -48,5 +48,11 @@ def test_seeds_and_entropy_target_reach_the_config(model: Path, tmp_path: Path, 
     assert main(argv) == 0
     _, meta = load_checkpoint(out / "latest.pt")
     assert meta["train_config"]["warm_start"] == ["metis", "critical-path"] and meta["train_config"]["entropy_target"] == 2.5
+    assert meta["train_config"]["polish_evaluations"] == 300 and "polish: local search" in capsys.readouterr().out
+    argv[argv.index("--entropy-target")] = "--polish"
+    argv[argv.index("2.5")] = "0"
+    assert main(argv) == 0
+    _, meta = load_checkpoint(out / "latest.pt")
+    assert meta["train_config"]["polish_fraction"] == 0.0 and "polish:" not in capsys.readouterr().out
     assert main(["train", "--mode", "go-one", "--workloads", str(model), "--seeds", "nope", "--out", str(tmp_path), "--threads", "1"]) == 2
     assert "warm-start" in capsys.readouterr().err
