@@ -66,6 +66,7 @@ GO_ROWS = (
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
+JOINT_CONTROL = "joint variants of classical (best)"  # per cell, the best METHOD+joint row (bench_go.py _with_joint_variants)
 
 
 def classical_methods() -> list[str]:
@@ -268,6 +269,8 @@ class Bench:
         args = self.args
         curve: list = []
         extra: dict = {}
+        if method.endswith("+joint"):
+            return _with_joint_variants(env, *self._decide(env, method.removesuffix("+joint")))
         if method in TIMED:
             decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
         elif method.removesuffix("+fused") == "dp-ls":
@@ -300,6 +303,26 @@ class Bench:
         else:
             decisions, seconds, evals = _classical(env, method, seed=args.seed)
         return decisions, seconds, evals, curve, extra
+
+
+def _with_joint_variants(env: GraphEnvironment, decisions: Decisions, seconds: float, evals: int, curve: list, extra: dict) -> tuple[Decisions, float, int, list, dict]:
+    """`METHOD+joint` (a control, not a classical row): the method's answer or the best of its
+    joint variants (rl/joint.py, the shipped policy's levels), as GO's warm start and polish try
+    them, so the table shows what the variants give without any search or policy."""
+    from compiler_opt.policy.config import PolicyConfig
+    from compiler_opt.rl.joint import joint_variants
+
+    began = time.process_time()
+    levels = PolicyConfig()
+    best, best_step = decisions, env.score_decisions(decisions).step_time_s
+    variants = joint_variants(env, decisions.device, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels)
+    chosen = ""
+    for name, actions in variants:
+        candidate = env.decisions(actions)
+        score = env.score_decisions(candidate)
+        if not (score.oom or score.invalid) and score.step_time_s < best_step:
+            best, best_step, chosen = candidate, score.step_time_s, name
+    return best, seconds + time.process_time() - began, evals + len(variants), curve, {**extra, "joint_variant": chosen}
 
 
 def seed_curve(row: dict) -> list:
@@ -394,7 +417,16 @@ def tables(rows: list[dict]) -> list[Table]:
             best_rows.append({**best, "method": f"best classical ({best['method']})"})
             detail.rows.append(_cells(best_rows[-1]))
     out.append(detail)
-    learned = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in classical]
+    # METHOD+joint controls (_with_joint_variants): one column, the cell's best of them.
+    joint_best = []
+    for group in cells.values():
+        controls = [r for r in group if r["method"].endswith("+joint") and not r["oom"] and not r["invalid"]]
+        if controls:
+            joint_best.append({**min(controls, key=lambda r: r["step_time_s"]), "method": JOINT_CONTROL})
+    rows = [*rows, *joint_best]
+    for row in joint_best:
+        cells[(row["workload"], row["devices"])].append(row)
+    learned = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in classical and not m.endswith("+joint")]
     compact = Table("per cell: step ms (x human expert); * = no worse than the best classical", ["workload", "devices", "nodes", "human expert", "best classical", *learned], numeric=frozenset())
     best_of = {(r["workload"], r["devices"]): r for r in best_rows}
     for (workload, devices), group in cells.items():
