@@ -6,7 +6,7 @@ kernel of a given shape. These features say it directly, from the schedule, the 
 pattern and this machine's caches (`HostCaches`, read once from sysfs / cpuinfo, typical values
 where absent, and themselves part of the vector so the model stays machine-aware):
 
-- for L1, L2 and L3: the loop-nest position whose working set (bytes every buffer touches inside
+- for the vector registers (`registers` x lanes x 4 bytes), L1, L2 and L3: the loop-nest position whose working set (bytes every buffer touches inside
   it) first fits the cache, the bytes moved into that cache over the whole kernel (the fitting
   tile's footprint times the trips of the loops outside it, where a buffer keeps its tile across
   the innermost of those loops that do not index it), as log2(traffic / compulsory bytes), log2
@@ -20,7 +20,11 @@ where absent, and themselves part of the vector so the model stays machine-aware
 - contiguous bytes per row of the L1 tile (inputs: the shortest; the output), over a cache line;
 - parallel: log2 of the parallel extent over the threads, log2 FLOPs per parallel chunk;
 - loop overhead: log2 of all loop iterations executed over the iteration points, log2 points;
-- the machine: log2 of L1 / L2 / L3 bytes, lanes, threads; and whether the access pattern of
+- unrolling (`pragma_auto_unroll_max_step`: TVM unrolls the innermost loops whose trip product
+  is at most the step; the vectorized loop is vector code, not counted): log2 of the unrolled
+  trips, of the accumulators the unrolled block keeps (output elements, in vectors when
+  vectorized), and of its FLOPs per input element it loads;
+- the machine: log2 of L1 / L2 / L3 bytes, lanes, vector registers, threads; and whether the access pattern of
   the kernel kind is known (zeros otherwise: a kind added to `kernels.py` needs a line in
   `access_pattern`).
 Split factors are perfect (they divide the extent), so no padding or remainder-iteration waste
@@ -42,7 +46,7 @@ __all__ = ["HW_FEATURES", "HostCaches", "access_pattern", "hardware_features", "
 
 logger = logging.getLogger(__name__)
 
-HW_FEATURES = 29
+HW_FEATURES = 36
 _F32 = 4
 
 # One index of a buffer: sum of coefficient * loop variable (loops = the main block's iter vars).
@@ -60,9 +64,10 @@ class HostCaches:
     line: int = 64
     lanes: int = 8
     threads: int = 1
+    registers: int = 16  # vector registers (32 with AVX-512)
 
     def to_dict(self) -> dict[str, int]:
-        return {"l1": self.l1, "l2": self.l2, "l3": self.l3, "line": self.line, "lanes": self.lanes, "threads": self.threads}
+        return {"l1": self.l1, "l2": self.l2, "l3": self.l3, "line": self.line, "lanes": self.lanes, "threads": self.threads, "registers": self.registers}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> HostCaches:
@@ -97,7 +102,8 @@ def host_caches(threads: int = 1) -> HostCaches:
     except OSError:
         pass
     default = HostCaches()
-    return HostCaches(sizes.get(1, default.l1), sizes.get(2, default.l2), sizes.get(3, default.l3), line, lanes, max(1, int(threads)))
+    return HostCaches(sizes.get(1, default.l1), sizes.get(2, default.l2), sizes.get(3, default.l3), line, lanes, max(1, int(threads)),
+                      32 if lanes == 16 else 16)
 
 
 def access_pattern(kind: str, dims: Sequence[int]) -> list[tuple[str, bool, tuple[Index, ...]]] | None:
@@ -164,7 +170,7 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
 
     host = host or host_caches()
     out = np.zeros(HW_FEATURES, dtype=np.float32)
-    out[-6:] = [_log2(host.l1), _log2(host.l2), _log2(host.l3), host.lanes, host.threads, 0.0]
+    out[-7:] = [_log2(host.l1), _log2(host.l2), _log2(host.l3), host.lanes, host.registers, host.threads, 0.0]
     pattern = access_pattern(kind, dims)
     if pattern is None:
         return out
@@ -176,7 +182,7 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
     compulsory = float(sum(sets[0]))
     indexed_by = [{loop for index in indices for loop, _ in index} for _, _, indices in pattern]
     f = 0
-    for cache in (host.l1, host.l2, host.l3):
+    for cache in (host.registers * host.lanes * _F32, host.l1, host.l2, host.l3):
         q = next(i for i in range(len(sets)) if sum(sets[i]) <= cache or i == len(sets) - 1)
         traffic = 0.0
         for b, footprint in enumerate(sets[q]):
@@ -231,4 +237,19 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
         trips *= factor
         iterations += trips
     out[f : f + 2] = [_log2(iterations / points), _log2(points)]
+    f += 2
+    # the unrolled block (innermost loops with trip product <= the unroll step; the vector loop aside)
+    body = nest[:-1] if applied else nest
+    unrolled, product = 0, 1
+    while config.unroll > 0 and unrolled < len(body) and product * body[-1 - unrolled][2] <= config.unroll:
+        product *= body[-1 - unrolled][2]
+        unrolled += 1
+    block = [1] * loops
+    for _, loop, factor in body[len(body) - unrolled :] + (nest[-1:] if applied else []):
+        block[loop] *= factor
+    elements = [math.prod(_ranges(indices, block)) for _, _, indices in pattern]
+    accumulators = next(e for e, (_, is_out, _) in zip(elements, pattern) if is_out)
+    inputs = sum(e for e, (_, is_out, _) in zip(elements, pattern) if not is_out)
+    out[f : f + 3] = [_log2(product), _log2(math.ceil(accumulators / host.lanes) if applied else accumulators),
+                      _log2(flops / points * math.prod(block) / inputs)]
     return out
