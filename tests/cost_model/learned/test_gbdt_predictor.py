@@ -141,3 +141,17 @@ def test_autotune_tiles_refuses_an_unknown_ranker() -> None:
 
     with pytest.raises(PassError, match="ranker must be one of gnn, gbdt"):
         AutotuneTiles(ranker="forest")(Graph("empty"))
+
+
+def test_relative_objective_fits_the_per_kernel_target(records: list[KernelRecord]) -> None:
+    from scipy.stats import kendalltau
+
+    from cost_model.learned.baselines import GbdtBaseline
+
+    model = GbdtBaseline(seed=0, rounds=150, depth=6, objective="relative").fit(records[:4])
+    for r in records[:4]:  # it overfits its training kernels, on the scale of log(runtime / the kernel's median)
+        pred = model.predict(r)
+        assert kendalltau(pred, r.config_runtime).statistic > 0.8
+        assert abs(float(np.median(pred))) < 0.2
+    with pytest.raises(ValueError, match="objective"):
+        GbdtBaseline(objective="lambdamart")
