@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         spread = ""
         if above is not None:
             taus = [float(np.mean([m["kendall"] for name, m in r["per_kernel"].items() if name in above])) for r in rows]
-            counts = sorted({sum(name in above for name in r["per_kernel"]) for r in rows})
+            counts = [sum(name in above for name in r["per_kernel"]) for r in rows]  # per seed
             spread = f" {_cell(taus, False)} [n {'/'.join(str(c) for c in counts)}] |"
         print(f"| {split} ({'/'.join(str(r['test_kernels']) for r in rows)} test) | {method}{args.label} | {_cell([r['top1'] for r in rows], True)} | "
               f"{_cell([r['top5'] for r in rows], True)} | {_cell([r['kendall'] for r in rows], False)} |{spread} {mape} | "
