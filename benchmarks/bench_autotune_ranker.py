@@ -30,10 +30,11 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_autotune_ranker.json"
 
 
-def _row(name: str, seed: int, split: str, preds: list[np.ndarray], test: list, random_needs: list[float], train_s: float) -> dict:
+def _row(name: str, seed: int, split: str, preds: list[np.ndarray], test: list, random_needs: list[float], train_s: float,
+         floor: float | None = None) -> dict:
     from bench_costmodel import score
 
-    out = score(name, preds, test, random_needs)
+    out = score(name, preds, test, random_needs, floor)
     tuner = np.array([m["tuner_measurements"] for m in out.pop("per_kernel").values()])
     return out | {"seed": seed, "split": split, "hit5": float(np.mean(tuner <= 5)), "train_s": train_s, "test_kernels": len(test)}
 
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--gbdt-rounds", type=int, default=400)
     parser.add_argument("--gbdt-depth", type=int, default=6)
+    parser.add_argument("--gbdt-objective", choices=("rank", "relative", "regression"), default="rank",
+                        help="GbdtBaseline objective: pairwise rank (what ships), log(runtime / kernel median), or log runtime")
     parser.add_argument("--shipped-gnn", default="cost_model/learned/tile_model.pt")
     parser.add_argument("--shipped-gbdt", default="cost_model/learned/tile_gbdt.ubj")
     parser.add_argument("--json", default=str(RESULTS))
@@ -62,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     from passes.autotune.search import random_search_measurements
 
     torch.set_num_threads(1)
+    from cost_model.measure.harness import noise_floor
+
     records = load_dir(args.data)
+    floor = noise_floor([tuple(p) for r in records for p in r.meta.get("retest", [])])["median"]
+    floor = floor if np.isfinite(floor) else None  # "tau above noise": over the kernels whose label spread exceeds it
     print(f"dataset {Path(args.data).name}: {len(records)} kernels, {sum(r.num_configs for r in records)} configs; "
           f"{sum('remeasure' in r.meta for r in records)} kernels re-measured", flush=True)
     rows: list[dict] = []
@@ -72,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     def add(row: dict) -> None:
         rows.append(row)
         print(f"seed {row['seed']} {row['split']:7s} {row['method']:34s} tuner {row['tuner_measurements']:5.2f}  random {row['random_measurements']:5.2f}  "
-              f"hit@5 {row['hit5']:.2f}  top1 {row['top1']:.1%}  top5 {row['top5']:.1%}  tau {row['kendall']:.3f}  ({row['train_s']:.0f} s)", flush=True)
+              f"hit@5 {row['hit5']:.2f}  top1 {row['top1']:.1%}  top5 {row['top5']:.1%}  tau {row['kendall']:.3f}  "
+              f"tau above noise {row.get('kendall_spread', float('nan')):.3f}  ({row['train_s']:.0f} s)", flush=True)
         out.write_text(json.dumps({"data": Path(args.data).name, "kernels": len(records), "args": vars(args), "rows": rows}, indent=1), encoding="utf-8")
 
     for seed in [int(s) for s in args.seeds.split(",")]:
@@ -81,30 +89,36 @@ def main(argv: list[str] | None = None) -> int:
             train, test = [records[i] for i in train_idx], [records[i] for i in test_idx]
             random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
             began = time.perf_counter()
-            ranker = GbdtTilePredictor.train(train, seed=seed, rounds=args.gbdt_rounds, depth=args.gbdt_depth)
+            ranker = GbdtTilePredictor.train(train, seed=seed, rounds=args.gbdt_rounds, depth=args.gbdt_depth, objective=args.gbdt_objective)
             preds = [ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
-            add(_row(f"gbdt (XGBoost rank, depth {args.gbdt_depth}, {args.gbdt_rounds} rounds)", seed, split, preds, test, random_needs, time.perf_counter() - began))
+            add(_row(f"gbdt (XGBoost {args.gbdt_objective}, depth {args.gbdt_depth}, {args.gbdt_rounds} rounds)", seed, split, preds, test, random_needs, time.perf_counter() - began, floor))
             if args.gnn_epochs > 0:
                 began = time.perf_counter()
                 config = TrainConfig(loss="listmle", epochs=args.gnn_epochs, seed=seed, mse_weight=0.05, hidden=args.hidden, layers=args.layers,
                                      split=split, test_fraction=args.test_fraction)
                 model = fit(train, config)
                 preds = [predict(model, to_tensors(r)) for r in test]
-                add(_row(f"gnn (GraphSAGE ListMLE, {args.gnn_epochs} ep)", seed, split, preds, test, random_needs, time.perf_counter() - began))
+                add(_row(f"gnn (GraphSAGE ListMLE, {args.gnn_epochs} ep)", seed, split, preds, test, random_needs, time.perf_counter() - began, floor))
             if seed == 0 and split == "program":
                 for name, path in (("shipped tile_gbdt.ubj", args.shipped_gbdt), ("shipped tile_model.pt", args.shipped_gnn)):
                     if not Path(path).is_file():
                         continue
-                    if path.endswith(".ubj"):
-                        shipped = GbdtTilePredictor.load(path)
-                        preds = [shipped.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
-                    else:
-                        model, _ = load_model(path)
-                        preds = [predict(model, to_tensors(r)) for r in test]
-                    add(_row(name, seed, split, preds, test, random_needs, 0.0))
+                    try:
+                        if path.endswith(".ubj"):
+                            shipped = GbdtTilePredictor.load(path)
+                            preds = [shipped.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
+                        else:
+                            model, _ = load_model(path)
+                            if model.config.config_features != test[0].config_feat.shape[1]:
+                                raise ValueError(f"it reads {model.config.config_features} config features, the data has {test[0].config_feat.shape[1]}")
+                            preds = [predict(model, to_tensors(r)) for r in test]
+                    except ValueError as error:  # a model from before a feature change: say so, score the rest
+                        print(f"{name} not scored: {error}", flush=True)
+                        continue
+                    add(_row(name, seed, split, preds, test, random_needs, 0.0, floor))
 
-    print("\n| split | ranker | seeds | tuner meas. to <=2% (per seed) | random meas. | tuner / random | hit@5 | top-1 | top-5 | tau |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| split | ranker | seeds | tuner meas. to <=2% (per seed) | random meas. | tuner / random | hit@5 | top-1 | top-5 | tau | tau, kernels above noise |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for split in ("random", "program"):
         for method in dict.fromkeys(r["method"] for r in rows):
             sel = [r for r in rows if r["split"] == split and r["method"] == method]
@@ -113,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             tuner = [r["tuner_measurements"] for r in sel]
             rand = [r["random_measurements"] for r in sel]
             ratio = [t / q for t, q in zip(tuner, rand)]
-            mean = {k: float(np.mean([r[k] for r in sel])) for k in ("hit5", "top1", "top5", "kendall")}
+            mean = {k: float(np.mean([r.get(k, float("nan")) for r in sel])) for k in ("hit5", "top1", "top5", "kendall", "kendall_spread")}
             print(f"| {split} | {method} | {len(sel)} | {np.mean(tuner):.1f} ({', '.join(f'{t:.1f}' for t in tuner)}) | {np.mean(rand):.1f} | "
-                  f"{np.mean(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}) | {mean['hit5']:.2f} | {mean['top1']:.1%} | {mean['top5']:.1%} | {mean['kendall']:.3f} |")
+                  f"{np.mean(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}) | {mean['hit5']:.2f} | {mean['top1']:.1%} | {mean['top5']:.1%} | {mean['kendall']:.3f} | {mean['kendall_spread']:.3f} |")
     return 0
 
 

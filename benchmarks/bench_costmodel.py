@@ -38,11 +38,18 @@ def tuner_measurements(pred: np.ndarray, runtime: np.ndarray, tolerance: float =
     return int(np.flatnonzero(good[np.argsort(pred, kind="stable")])[0]) + 1
 
 
-def score(name: str, predictions: list[np.ndarray], records: list, random_needs: list[float]) -> dict:
-    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+def score(name: str, predictions: list[np.ndarray], records: list, random_needs: list[float], floor: float | None = None) -> dict:
+    """Mean metrics over `records`; with `floor` (the dataset's median retest noise) also the
+    Kendall tau over the kernels whose label spread exceeds it ("kendall_spread": flat kernels,
+    whose configurations time within noise of each other, left out; reported beside the metric)."""
+    from cost_model.learned.metrics import kernel_metrics, label_spread, mean_metrics
 
     rows = [kernel_metrics(p, r.config_runtime) for p, r in zip(predictions, records)]
     out = mean_metrics(rows)
+    if floor is not None:
+        kept = [row["kendall"] for row, r in zip(rows, records) if label_spread(r.config_runtime) > floor]
+        out["kendall_spread"] = float(np.mean(kept)) if kept else float("nan")
+        out["spread_kernels"] = len(kept)
     tuner = [tuner_measurements(p, r.config_runtime) for p, r in zip(predictions, records)]
     out["tuner_measurements"] = float(np.mean(tuner))
     out["random_measurements"] = float(np.mean(random_needs))
@@ -131,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"splits written to {split_file}")
         return 0
     metaschedule = json.loads(Path(args.metaschedule).read_text(encoding="utf-8")) if args.metaschedule else None
+    spread = floor["median"] if np.isfinite(floor.get("median", float("nan"))) else None  # tau beside, over kernels above the noise floor
     results = []
     for split in [args.only_split] if args.only_split else ["random", "program"]:
         train_idx, test_idx = splits[split]
@@ -145,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                                  split=split, test_fraction=args.test_fraction)
             model = fit(train, config)
             preds = [predict(model, to_tensors(r)) for r in test]
-            rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs) | {"train_s": time.perf_counter() - began})
+            rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs, spread) | {"train_s": time.perf_counter() - began})
             if args.save_models:
                 from dataclasses import asdict
 
@@ -159,11 +167,11 @@ def main(argv: list[str] | None = None) -> int:
             from cost_model.learned.train import load_model
 
             shipped, _ = load_model(args.shipped)
-            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, to_tensors(r)) for r in test], test, random_needs) | {"train_s": 0.0})
+            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, to_tensors(r)) for r in test], test, random_needs, spread) | {"train_s": 0.0})
         # the ceiling the label noise puts on every method: a second measurement of the same configurations as the
         # predictor, and (log ratios / sqrt 2) an estimate for a perfect model of the true runtime (quality.noise_ceiling)
-        rows.append(score("retest agreement (labels x retest ratios)", noise_ceiling(test, seed=args.seed), test, random_needs) | {"train_s": 0.0})
-        rows.append(score("noise ceiling (labels x retest ratios^(1/sqrt 2))", noise_ceiling(test, seed=args.seed, log_scale=2 ** -0.5), test, random_needs)
+        rows.append(score("retest agreement (labels x retest ratios)", noise_ceiling(test, seed=args.seed), test, random_needs, spread) | {"train_s": 0.0})
+        rows.append(score("noise ceiling (labels x retest ratios^(1/sqrt 2))", noise_ceiling(test, seed=args.seed, log_scale=2 ** -0.5), test, random_needs, spread)
                     | {"train_s": 0.0})
         if args.no_baselines:
             for row in rows:
@@ -172,24 +180,25 @@ def main(argv: list[str] | None = None) -> int:
             continue
         began = time.perf_counter()
         gbdt = GbdtBaseline(seed=args.seed).fit(train)
-        rows.append(score("XGBoost, flat features", [gbdt.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
+        rows.append(score("XGBoost, flat features", [gbdt.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
         began = time.perf_counter()
         ranker = GbdtBaseline(seed=args.seed, objective="rank").fit(train)
-        rows.append(score("XGBoost rank, flat features", [ranker.predict(r) for r in test], test, random_needs) | {"train_s": time.perf_counter() - began})
+        rows.append(score("XGBoost rank, flat features", [ranker.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
         if metaschedule is not None:
             preds = metaschedule["predictions"][split]
             rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",
-                              [np.asarray(preds[Path(r.path).name]) for r in test], test, random_needs) | {"train_s": metaschedule["train_s"][split]})
+                              [np.asarray(preds[Path(r.path).name]) for r in test], test, random_needs, spread) | {"train_s": metaschedule["train_s"][split]})
         label = "roofline simulator" if test[0].layout_form else "roofline (config-blind)"
-        rows.append(score(label, [roofline_predictions(r, host) for r in test], test, random_needs) | {"train_s": 0.0})
+        rows.append(score(label, [roofline_predictions(r, host) for r in test], test, random_needs, spread) | {"train_s": 0.0})
         for row in rows:
             row.update(split=split, train_kernels=len(train), test_kernels=len(test))
         results += rows
     print()
-    print("| split | method | top-1 slowdown | top-5 slowdown | Kendall tau | MAPE (>=5us) | tuner meas. to <=2% | random meas. to <=2% | train s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| split | method | top-1 slowdown | top-5 slowdown | Kendall tau | tau, kernels above noise (n) | MAPE (>=5us) | tuner meas. to <=2% | random meas. to <=2% | train s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['split']} ({r['train_kernels']}/{r['test_kernels']}) | {r['method']} | {r['top1']:.1%} | {r['top5']:.1%} | {r['kendall']:.3f} | "
+        above = f"{r['kendall_spread']:.3f} ({r['spread_kernels']})" if "kendall_spread" in r else "-"
+        print(f"| {r['split']} ({r['train_kernels']}/{r['test_kernels']}) | {r['method']} | {r['top1']:.1%} | {r['top5']:.1%} | {r['kendall']:.3f} | {above} | "
               f"{r['mape']:.1%} | {r['tuner_measurements']:.1f} | {r['random_measurements']:.1f} | {r['train_s']:.0f} |")
     if args.shipped and args.shipped_train_data:
         seen = shipped_training_kernels(args.shipped, args.shipped_train_data)

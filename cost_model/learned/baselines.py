@@ -6,8 +6,10 @@
   configurations: the simulator's step time with roofline kernels of this host, per config;
 - `GbdtBaseline`: gradient-boosted trees (XGBoost) on flat features: mean and max of the node
   features, the last (output) node's features and opcode, and the configuration's knob vector;
-  `objective="regression"` fits log runtime, `objective="rank"` XGBoost's pairwise rank loss
-  within each kernel (what MetaSchedule's XGBModel does with its own features);
+  `objective="regression"` fits log runtime, `objective="relative"` the per-kernel target
+  log(runtime / the kernel's median runtime) (what ranking within a kernel needs, without the
+  across-kernel scale), `objective="rank"` XGBoost's pairwise rank loss within each kernel (what
+  MetaSchedule's XGBModel does with its own features);
 MetaSchedule's own XGBModel on its PerStoreFeature features runs out of process
 (`benchmarks/bench_metaschedule.py`, in a venv with apache-tvm 0.26.0 + apache-tvm-ffi
 0.1.13.post2: with apache-tvm-ffi 0.1.15.post2, `tvm.ir.save_json` of any object segfaults in
@@ -68,8 +70,8 @@ class GbdtBaseline:
     """XGBoost regression of log runtime on `flat_features`."""
 
     def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1, objective: str = "regression") -> None:
-        if objective not in ("regression", "rank"):
-            raise ValueError(f"objective must be 'regression' or 'rank', got {objective!r}")
+        if objective not in ("regression", "relative", "rank"):
+            raise ValueError(f"objective must be 'regression', 'relative' or 'rank', got {objective!r}")
         self.seed, self.rounds, self.depth, self.threads, self.objective = seed, rounds, depth, threads, objective
         self.booster = None
 
@@ -94,6 +96,9 @@ class GbdtBaseline:
 
         if self.objective == "rank":  # relevance = minus log runtime, compared only within a kernel (qid)
             return xgb.DMatrix(x, label=-log_runtime, qid=qid)
+        if self.objective == "relative":  # log(runtime / the kernel's median runtime)
+            medians = {q: np.median(log_runtime[qid == q]) for q in np.unique(qid)}
+            return xgb.DMatrix(x, label=log_runtime - np.array([medians[q] for q in qid]))
         return xgb.DMatrix(x, label=log_runtime)
 
     def update(self, rows: np.ndarray, seconds: np.ndarray, rounds: int) -> None:
@@ -112,7 +117,8 @@ class GbdtBaseline:
         return np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
 
     def predict(self, record: KernelRecord) -> np.ndarray:
-        """Lower = predicted faster: log seconds (regression) or minus the rank score (rank)."""
+        """Lower = predicted faster: log seconds (regression), log of the runtime over the kernel's
+        median (relative) or minus the rank score (rank)."""
         return self.predict_rows(flat_features(record))
 
     def predict_rows(self, rows: np.ndarray) -> np.ndarray:

@@ -4,7 +4,11 @@
   true best runtime, minus 1 (0 = the model's top-k contains the optimum);
 - Kendall tau (scipy's tau-b) between predicted and measured runtimes; NaN-free: a constant
   prediction scores 0;
-- MAPE of exp(pred) against runtime, over configurations whose runtime is at least `min_runtime`.
+- MAPE of exp(pred) against runtime, over configurations whose runtime is at least `min_runtime`;
+- `label_spread`: how far a kernel's configurations lie apart (median |runtime / median - 1|).
+  Where it is below the dataset's test-retest noise floor the kernel is flat (its configurations
+  time within noise of each other) and its Kendall tau is noise for any model; benchmarks report
+  tau over the kernels above the floor beside (never instead of) the tau over all kernels.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["kernel_metrics", "mean_metrics", "top_k_slowdown", "kendall_tau", "mape"]
+__all__ = ["kernel_metrics", "label_spread", "mean_metrics", "top_k_slowdown", "kendall_tau", "mape"]
 
 
 def top_k_slowdown(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
@@ -37,6 +41,12 @@ def top_k_slowdown(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
         p = math.comb(n - i - 1, need - 1) / math.comb(n, need) if n - i - 1 >= need - 1 else 0.0
         expected += p * min(value, floor)
     return float(expected / best - 1.0)
+
+
+def label_spread(runtime: np.ndarray) -> float:
+    """Median over configurations of |runtime / the kernel's median runtime - 1|."""
+    runtime = np.asarray(runtime, dtype=np.float64)
+    return float(np.median(np.abs(runtime / np.median(runtime) - 1.0)))
 
 
 def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:

@@ -65,7 +65,7 @@ class TilePredictor(_Predictor):
             raise ValueError("a layout-form (fusion) model cannot rank tile configurations")
         if model.config.config_features != CONFIG_FEATURES:
             raise ValueError(f"this tile model reads {model.config.config_features} config features, the tile space now makes "
-                             f"{CONFIG_FEATURES} (a checkpoint from before the loop-nest features): retrain it with costmodel train")
+                             f"{CONFIG_FEATURES} (a checkpoint from before a feature change): retrain it with costmodel train")
         super().__init__(model, extra)
 
     def predict_log(self, space: Any, configs: Sequence[Any]) -> np.ndarray:

@@ -139,9 +139,14 @@ def load_npz(path: str | os.PathLike[str]) -> KernelRecord:
     if config_feat is not None and "is_reduce" in meta and "extents" in meta and "config_text" in arrays:
         # A tile file of ours: its knob features are recomputed from the stored configurations,
         # so files collected before a feature change train and predict like new ones.
+        from cost_model.learned.tile_hw_features import HostCaches, host_caches
         from cost_model.measure.tile.space import refresh_config_features
 
-        config_feat = refresh_config_features([str(t) for t in arrays["config_text"]], meta["is_reduce"], meta["extents"]).astype(np.float32)
+        machine = meta.get("machine", {})
+        # the caches of the machine that measured it where the file records them, else this one's
+        host = HostCaches.from_dict(machine["caches"]) if isinstance(machine.get("caches"), dict) else host_caches(int(machine.get("threads", 1) or 1))
+        config_feat = refresh_config_features([str(t) for t in arrays["config_text"]], meta["is_reduce"], meta["extents"],
+                                              kind=str(meta.get("kind", "")), dims=meta.get("dims", ()), host=host).astype(np.float32)
     return KernelRecord(
         node_feat=arrays["node_feat"].astype(np.float32),
         node_opcode=arrays["node_opcode"].astype(np.int64),

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cost_model.learned.features import node_features, opcode_id
+from cost_model.learned.tile_hw_features import host_caches
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import Harness, noise_floor, per_call_timer
 from cost_model.measure.machine import load_average, machine_key, machine_record
@@ -98,6 +99,7 @@ def collect_tile_dataset(
     out.mkdir(parents=True, exist_ok=True)
     target_text = host_target_text()
     machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic="min", threads=threads)
+    machine["caches"] = host_caches(threads).to_dict()  # what the hardware features of its configurations are computed against
     harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(target_text, threads), timer=per_call_timer,
                       repeats=repeats, warmup=warmup, seed=seed)
     order = np.random.default_rng(seed).permutation(len(specs)).tolist()

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from cost_model.learned.tile_hw_features import HW_FEATURES, HostCaches, hardware_features
 from cost_model.measure.tile.kernels import TileKernel
 
 __all__ = ["ORDERS", "UNROLL_STEPS", "MAX_LOOPS", "TileConfig", "TileSpace", "config_features", "CONFIG_FEATURES", "refresh_config_features"]
@@ -33,7 +34,8 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MAX_LOOPS = 7  # conv2d: 4 spatial + 3 reduction
 _LOOP_FEATURES = 3  # per loop slot: log2 extent, reduction flag, innermost (contiguous) spatial loop flag
 _NEST_FEATURES = 12
-CONFIG_FEATURES = MAX_LOOPS * 3 + len(ORDERS) + 7 + MAX_LOOPS * _LOOP_FEATURES + _NEST_FEATURES
+_KNOB_FEATURES = MAX_LOOPS * 3 + len(ORDERS) + 7 + MAX_LOOPS * _LOOP_FEATURES + _NEST_FEATURES
+CONFIG_FEATURES = _KNOB_FEATURES + HW_FEATURES  # + what the nest does to this machine (cost_model.learned.tile_hw_features)
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,12 @@ class TileSpace:
     def _last_spatial(self) -> int:
         return max(i for i, r in enumerate(self.is_reduce) if not r)
 
-    def features(self, config: TileConfig) -> np.ndarray:
-        return config_features(config, self.is_reduce, self.extents)
+    def features(self, config: TileConfig, host: HostCaches | None = None) -> np.ndarray:
+        return config_features(config, self.is_reduce, self.extents, kind=self.kernel.spec.kind, dims=self.kernel.spec.dims, host=host)
 
 
-def config_features(config: TileConfig, is_reduce: Sequence[bool], extents: Sequence[int] | None = None) -> np.ndarray:
+def config_features(config: TileConfig, is_reduce: Sequence[bool], extents: Sequence[int] | None = None, *, kind: str = "",
+                    dims: Sequence[int] = (), host: HostCaches | None = None) -> np.ndarray:
     """The knob vector as floats: log2 of every split factor (3 slots per loop, 7 loops), the
     order one-hot, vectorize, log2(unroll + 1), parallel, and derived sizes: log2 of the
     innermost vector length, of the inner tile (S1*S2 over spatial loops), of the reduction
@@ -177,7 +180,9 @@ def config_features(config: TileConfig, is_reduce: Sequence[bool], extents: Sequ
     reduction), of the outer trip count, of the unrolled body (min(unroll, inner body)), of the
     innermost spatial tile, of the output elements per reduction tile, a scalar-fallback flag
     (vectorize asked for but not applicable), log2 vector length (-1 if none) and a code-bloat
-    flag (unroll >= 64 over a body of >= 256 iterations)."""
+    flag (unroll >= 64 over a body of >= 256 iterations). Last, `hardware_features` of the kernel
+    (`kind`, `dims`) on `host` (this machine's caches by default): zeros but the machine where
+    the kind is unknown or not given."""
     if extents is None:
         extents = [math.prod(t) for t in config.tiles]
     out = np.zeros(CONFIG_FEATURES, dtype=np.float32)
@@ -211,10 +216,12 @@ def config_features(config: TileConfig, is_reduce: Sequence[bool], extents: Sequ
         math.log2(min(config.unroll, inner_spatial * reduce_tile) + 1), math.log2(inner_spatial),
         math.log2(max(total / reduce_tile, 1.0)), float(config.vectorize and vec == 1), math.log2(vec) if vec > 1 else -1.0,
         float(config.unroll >= 64 and inner_spatial * reduce_tile >= 256)]
+    out[_KNOB_FEATURES:] = hardware_features(config, is_reduce, extents, kind, dims, host)
     return out
 
 
-def refresh_config_features(config_text: Sequence[str], is_reduce: Sequence[bool], extents: Sequence[int]) -> np.ndarray:
+def refresh_config_features(config_text: Sequence[str], is_reduce: Sequence[bool], extents: Sequence[int], *, kind: str = "",
+                            dims: Sequence[int] = (), host: HostCaches | None = None) -> np.ndarray:
     """(C, CONFIG_FEATURES) from stored config texts: a dataset written before the features
     changed is read with the current ones (the texts and the loop nest are what was measured)."""
-    return np.stack([config_features(TileConfig.from_text(t), is_reduce, extents) for t in config_text])
+    return np.stack([config_features(TileConfig.from_text(t), is_reduce, extents, kind=kind, dims=dims, host=host) for t in config_text])
