@@ -46,7 +46,9 @@ TRAIN_SHAPES = [(32, 64, 64), (64, 32, 128), (128, 64, 32), (64, 128, 64), (32, 
 
 @pytest.fixture(scope="module")
 def records() -> list[KernelRecord]:
-    return [_record(KernelSpec("matmul", dims), 60, seed) for seed, dims in enumerate(TRAIN_SHAPES)]
+    # 100 configurations a kernel: with 60 the 101 config features (most irrelevant to this synthetic
+    # cost) left the unseen kernel's optimum at rank 9 of 200, outside the tuner's top 5
+    return [_record(KernelSpec("matmul", dims), 100, seed) for seed, dims in enumerate(TRAIN_SHAPES)]
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +66,10 @@ def test_the_tuner_with_the_gbdt_ranker_finds_the_known_best(ranker: GbdtTilePre
         measured.extend(cs)
         return [truth[c.text()] for c in cs]
 
-    # top 10: since the hardware features (101 config features, most of them irrelevant to this synthetic cost) the
-    # 8-kernel ranker puts the optimum at rank 9 of 200 (before them: within the top 5)
-    outcome = tune_candidates(candidates, rank=lambda cs: ranker.rank(space, cs), measure=measure, top_k=10)
+    outcome = tune_candidates(candidates, rank=lambda cs: ranker.rank(space, cs), measure=measure, top_k=5)
     best = min(truth.values())
     assert outcome.best_seconds == pytest.approx(best, rel=1e-12)  # the exhaustive optimum of the 200
-    assert outcome.measurements == len(measured) == 10
+    assert outcome.measurements == len(measured) == 5
     random_needs = random_search_measurements(list(truth.values()), best * 1.02)
     assert random_needs >= 3 * outcome.measurements  # the "a third of random search's measurements"
 
