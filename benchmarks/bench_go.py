@@ -310,19 +310,14 @@ def _with_joint_variants(env: GraphEnvironment, decisions: Decisions, seconds: f
     joint variants (rl/joint.py, the shipped policy's levels), as GO's warm start and polish try
     them, so the table shows what the variants give without any search or policy."""
     from compiler_opt.policy.config import PolicyConfig
-    from compiler_opt.rl.joint import joint_variants
+    from compiler_opt.rl.joint import best_joint_variant
 
     began = time.process_time()
     levels = PolicyConfig()
-    best, best_step = decisions, env.score_decisions(decisions).step_time_s
-    variants = joint_variants(env, decisions.device, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels)
-    chosen = ""
-    for name, actions in variants:
-        candidate = env.decisions(actions)
-        score = env.score_decisions(candidate)
-        if not (score.oom or score.invalid) and score.step_time_s < best_step:
-            best, best_step, chosen = candidate, score.step_time_s, name
-    return best, seconds + time.process_time() - began, evals + len(variants), curve, {**extra, "joint_variant": chosen}
+    chosen, best, _, tried = best_joint_variant(
+        env, decisions, env.score_decisions(decisions), fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels
+    )
+    return best, seconds + time.process_time() - began, evals + tried, curve, {**extra, "joint_variant": chosen}
 
 
 def seed_curve(row: dict) -> list:

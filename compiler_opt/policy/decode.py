@@ -72,7 +72,6 @@ class ArrayFusionGroups(FusionGroups):
         return not self._creates_cycle(ra, rb)
 
 
-
 class DecisionDecoder:
     """Per-graph precomputation for turning actions into `Decisions` (module docstring)."""
 

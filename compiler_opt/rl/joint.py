@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from compiler_opt.rl.environment import GraphEnvironment
+    from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
+    from cost_model.decisions import Decisions
 
-__all__ = ["joint_variants", "rank_priority_levels"]
+__all__ = ["best_joint_variant", "joint_variants", "rank_priority_levels"]
 
 
 def rank_priority_levels(env: GraphEnvironment, priority_levels: int) -> np.ndarray:
@@ -60,3 +61,19 @@ def joint_variants(env: GraphEnvironment, device: np.ndarray, *, fusion_levels: 
             actions = np.stack([device, np.full(n, level, dtype=np.int64), prio], axis=1)
             out.append((f"{fname}+{pname}", actions))
     return out
+
+
+def best_joint_variant(
+    env: GraphEnvironment, decisions: Decisions, score: EpisodeScore, *, fusion_levels: int, priority_levels: int
+) -> tuple[str, Decisions, EpisodeScore, int]:
+    """The fastest fitting of `decisions` (scored `score`) and its joint variants, decoded as the
+    policy's actions: (variant name, "" for `decisions` itself; decisions; score; variants tried)."""
+    best = ("", decisions, score)
+    variants = joint_variants(env, decisions.device, fusion_levels=fusion_levels, priority_levels=priority_levels)
+    for name, actions in variants:
+        candidate = env.decisions(actions)
+        moved = env.score_decisions(candidate)
+        fits = not (best[2].oom or best[2].invalid)
+        if not (moved.oom or moved.invalid) and (not fits or moved.step_time_s < best[2].step_time_s):
+            best = (name, candidate, moved)
+    return (*best, len(variants))

@@ -93,7 +93,7 @@ def polish(
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
     placement when `fusion_levels` (the policy's levels; 0: none) is given."""
-    from compiler_opt.rl.joint import joint_variants
+    from compiler_opt.rl.joint import best_joint_variant
     from passes.placement.local_search import local_search
 
     if cpu_seconds <= 0 and evaluations is None:
@@ -102,18 +102,16 @@ def polish(
     ctx = _PolishContext(env, _base(env, start), deadline=began + cpu_seconds if cpu_seconds > 0 else math.inf, evaluations=evaluations)
     device = local_search(ctx, np.asarray(start.device, dtype=np.int64), seed=seed)
     searched = ctx.decisions(device)
-    candidates = [Decisions(np.asarray(device, dtype=np.int32), searched.fusion_group, searched.priority)]
+    candidate = Decisions(np.asarray(device, dtype=np.int32), searched.fusion_group, searched.priority)
+    moved, variants = env.score_decisions(candidate), 0
     if fusion_levels:
-        variants = joint_variants(env, device, fusion_levels=fusion_levels, priority_levels=priority_levels)
-        candidates.extend(env.decisions(actions) for _, actions in variants)
+        _, candidate, moved, variants = best_joint_variant(env, candidate, moved, fusion_levels=fusion_levels, priority_levels=priority_levels)
     decisions, score = start, start_score
-    for candidate in candidates:
-        moved = env.score_decisions(candidate)
-        if not (moved.oom or moved.invalid) and moved.step_time_s < score.step_time_s:
-            decisions, score = candidate, moved
+    if not (moved.oom or moved.invalid) and moved.step_time_s < start_score.step_time_s:
+        decisions, score = candidate, moved
     spent = time.process_time() - began
     logger.info(
         "%s: polish %.4g -> %.4g s in %d evaluations and %d variants (%.1f CPU s)",
-        env.label, start_score.step_time_s, score.step_time_s, ctx.evaluations, len(candidates) - 1, spent,
+        env.label, start_score.step_time_s, score.step_time_s, ctx.evaluations, variants, spent,
     )
     return Polished(decisions, score, start_score.step_time_s, ctx.evaluations, spent)
