@@ -145,10 +145,12 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
     config = TrainConfig(
         mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
-        warm_start=None if warm else [], polish_fraction=args.polish_fraction,
+        warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, polish_group_moves=not args.polish_node_moves,
     )
     policy = make_policy(config)
-    candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" else []
+    # As the `go` pass: the policy's greedy answer starts a fine-tune only without a warm start
+    # (the seeds, the reference first, come sooner and better).
+    candidates = [zero_shot(policy, env, 1, seed=args.seed)] if mode == "fine-tune" and not config.seed_methods() else []
     start = time.process_time() - began
     config.max_cpu_seconds = max(args.seconds - start, 1e-3)  # one budget for the whole row
     curve = [[start, candidates[0].score.step_time_s]] if candidates and not candidates[0].score.oom else []
@@ -166,7 +168,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         curve.append([time.process_time() - began, polished.score.step_time_s])
     fitting = [c for c in candidates if not (c.score.oom or c.score.invalid)] or candidates
     best = min(fitting, key=lambda c: c.score.step_time_s)
-    evals = (1 + 1 if mode == "fine-tune" else 0) + len(seeds) + result.iterations * args.samples + (polished.evaluations if polished else 0)
+    evals = (2 if mode == "fine-tune" and not config.seed_methods() else 0) + len(seeds) + result.iterations * args.samples + (polished.evaluations if polished else 0)
     extra = {
         "seeds": [[s.method, s.score.step_time_s, s.cpu_seconds, bool(s.fits)] for s in seeds],
         "seed_cpu_seconds": result.seed_cpu_seconds,
@@ -177,6 +179,8 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         "pre_polish_s": polished.start_step_s if polished else None,
         "polish_evaluations": polished.evaluations if polished else 0,
         "polish_cpu_seconds": polished.cpu_seconds if polished else 0.0,
+        "polish_starts": polished.starts if polished else 0,
+        "polish_winner": polished.winner if polished else 0,
     }
     return best.decisions, time.process_time() - began, evals, curve, extra
 
@@ -506,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cp-sat-seconds", type=float, default=20.0)
     parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="PPO learning rate (default: TrainConfig's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--polish-starts", type=int, default=TrainConfig.polish_starts, help="start placements the final local search races: the answer's and the fastest distinct seeds' (1: the answer's only)")
+    parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")
     parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="ignore rows already in --json")

@@ -59,6 +59,10 @@ class TrainConfig:
     # early to leave it); without one, at most `polish_evaluations` simulations. 0: off.
     polish_fraction: float = 0.5
     polish_evaluations: int = 300
+    # The polish races this many start placements: the answer's and the fastest distinct warm-start
+    # seeds' (rl/polish.py; RESULTS.md h7). 1: the answer's only.
+    polish_starts: int = 4
+    polish_group_moves: bool = True  # the polish's local search moves whole fusion groups (else single nodes)
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -97,6 +101,8 @@ class TrainConfig:
             raise TrainConfigError(f"polish_fraction must be within [0, 1), got {self.polish_fraction}", field="polish_fraction")
         if self.polish_evaluations < 0:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
+        if self.polish_starts < 1:
+            raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
         if self.seed_replay < 0:
             raise TrainConfigError(f"seed_replay must be >= 0, got {self.seed_replay}", field="seed_replay")
         unknown = unknown_placement_methods(self.warm_start or [])

@@ -5,7 +5,8 @@
     run_pipeline(graph, "go{mode=fine-tune,budget=20,checkpoint=runs/pretrain/best.pt}")
 
 Modes: `zero-shot` (the checkpoint's greedy decision and `budget` samples, best kept), `fine-tune`
-(`budget` PPO iterations from the checkpoint), `one` (GO-one: `budget` PPO iterations from fresh
+(`budget` PPO iterations from the checkpoint; its greedy decision is a candidate too when there is
+no warm start or no budget), `one` (GO-one: `budget` PPO iterations from fresh
 weights on this graph alone). `seeds`: the warm start's classical placement methods,
 `+`-separated (`seeds=metis+critical-path`), `auto` (fine-tune, one: the default list
 `rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
@@ -99,7 +100,9 @@ class GoPass(Pass):
         with torch.random.fork_rng():
             # zero-shot warm-starts only when asked (seeds=...; auto means off for zero-shot)
             seeds = config.seed_methods() if mode == "zero-shot" else []
-            candidates = [] if mode == "go-one" else [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds)]
+            # a fine-tune starts from the policy's greedy answer only without a warm start (the seeds, the reference first, come sooner and better)
+            greedy = mode == "zero-shot" or (mode == "fine-tune" and (not config.seed_methods() or self.budget == 0))
+            candidates = [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds)] if greedy else []
             if mode != "zero-shot" and self.budget > 0:
                 result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
                 candidates.extend(result.best.values())

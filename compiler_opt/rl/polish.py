@@ -1,28 +1,42 @@
-"""Polish: a short local search from GO's best answer, then joint variants on its result.
+"""Polish: a short local search from GO's best answer and other starts, then joint variants.
 
 GO's episodes sample whole-graph decisions; the last few percent usually hide in single-node
 moves that a sampled episode rarely makes alone (RESULTS.md h5: every cell GO lost was lost to
 fusion-aware local search, by 0.1-10.7%). So a search run (fine-tune, GO-one) ends with:
 1. the project's own iterated local search (`passes.placement.local_search`, what `dp-ls` runs)
-   from the answer's placement, on a `PlacementContext` over the environment's own simulation
-   problem, every evaluation scored as `GraphEnvironment.score_decisions` scores a placement: the
-   framework's default fusion kept within each device (a graph without a known default keeps the
-   answer's groups that way) and the answer's priorities. Re-deciding the policy's merges under
-   every move would cost 20x a simulation (the decoder's legality checks), so they are not;
+   on a `PlacementContext` over the environment's own simulation problem, every evaluation scored
+   as `GraphEnvironment.score_decisions` scores a placement: the framework's default fusion kept
+   within each device (a graph without a known default keeps the answer's groups that way) and
+   the answer's priorities. Re-deciding the policy's merges under every move would cost 20x a
+   simulation (the decoder's legality checks), so they are not. Its moves carry whole fusion
+   groups (the same groups), not single nodes: moving one member splits its group, which runs
+   unfused, so most single-node moves are wasted simulations (1000 simulations from single-device
+   on 2xV100: wavenet training 243.3 ms with group moves vs 253.0 with node moves, amoebanet
+   inference 5.25 vs 5.92 ms);
 2. the joint variants (rl/joint.py: merging beyond the default, critical-path-first priorities)
    of the searched placement, decoded as the policy's actions (none in the placement-only
    ablation).
-The fastest of the answer, the searched placement and its variants is kept. Step 1 stops at its
-CPU-second share (`TrainConfig.polish_fraction` of the run's budget) or evaluation cap.
+Where the local optimum lands depends on the start (RESULTS.md h6: the three cells GO lost were
+lost to the same search from dp's placement, at three seeds), so with `others` (the warm start's
+distinct classical placements, fastest first) the search races its starts by successive halving:
+in each round every surviving start's search continues for an equal slice of what is left (split
+equally between the rounds to come), is scored after steps 1 and 2, and the slower half drops out
+(4 starts: 4, 2, then 1 search a round). The early leader is often not the final one (wavenet
+training 2xV100: the answer's search leads after 250 simulations, single-device's is 5% ahead
+after 1000), so no start is dropped after one short probe. Only as many starts are raced as can
+get `MIN_SLICE` simulations each in the first round, estimated from one timed simulation. The
+fastest of the answer and every searched result is kept. The search stops at its CPU-second share
+(`TrainConfig.polish_fraction` of the run's budget) or evaluation cap.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -33,9 +47,13 @@ from passes.placement.context_base import BudgetExhausted
 if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
 
-__all__ = ["Polished", "polish"]
+__all__ = ["MIN_SLICE", "Polished", "polish"]
 
 logger = logging.getLogger(__name__)
+
+# Successive halving over the starts: the fewest evaluations a start's first-round slice may get
+# (fewer starts are raced when the budget cannot give each that many).
+MIN_SLICE = 100
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,8 @@ class Polished:
     start_step_s: float
     evaluations: int
     cpu_seconds: float
+    starts: int = 1  # start placements raced (the answer's first)
+    winner: int = 0  # the start whose search continued (0: the answer's)
 
     @property
     def improved(self) -> bool:
@@ -55,9 +75,35 @@ class _PolishContext(PlacementContext):
     """The environment's problem as a placement context with a CPU deadline; decisions the
     simulator rejects score +inf instead of raising (a search step, not a user error)."""
 
-    def __init__(self, env: GraphEnvironment, base: Decisions, *, deadline: float, evaluations: int | None) -> None:
+    def __init__(
+        self, env: GraphEnvironment, base: Decisions, *, deadline: float, evaluations: int | None, units: np.ndarray | None = None
+    ) -> None:
+        self._units = units  # before the base class, whose set-up may read `group_of`
         super().__init__(env.problem, objective="latency", budget=evaluations, base=base, fuse_within_device=True)
         self.deadline = deadline
+
+    @functools.cached_property
+    def group_of(self) -> np.ndarray:
+        """The search's units: with `units` (a fusion group id per node, -1: none) each group moves
+        as one; a split start keeps its split until the group is moved (to its first member's device
+        and the move's target)."""
+        if self._units is None:
+            return super().group_of
+        units = np.asarray(self._units, dtype=np.int64)
+        first = np.arange(units.size, dtype=np.int64)  # each node's group's first member
+        grouped = units >= 0
+        ids, index = np.unique(units[grouped], return_inverse=True)
+        lowest = np.full(ids.size, units.size, dtype=np.int64)
+        np.minimum.at(lowest, index, first[grouped])
+        first[grouped] = lowest[index]
+        return np.unique(first, return_inverse=True)[1].astype(np.int64)
+
+    def limit(self, deadline: float, evaluations: int | None, *, end: float, cap: int | None) -> None:
+        """The next search's bounds: `deadline` and `evaluations` more, never past the whole
+        polish's `end` and evaluation `cap`."""
+        self.deadline = min(deadline, end)
+        budget = [b for b in (None if evaluations is None else self.evaluations + evaluations, cap) if b is not None]
+        self.budget = min(budget) if budget else None
 
     def _count(self) -> None:
         if time.process_time() >= self.deadline:
@@ -89,29 +135,111 @@ def polish(
     seed: int = 0,
     fusion_levels: int = 0,
     priority_levels: int = 0,
+    others: Sequence[np.ndarray] = (),
+    group_moves: bool = True,
 ) -> Polished:
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
-    placement when `fusion_levels` (the policy's levels; 0: none) is given."""
-    from compiler_opt.rl.joint import best_joint_variant
-    from passes.placement.local_search import local_search
-
+    placement when `fusion_levels` (the policy's levels; 0: none) is given. `others`: more start
+    placements ((N,) device arrays, fastest first) raced against `start`'s; `group_moves`: the
+    search moves whole fusion groups, else single nodes (module docstring)."""
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
     began = time.process_time()
-    ctx = _PolishContext(env, _base(env, start), deadline=began + cpu_seconds if cpu_seconds > 0 else math.inf, evaluations=evaluations)
-    device = local_search(ctx, np.asarray(start.device, dtype=np.int64), seed=seed)
-    searched = ctx.decisions(device)
-    candidate = Decisions(np.asarray(device, dtype=np.int32), searched.fusion_group, searched.priority)
-    moved, variants = env.score_decisions(candidate), 0
-    if fusion_levels:
-        _, candidate, moved, variants = best_joint_variant(env, candidate, moved, fusion_levels=fusion_levels, priority_levels=priority_levels)
-    decisions, score = start, start_score
-    if not (moved.oom or moved.invalid) and moved.step_time_s < start_score.step_time_s:
-        decisions, score = candidate, moved
+    end = began + cpu_seconds if cpu_seconds > 0 else math.inf
+    starts = _distinct([np.asarray(start.device, dtype=np.int64), *(np.asarray(o, dtype=np.int64) for o in others)])
+    base = _base(env, start)
+    units = np.asarray(base.fusion_group) if group_moves else None
+    ctx = _PolishContext(env, base, deadline=end, evaluations=evaluations, units=units)
+    if len(starts) > 1:
+        starts = starts[: _affordable_starts(ctx, starts[0], len(starts), cpu_seconds, evaluations)]
+    race = _Race(env, ctx, fusion_levels, priority_levels)
+    current = list(starts)  # per start: where its search stands
+    scores: list[EpisodeScore | None] = [None] * len(starts)
+    alive = list(range(len(starts)))
+    rounds = _rounds(len(starts))
+    for r in range(rounds):
+        left = rounds - r  # this round and the ones after share what is left equally
+        cpu_left = end - time.process_time()
+        evals_left = None if evaluations is None else evaluations - ctx.evaluations
+        if (cpu_seconds > 0 and cpu_left <= 0) or (evals_left is not None and evals_left <= 0):
+            break
+        for i in alive:
+            ctx.limit(
+                time.process_time() + cpu_left / left / len(alive) if cpu_seconds > 0 else math.inf,
+                None if evals_left is None else max(1, evals_left // left // len(alive)),
+                end=end, cap=evaluations,
+            )
+            current[i], scores[i] = race.run(current[i], seed + i + r * len(starts))
+        alive = sorted(alive, key=lambda i: _key(scores[i]))[: max(1, (len(alive) + 1) // 2)]
+    best = (start, start_score)
+    for candidate, moved in race.results:
+        if _key(moved) < _key(best[1]):
+            best = (candidate, moved)
     spent = time.process_time() - began
     logger.info(
-        "%s: polish %.4g -> %.4g s in %d evaluations and %d variants (%.1f CPU s)",
-        env.label, start_score.step_time_s, score.step_time_s, ctx.evaluations, variants, spent,
+        "%s: polish %.4g -> %.4g s from %d start(s) in %d evaluations and %d variants (%.1f CPU s)",
+        env.label, start_score.step_time_s, best[1].step_time_s, len(starts), ctx.evaluations, race.variants, spent,
     )
-    return Polished(decisions, score, start_score.step_time_s, ctx.evaluations, spent)
+    return Polished(best[0], best[1], start_score.step_time_s, ctx.evaluations, spent, len(starts), alive[0])
+
+
+def _key(score: EpisodeScore) -> tuple[bool, float]:
+    """Fitting answers first, then the faster."""
+    return (bool(score.oom or score.invalid), score.step_time_s)
+
+
+def _rounds(starts: int) -> int:
+    """Successive halving's rounds for `starts` starts (4 -> 2 -> 1: three)."""
+    return math.ceil(math.log2(starts)) + 1 if starts > 1 else 1
+
+
+def _affordable_starts(ctx: _PolishContext, first: np.ndarray, count: int, cpu_seconds: float, evaluations: int | None) -> int:
+    """The most of `count` starts whose first-round slices get `MIN_SLICE` evaluations each, the
+    polish's evaluations estimated from one timed evaluation (at most `evaluations`)."""
+    began = time.process_time()
+    ctx.evaluate_key(first)
+    per = max(time.process_time() - began, 1e-6)
+    total = cpu_seconds / per if cpu_seconds > 0 else math.inf
+    if evaluations is not None:
+        total = min(total, evaluations)
+    fits = [k for k in range(1, count + 1) if total / _rounds(k) / k >= MIN_SLICE]
+    return max(fits, default=1)
+
+
+class _Race:
+    """Searches from several starts on one context; each result scored after its joint variants."""
+
+    def __init__(self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int) -> None:
+        self.env, self.ctx = env, ctx
+        self.fusion_levels, self.priority_levels = fusion_levels, priority_levels
+        self.searched: list[np.ndarray] = []  # per run: the placement its search ended at
+        self.results: list[tuple[Decisions, EpisodeScore]] = []  # per run: its best joint variant
+        self.variants = 0
+
+    def run(self, device: np.ndarray, seed: int) -> tuple[np.ndarray, EpisodeScore]:
+        """Search from `device` within the context's current limits: where the search ended and
+        the score of its best joint variant."""
+        from compiler_opt.rl.joint import best_joint_variant
+        from passes.placement.local_search import local_search
+
+        found = local_search(self.ctx, device, seed=seed)
+        self.searched.append(found)
+        searched = self.ctx.decisions(found)
+        candidate = Decisions(np.asarray(found, dtype=np.int32), searched.fusion_group, searched.priority)
+        moved = self.env.score_decisions(candidate)
+        if self.fusion_levels:
+            _, candidate, moved, tried = best_joint_variant(
+                self.env, candidate, moved, fusion_levels=self.fusion_levels, priority_levels=self.priority_levels
+            )
+            self.variants += tried
+        self.results.append((candidate, moved))
+        return found, moved
+
+
+def _distinct(devices: list[np.ndarray]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for device in devices:
+        if not any(np.array_equal(device, d) for d in out):
+            out.append(device)
+    return out

@@ -269,29 +269,45 @@ def run_training(
             scalars.close()
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
-    polished = _polish(config, envs, best, policy.config) if config.polishes() else {}
+    polished = _polish(config, envs, best, policy.config, seeds) if config.polishes() else {}
     backend = scalars.backend if scalars is not None else "none"
     return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished)
 
 
-def _polish(config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[str, BestFound], levels: PolicyConfig) -> dict[str, Polished]:
+def _polish(
+    config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[str, BestFound], levels: PolicyConfig, seeds: dict[str, list[Seed]]
+) -> dict[str, Polished]:
     """Each environment's best answer polished by local search and joint variants (rl/polish.py),
     which replaces it when faster; the search's share of the CPU budget split evenly between the
-    environments."""
+    environments. The search races the answer's placement against the fastest distinct placements
+    of the environment's fitting warm-start seeds (`polish_starts` in all)."""
     out: dict[str, Polished] = {}
     share = config.max_cpu_seconds * config.polish_fraction / max(len(envs), 1)
     for env in envs:
         found = best.get(env.label)
         if found is None or not isinstance(env, GraphEnvironment):
             continue  # nothing fits, or a profiled workload (device arrays scored by another model)
+        others = _start_placements(found.decisions.device, seeds.get(env.label, []), config.polish_starts - 1)
         result = polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
-            fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
+            fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, group_moves=config.polish_group_moves,
         )
         out[env.label] = result
         if result.improved:
             best[env.label] = BestFound(result.decisions, result.score, env)
     return out
+
+
+def _start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> list[np.ndarray]:
+    """Up to `count` distinct placements of the fitting seeds (fastest first), other than `answer`."""
+    out: list[np.ndarray] = [np.asarray(answer)]
+    for seed in fitting_seeds(seeds):
+        if len(out) > count:
+            break
+        device = np.asarray(seed.decisions.device)
+        if not any(np.array_equal(device, d) for d in out):
+            out.append(device)
+    return out[1:]
 
 
 def _warm_start(

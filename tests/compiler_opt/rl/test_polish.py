@@ -11,7 +11,7 @@ import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` (the shared venv p
 from compiler_opt.policy import PolicyConfig
 from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, run_training
 from compiler_opt.rl.joint import joint_variants, rank_priority_levels
-from compiler_opt.rl.polish import polish
+from compiler_opt.rl.polish import MIN_SLICE, polish
 from compiler_opt.rl.warm_start import warm_start_seeds
 from compiler_opt.workloads.synthetic import random_onnx_dag
 from cost_model.decisions import Decisions
@@ -138,3 +138,71 @@ def test_go_pass_polish_option() -> None:
     graph = import_onnx(random_onnx_dag(30, seed=5))
     assert run_pipeline(graph, "go{mode=one,budget=1,samples=2,devices=2xV100,seeds=metis,polish=20}").modified
     graph.verify()
+
+
+def test_polish_races_its_starts_by_successive_halving(env: GraphEnvironment) -> None:
+    """From a poor answer with two classical placements as other starts (and the answer's own,
+    dropped): as many starts race as get MIN_SLICE simulations each in the first of their rounds
+    (3 starts: 3 rounds); a first-round slice is exactly the search a polish from that start alone
+    with that slice makes, so the answer is no worse than any of them."""
+    start = _round_robin(env)
+    score = env.score_decisions(start)
+    others = [env.classical("metis").device, env.classical("dp").device, start.device]
+    assert polish(env, start, score, cpu_seconds=0, evaluations=2 * 2 * MIN_SLICE, seed=4, others=others).starts == 2
+    assert polish(env, start, score, cpu_seconds=0, evaluations=2 * 2 * MIN_SLICE - 1, seed=4, others=others).starts == 1
+    cap = 3 * 3 * MIN_SLICE + 1  # + the timed simulation that sizes the race
+    out = polish(env, start, score, cpu_seconds=0, evaluations=cap, seed=4, others=others)
+    assert out.starts == 3 and 0 <= out.winner < 3 and 0 < out.evaluations <= cap
+    first_slice = (cap - 1) // 3 // 3
+    alone = []
+    for i, device in enumerate([start.device, *others[:2]]):
+        one = Decisions(np.asarray(device), env.default_fusion(np.asarray(device)), np.zeros(env.problem.num_nodes))
+        alone.append(polish(env, one, env.score_decisions(one), cpu_seconds=0, evaluations=first_slice, seed=4 + i).score.step_time_s)
+    assert out.score.step_time_s <= min(alone) and out.score.step_time_s < score.step_time_s
+    assert out.score.step_time_s == env.score_decisions(out.decisions).step_time_s
+    single = polish(env, start, score, cpu_seconds=0, evaluations=cap, seed=4)
+    assert single.starts == 1 and single.winner == 0
+
+
+def test_the_polish_starts_are_the_fastest_distinct_seed_placements(env: GraphEnvironment) -> None:
+    from compiler_opt.rl.trainer import _start_placements
+
+    seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp"], fusion_levels=4, priority_levels=8)
+    fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
+    answer = fitting[0].decisions.device
+    distinct: list[np.ndarray] = []
+    for seed in fitting:
+        device = np.asarray(seed.decisions.device)
+        if not np.array_equal(device, answer) and not any(np.array_equal(device, d) for d in distinct):
+            distinct.append(device)
+    assert len(distinct) >= 2  # joint seeds share their source's placement
+    got = _start_placements(answer, seeds, 2)
+    assert len(got) == 2 and all(np.array_equal(a, b) for a, b in zip(got, distinct[:2]))
+    assert _start_placements(answer, seeds, 0) == []
+    with pytest.raises(TrainConfigError, match="polish_starts"):
+        TrainConfig(mode="go-one", workloads=["dag"], polish_starts=0)
+
+
+def test_the_polish_moves_whole_fusion_groups(env: GraphEnvironment) -> None:
+    """The search's units are the fusion groups (other nodes alone); from a start that splits no
+    group, a search whose moves carry whole groups never splits one."""
+    from compiler_opt.rl.polish import _PolishContext
+
+    zeros = np.zeros(env.problem.num_nodes, dtype=np.int32)
+    groups = np.asarray(env.default_fusion(zeros))
+    assert (groups >= 0).sum() > len(set(groups[groups >= 0].tolist())), "the graph needs multi-node fusion groups"
+    ctx = _PolishContext(env, Decisions(zeros, groups, np.zeros(zeros.size)), deadline=float("inf"), evaluations=10, units=groups)
+    unit = ctx.group_of
+    for g in set(groups[groups >= 0].tolist()):
+        assert len(set(unit[groups == g].tolist())) == 1
+    alone = groups < 0
+    assert len(set(unit[alone].tolist())) == alone.sum() and not set(unit[alone].tolist()) & set(unit[~alone].tolist())
+    device = (unit % 4).astype(np.int32)  # a poor start: the units round-robin over the devices, no group split
+    start = Decisions(device, env.default_fusion(device), np.zeros(device.size))
+    score = env.score_decisions(start)
+    out = polish(env, start, score, cpu_seconds=0, evaluations=300, seed=2)
+    assert out.improved
+    for g in set(groups[groups >= 0].tolist()):
+        assert len(set(out.decisions.device[groups == g].tolist())) == 1, f"group {g} was split"
+    nodes = polish(env, start, score, cpu_seconds=0, evaluations=300, seed=2, group_moves=False)
+    assert nodes.improved and nodes.score.step_time_s == env.score_decisions(nodes.decisions).step_time_s
