@@ -60,9 +60,10 @@ from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
 
 ROOT = Path(__file__).resolve().parent.parent
+SEARCH_CONTROL = "seeds+polish"  # GO fine-tune without the policy: its seeds and polish only (_seeds_and_polish)
 GO_ROWS = (
     "go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only",
-    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm",
+    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm", SEARCH_CONTROL,
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
@@ -297,6 +298,8 @@ class Bench:
             seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
             found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds)
             decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1 + len(seeds)
+        elif method == SEARCH_CONTROL:
+            decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
         elif method.startswith(("go-fine-tune", "go-one")):
             run_env = env
             base = method.removesuffix("-cold")
@@ -307,6 +310,40 @@ class Bench:
         else:
             decisions, seconds, evals = _classical(env, method, seed=args.seed)
         return decisions, seconds, evals, curve, extra
+
+
+def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[Decisions, float, int, list, dict]:
+    """The control for GO's learned part: `go-fine-tune`'s warm start (the same seeds and joint
+    seeds, the same share of `--seconds`) and its polish (rl/polish.py: the same starts, moves and
+    joint variants) on every CPU second left, with no policy and no PPO."""
+    from compiler_opt.policy.config import PolicyConfig
+    from compiler_opt.rl.polish import polish, start_placements
+    from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
+
+    began = time.process_time()
+    config, levels = TrainConfig(mode="fine-tune", workloads=[env.name], max_cpu_seconds=args.seconds), PolicyConfig()
+    seeds = warm_start_seeds(
+        env, config.seed_methods(), fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
+        cpu_budget=args.seconds * config.warm_start_fraction,
+    )
+    fitting = fitting_seeds(seeds)
+    if not fitting:
+        raise ValueError(f"{env.label}: no warm-start seed fits in memory")
+    seed_cpu = time.process_time() - began
+    head = fitting[0]
+    left = max(args.seconds - seed_cpu, 1e-3)
+    done = polish(
+        env, head.decisions, head.score, cpu_seconds=left, seed=args.seed, fusion_levels=levels.fusion_levels,
+        priority_levels=levels.priority_levels, others=start_placements(head.decisions.device, seeds, args.polish_starts - 1),
+        group_moves=not args.polish_node_moves,
+    )
+    curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
+    extra = {
+        "seeds": [[s.method, s.score.step_time_s, s.cpu_seconds, bool(s.fits)] for s in seeds], "seed_cpu_seconds": seed_cpu,
+        "iterations": 0, "best_seed_s": head.score.step_time_s, "start_cpu_seconds": 0.0, "pre_polish_s": head.score.step_time_s,
+        "polish_evaluations": done.evaluations, "polish_cpu_seconds": done.cpu_seconds, "polish_starts": done.starts, "polish_winner": done.winner,
+    }
+    return done.decisions, time.process_time() - began, len(seeds) + done.evaluations, curve, extra
 
 
 def _with_joint_variants(env: GraphEnvironment, decisions: Decisions, seconds: float, evals: int, curve: list, extra: dict) -> tuple[Decisions, float, int, list, dict]:

@@ -46,8 +46,9 @@ from passes.placement.context_base import BudgetExhausted
 
 if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
+    from compiler_opt.rl.warm_start import Seed
 
-__all__ = ["MIN_SLICE", "Polished", "polish"]
+__all__ = ["MIN_SLICE", "Polished", "polish", "start_placements"]
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +183,21 @@ def polish(
         env.label, start_score.step_time_s, best[1].step_time_s, len(starts), ctx.evaluations, race.variants, spent,
     )
     return Polished(best[0], best[1], start_score.step_time_s, ctx.evaluations, spent, len(starts), alive[0])
+
+
+def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> list[np.ndarray]:
+    """Up to `count` distinct placements of the fitting warm-start seeds (fastest first), other
+    than `answer`: the polish's other starts."""
+    from compiler_opt.rl.warm_start import fitting_seeds
+
+    out: list[np.ndarray] = [np.asarray(answer)]
+    for seed in fitting_seeds(seeds):
+        if len(out) > count:
+            break
+        device = np.asarray(seed.decisions.device)
+        if not any(np.array_equal(device, d) for d in out):
+            out.append(device)
+    return out[1:]
 
 
 def _key(score: EpisodeScore) -> tuple[bool, float]:

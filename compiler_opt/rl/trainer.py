@@ -30,7 +30,7 @@ from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
-from compiler_opt.rl.polish import Polished, polish
+from compiler_opt.rl.polish import Polished, polish, start_placements
 from compiler_opt.rl.ppo import PPOTrainer
 from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
@@ -287,7 +287,7 @@ def _polish(
         found = best.get(env.label)
         if found is None or not isinstance(env, GraphEnvironment):
             continue  # nothing fits, or a profiled workload (device arrays scored by another model)
-        others = _start_placements(found.decisions.device, seeds.get(env.label, []), config.polish_starts - 1)
+        others = start_placements(found.decisions.device, seeds.get(env.label, []), config.polish_starts - 1)
         result = polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
             fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, group_moves=config.polish_group_moves,
@@ -296,18 +296,6 @@ def _polish(
         if result.improved:
             best[env.label] = BestFound(result.decisions, result.score, env)
     return out
-
-
-def _start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> list[np.ndarray]:
-    """Up to `count` distinct placements of the fitting seeds (fastest first), other than `answer`."""
-    out: list[np.ndarray] = [np.asarray(answer)]
-    for seed in fitting_seeds(seeds):
-        if len(out) > count:
-            break
-        device = np.asarray(seed.decisions.device)
-        if not any(np.array_equal(device, d) for d in out):
-            out.append(device)
-    return out[1:]
 
 
 def _warm_start(

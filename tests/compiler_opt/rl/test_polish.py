@@ -11,7 +11,7 @@ import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` (the shared venv p
 from compiler_opt.policy import PolicyConfig
 from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, run_training
 from compiler_opt.rl.joint import joint_variants, rank_priority_levels
-from compiler_opt.rl.polish import MIN_SLICE, polish
+from compiler_opt.rl.polish import MIN_SLICE, polish, start_placements
 from compiler_opt.rl.warm_start import warm_start_seeds
 from compiler_opt.workloads.synthetic import random_onnx_dag
 from cost_model.decisions import Decisions
@@ -165,8 +165,6 @@ def test_polish_races_its_starts_by_successive_halving(env: GraphEnvironment) ->
 
 
 def test_the_polish_starts_are_the_fastest_distinct_seed_placements(env: GraphEnvironment) -> None:
-    from compiler_opt.rl.trainer import _start_placements
-
     seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp"], fusion_levels=4, priority_levels=8)
     fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
     answer = fitting[0].decisions.device
@@ -176,9 +174,9 @@ def test_the_polish_starts_are_the_fastest_distinct_seed_placements(env: GraphEn
         if not np.array_equal(device, answer) and not any(np.array_equal(device, d) for d in distinct):
             distinct.append(device)
     assert len(distinct) >= 2  # joint seeds share their source's placement
-    got = _start_placements(answer, seeds, 2)
+    got = start_placements(answer, seeds, 2)
     assert len(got) == 2 and all(np.array_equal(a, b) for a, b in zip(got, distinct[:2]))
-    assert _start_placements(answer, seeds, 0) == []
+    assert start_placements(answer, seeds, 0) == []
     with pytest.raises(TrainConfigError, match="polish_starts"):
         TrainConfig(mode="go-one", workloads=["dag"], polish_starts=0)
 
