@@ -62,6 +62,10 @@ class TrainConfig:
     # The polish races this many start placements: the answer's and the fastest distinct warm-start
     # seeds' (rl/polish.py; RESULTS.md h7). 1: the answer's only.
     polish_starts: int = 4
+    # With a CPU budget an iteration starts only when it is expected to end within PPO's share:
+    # the last iteration's CPU seconds, or before the first this x nodes x samples (one torch
+    # thread on this 2-core machine: 0.18-0.36 ms, RESULTS.md h6).
+    ppo_cpu_per_node_sample: float = 3.5e-4
     polish_group_moves: bool = True  # the polish's local search moves whole fusion groups (else single nodes)
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
@@ -101,6 +105,8 @@ class TrainConfig:
             raise TrainConfigError(f"polish_fraction must be within [0, 1), got {self.polish_fraction}", field="polish_fraction")
         if self.polish_evaluations < 0:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
+        if self.ppo_cpu_per_node_sample < 0:
+            raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
         if self.seed_replay < 0:

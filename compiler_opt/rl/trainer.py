@@ -203,11 +203,17 @@ def run_training(
     env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
+    ppo_cpu = config.max_cpu_seconds * (1.0 - config.polish_share())  # PPO stops here (the polish has the rest)
+    last_cost: float | None = None  # the last iteration's CPU seconds
     try:
         for iteration in range(1, config.iterations + 1):
             started = time.monotonic()
+            started_cpu = time.process_time()
             chosen = rng.choice(len(envs), size=min(config.graphs_per_iteration, len(envs)), replace=False)
             batch = [envs[i] for i in sorted(chosen.tolist())]
+            if config.max_cpu_seconds and not _iteration_fits(config, batch, last_cost, ppo_cpu - (started_cpu - began_cpu)):
+                iteration -= 1
+                break
             rollouts = collect_rollouts(policy, batch, config.samples_per_graph, generator=generator, initial=initial)
             sampled_rewards = torch.cat([r.rewards for r in rollouts])  # before any replayed episode
             episodes = {r.env.label: _episode_record(r) for r in rollouts}
@@ -258,7 +264,7 @@ def run_training(
             if config.max_seconds and time.monotonic() - began >= config.max_seconds:
                 logger.info("stopping after %.0f s (max_seconds)", time.monotonic() - began)
                 break
-            ppo_cpu = config.max_cpu_seconds * (1.0 - config.polish_share())
+            last_cost = time.process_time() - started_cpu
             if config.max_cpu_seconds and time.process_time() - began_cpu >= ppo_cpu:
                 logger.info("stopping after %.0f CPU s (max_cpu_seconds, %.0f%% left to the polish)", time.process_time() - began_cpu, 100 * config.polish_share())
                 break
@@ -272,6 +278,19 @@ def run_training(
     polished = _polish(config, envs, best, policy.config, seeds) if config.polishes() else {}
     backend = scalars.backend if scalars is not None else "none"
     return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished)
+
+
+def _iteration_fits(config: TrainConfig, batch: Sequence[GraphEnvironment], last_cost: float | None, left: float) -> bool:
+    """Whether one more PPO iteration is expected to end within the `left` CPU seconds of PPO's
+    budget: the last iteration's cost, or before the first `ppo_cpu_per_node_sample` x nodes x
+    samples. One iteration on a 29k-node graph costs ~60 CPU s here: started anyway, it ran a
+    20-second budget to 90 (RESULTS.md h6)."""
+    nodes = sum(env.inputs.num_nodes for env in batch)
+    predicted = last_cost if last_cost is not None else config.ppo_cpu_per_node_sample * nodes * config.samples_per_graph
+    if predicted <= left:
+        return True
+    logger.info("PPO stops: the next iteration (~%.1f CPU s for %d nodes) would not end within the %.1f CPU s left", predicted, nodes, max(left, 0.0))
+    return False
 
 
 def _polish(

@@ -204,3 +204,20 @@ def test_the_polish_moves_whole_fusion_groups(env: GraphEnvironment) -> None:
         assert len(set(out.decisions.device[groups == g].tolist())) == 1, f"group {g} was split"
     nodes = polish(env, start, score, cpu_seconds=0, evaluations=300, seed=2, group_moves=False)
     assert nodes.improved and nodes.score.step_time_s == env.score_decisions(nodes.decisions).step_time_s
+
+
+def test_ppo_starts_an_iteration_only_when_it_fits_the_cpu_budget(env: GraphEnvironment) -> None:
+    """With a CPU budget, an iteration predicted (before the first: per node and sample) to run
+    past PPO's share is not started; the answer is then the best seed, polished."""
+    common = dict(
+        mode="go-one", workloads=["dag"], devices=["4xV100"], iterations=50, samples_per_graph=2, warm_start=["metis"],
+        max_cpu_seconds=4.0, policy=TINY.to_dict(),
+    )
+    slow = run_training(TrainConfig(**common, ppo_cpu_per_node_sample=1.0), envs=[env], progress=False, save=False)
+    assert slow.iterations == 0 and not slow.history
+    seed = min(s.score.step_time_s for s in slow.seeds[env.label] if s.fits)
+    assert slow.best[env.label].score.step_time_s <= seed and env.label in slow.polished
+    fast = run_training(TrainConfig(**common, ppo_cpu_per_node_sample=0.0), envs=[env], progress=False, save=False)
+    assert fast.iterations >= 1
+    with pytest.raises(TrainConfigError, match="ppo_cpu_per_node_sample"):
+        TrainConfig(mode="go-one", workloads=["dag"], ppo_cpu_per_node_sample=-1.0)
