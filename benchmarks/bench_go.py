@@ -182,6 +182,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         "polish_cpu_seconds": polished.cpu_seconds if polished else 0.0,
         "polish_starts": polished.starts if polished else 0,
         "polish_winner": polished.winner if polished else 0,
+        "polish_cpu_budget": polished.cpu_budget if polished else 0.0,
     }
     return best.decisions, time.process_time() - began, evals, curve, extra
 

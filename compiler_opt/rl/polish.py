@@ -66,6 +66,7 @@ class Polished:
     cpu_seconds: float
     starts: int = 1  # start placements raced (the answer's first)
     winner: int = 0  # the start whose search continued (0: the answer's)
+    cpu_budget: float = 0.0  # the CPU seconds it was given (0: an evaluation cap only)
 
     @property
     def improved(self) -> bool:
@@ -182,7 +183,7 @@ def polish(
         "%s: polish %.4g -> %.4g s from %d start(s) in %d evaluations and %d variants (%.1f CPU s)",
         env.label, start_score.step_time_s, best[1].step_time_s, len(starts), ctx.evaluations, race.variants, spent,
     )
-    return Polished(best[0], best[1], start_score.step_time_s, ctx.evaluations, spent, len(starts), alive[0])
+    return Polished(best[0], best[1], start_score.step_time_s, ctx.evaluations, spent, len(starts), alive[0], max(cpu_seconds, 0.0))
 
 
 def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> list[np.ndarray]:

@@ -275,7 +275,7 @@ def run_training(
             scalars.close()
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
-    polished = _polish(config, envs, best, policy.config, seeds) if config.polishes() else {}
+    polished = _polish(config, envs, best, policy.config, seeds, time.process_time() - began_cpu) if config.polishes() else {}
     backend = scalars.backend if scalars is not None else "none"
     return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished)
 
@@ -294,14 +294,21 @@ def _iteration_fits(config: TrainConfig, batch: Sequence[GraphEnvironment], last
 
 
 def _polish(
-    config: TrainConfig, envs: Sequence[GraphEnvironment], best: dict[str, BestFound], levels: PolicyConfig, seeds: dict[str, list[Seed]]
+    config: TrainConfig,
+    envs: Sequence[GraphEnvironment],
+    best: dict[str, BestFound],
+    levels: PolicyConfig,
+    seeds: dict[str, list[Seed]],
+    spent: float,
 ) -> dict[str, Polished]:
     """Each environment's best answer polished by local search and joint variants (rl/polish.py),
-    which replaces it when faster; the search's share of the CPU budget split evenly between the
-    environments. The search races the answer's placement against the fastest distinct placements
-    of the environment's fitting warm-start seeds (`polish_starts` in all)."""
+    which replaces it when faster; the search gets the CPU budget left after `spent` (PPO may stop
+    early: its next iteration would not have fit), at least `polish_fraction` of it, split evenly
+    between the environments. The search races the answer's placement against the fastest
+    distinct placements of the environment's fitting warm-start seeds (`polish_starts` in all)."""
     out: dict[str, Polished] = {}
-    share = config.max_cpu_seconds * config.polish_fraction / max(len(envs), 1)
+    total = max(config.max_cpu_seconds * config.polish_fraction, config.max_cpu_seconds - spent) if config.max_cpu_seconds else 0.0
+    share = total / max(len(envs), 1)
     for env in envs:
         found = best.get(env.label)
         if found is None or not isinstance(env, GraphEnvironment):

@@ -217,6 +217,8 @@ def test_ppo_starts_an_iteration_only_when_it_fits_the_cpu_budget(env: GraphEnvi
     assert slow.iterations == 0 and not slow.history
     seed = min(s.score.step_time_s for s in slow.seeds[env.label] if s.fits)
     assert slow.best[env.label].score.step_time_s <= seed and env.label in slow.polished
+    # the polish gets what PPO left: more than its own share when PPO ran no iteration
+    assert slow.polished[env.label].cpu_budget > 4.0 * TrainConfig.polish_fraction
     fast = run_training(TrainConfig(**common, ppo_cpu_per_node_sample=0.0), envs=[env], progress=False, save=False)
     assert fast.iterations >= 1
     with pytest.raises(TrainConfigError, match="ppo_cpu_per_node_sample"):
