@@ -25,8 +25,8 @@ equally between the rounds to come), is scored after steps 1 and 2, and the slow
 training 2xV100: the answer's search leads after 250 simulations, single-device's is 5% ahead
 after 1000), so no start is dropped after one short probe. Only as many starts are raced as can
 get `MIN_SLICE` simulations each in the first round, estimated from one timed simulation. The
-fastest of the answer and every searched result is kept. The search stops at its CPU-second share
-(`TrainConfig.polish_fraction` of the run's budget) or evaluation cap.
+fastest of the answer and every searched result is kept. The search stops at its CPU seconds
+(what the run's budget left, at least `TrainConfig.polish_fraction` of it) or evaluation cap.
 """
 
 from __future__ import annotations
@@ -230,7 +230,6 @@ class _Race:
     def __init__(self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int) -> None:
         self.env, self.ctx = env, ctx
         self.fusion_levels, self.priority_levels = fusion_levels, priority_levels
-        self.searched: list[np.ndarray] = []  # per run: the placement its search ended at
         self.results: list[tuple[Decisions, EpisodeScore]] = []  # per run: its best joint variant
         self.variants = 0
 
@@ -241,7 +240,6 @@ class _Race:
         from passes.placement.local_search import local_search
 
         found = local_search(self.ctx, device, seed=seed)
-        self.searched.append(found)
         searched = self.ctx.decisions(found)
         candidate = Decisions(np.asarray(found, dtype=np.int32), searched.fusion_group, searched.priority)
         moved = self.env.score_decisions(candidate)
