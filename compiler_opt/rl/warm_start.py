@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from cost_model.decisions import Decisions
 
-__all__ = ["DEFAULT_SEEDS", "Seed", "SeedEpisode", "fitting_seeds", "joint_seeds", "seed_actions", "seed_episode", "warm_start_seeds"]
+__all__ = ["DEFAULT_SEEDS", "OTHER_SEED_CPU_PER_NODE", "SEED_CPU_PER_NODE", "Seed", "SeedEpisode", "fitting_seeds", "joint_seeds", "seed_actions", "seed_episode", "warm_start_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,12 @@ logger = logging.getLogger(__name__)
 # 2-5k nodes (15-146 s on 23-29k). m-sct, dp-ls, sa and cp-sat are left out: tens of CPU seconds
 # per cell (RESULTS.md h1).
 DEFAULT_SEEDS = ("human-expert", "single-device", "metis", "scotch", "critical-path", "m-topo", "dp", "m-etf")
+# A method starts only when it is predicted to end within the warm start's CPU budget: CPU seconds
+# per node, about the most a method took on the paper-size suite here (one thread; RESULTS.md h7:
+# m-etf 0.3-2.4 ms a node, 15 s on 9.5k-node InceptionV3 training, 13 s on 29k-node GNMT; every
+# other default seed at most 0.6 ms).
+SEED_CPU_PER_NODE = {"m-etf": 1.6e-3}
+OTHER_SEED_CPU_PER_NODE = 2e-4
 
 
 @dataclass
@@ -99,7 +105,8 @@ def warm_start_seeds(
     env: GraphEnvironment, methods: Sequence[str], *, fusion_levels: int, priority_levels: int = 0, cpu_budget: float = 0.0
 ) -> list[Seed]:
     """Run `methods` in order on `env` and score them; no new method starts once `cpu_budget`
-    CPU seconds are spent (0: no limit). A method that fails is logged and skipped. With
+    CPU seconds are spent (0: no limit) or when it is predicted to end past them
+    (`SEED_CPU_PER_NODE`). A method that fails is logged and skipped. With
     `priority_levels` (the policy's), the fitting seeds' joint variants follow (`joint_seeds`)."""
     seeds: list[Seed] = []
     began = time.process_time()
@@ -108,6 +115,10 @@ def warm_start_seeds(
         if cpu_budget and spent >= cpu_budget:
             logger.info("%s: warm start stops after %.1f CPU s (budget %.1f); not run: %s", env.label, spent, cpu_budget, method)
             break
+        predicted = SEED_CPU_PER_NODE.get(method, OTHER_SEED_CPU_PER_NODE) * env.problem.num_nodes
+        if cpu_budget and method != env.reference_name and spent + predicted > cpu_budget:
+            logger.info("%s: warm start skips %s (~%.1f CPU s predicted, %.1f of %.1f left)", env.label, method, predicted, cpu_budget - spent, cpu_budget)
+            continue
         started = time.process_time()
         try:
             decisions = env.reference_decisions if method == env.reference_name else env.classical(method)

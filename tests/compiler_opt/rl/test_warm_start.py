@@ -164,3 +164,26 @@ def test_zero_shot_with_seeds_is_no_worse_than_the_best_seed_and_off_by_default(
     graph = import_onnx(random_onnx_dag(50, seed=2))
     run_pipeline(graph, 'go{mode=zero-shot,checkpoint="%s",budget=1,devices=4xV100,seeds=metis}' % checkpoint)
     graph.verify()
+
+
+def test_a_seed_predicted_to_overrun_the_budget_is_skipped(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a CPU budget, a method whose per-node prior predicts it ends past the budget does not
+    start; the reference is free and always runs; without a budget every method runs."""
+    import compiler_opt.rl.warm_start as warm_start
+
+    monkeypatch.setitem(warm_start.SEED_CPU_PER_NODE, "metis", 1.0)  # 1 s a node: never fits 5 s
+    seeds = warm_start.warm_start_seeds(env, ["human-expert", "metis", "single-device"], fusion_levels=4, cpu_budget=5.0)
+    assert [s.method for s in seeds] == ["human-expert", "single-device"]
+    assert [s.method for s in warm_start.warm_start_seeds(env, ["metis"], fusion_levels=4)] == ["metis"]
+
+
+def test_classical_seeds_run_on_the_environments_own_problem(env: GraphEnvironment) -> None:
+    """The environment places on its own problem (no second problem built from the graph): the
+    same placements as the pass on the same default costs; an unknown method is a clear error."""
+    from passes.placement import place
+    from passes.placement.context_base import PlacementError
+
+    for method in ("metis", "critical-path", "dp", "m-etf"):
+        np.testing.assert_array_equal(env.classical(method).device, place(env.graph, method, env.topology).device)
+    with pytest.raises(PlacementError, match="unknown placement method 'nope'"):
+        env.classical("nope")
