@@ -14,6 +14,8 @@ Protocols (each a `Harness` run over the same configurations, interleaved rounds
   fixed jitted matmul, or with --ref-graph a fixed fusion of another graph) timed right after it
   (the harness's `reference`), min / median; "ref-normalized" compares the ratios themselves.
 `--xla-timing`: synchronous dispatch and one Eigen thread (`cost_model.measure.xla_timing`).
+`--drift S`: instead, loop the first configuration for S seconds and print each tenth's min /
+median time per run and the process's RSS (process-age drift, the native leak of raw execute).
 Each protocol runs twice in this process (pass A, pass B, fresh harness and order each time);
 `--compare` scores this process's pass A against another process's pass A (a fresh process).
 Agreement: MAPE of pass B against pass A, Kendall tau over the configurations, and the ratio of
@@ -44,6 +46,40 @@ def _agreement(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
             "tau": float(kendalltau(a, b).statistic), "spread": float(a.max() / a.min())}
 
 
+def _rss_mib() -> float:
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        return float("nan")
+
+
+def _drift(run, seconds: float, sample_s: float, settings: dict) -> int:
+    """One configuration looped for `seconds`: does a process get slower (or leak) as it runs?"""
+    from cost_model.measure.harness import batched
+
+    runner = batched(run, sample_s)
+    times: list[float] = []
+    marks: list[tuple[int, float]] = []
+    end = time.perf_counter() + seconds
+    tenth = seconds / 10
+    next_mark = time.perf_counter() + tenth
+    while time.perf_counter() < end:
+        began = time.perf_counter()
+        runner()
+        times.append((time.perf_counter() - began) / runner.number)
+        if time.perf_counter() >= next_mark:
+            marks.append((len(times), _rss_mib()))
+            next_mark += tenth
+    start = 0
+    print(f"drift: xla timing {settings}; {runner.number} runs per sample")
+    for index, (stop, rss) in enumerate(marks):
+        part = np.array(times[start:stop]) * 1e6
+        if part.size:
+            print(f"{index:2d}  min {part.min():8.1f} us  median {np.median(part):8.1f} us  p90 {np.quantile(part, 0.9):8.1f} us  RSS {rss:7.1f} MiB")
+        start = stop
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graph", default="mha@1")
@@ -54,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocols", default="single,batch,batch-nogc")
     parser.add_argument("--xla-timing", action="store_true", help="sync dispatch + one Eigen thread (cost_model.measure.xla_timing)")
     parser.add_argument("--ref-graph", default="", help="reference: a fixed fusion of this graph (e.g. mlp@1) instead of a 128x128 matmul")
+    parser.add_argument("--drift", type=float, default=0.0, metavar="SECONDS",
+                        help="instead: loop the first configuration (batched) this long; per tenth: min / median time per run, RSS")
     parser.add_argument("--json", default="")
     parser.add_argument("--compare", default="")
     args = parser.parse_args(argv)
@@ -95,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         ref_drawn = draw_fusions(ref_graph, ref_nodes, np.random.default_rng(0), 1)
         reference = GroupExecutor(ref_graph, ref_nodes, seed=args.seed).plan(next(iter(ref_drawn.values()))).run  # noqa: F811
 
+    if args.drift > 0:
+        return _drift(next(iter(plans.values())).run, args.drift, args.sample_ms * 1e-3, settings)
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     results: dict[str, dict] = {"graph": args.graph, "configs": list(plans), "groups": [groups[t] for t in plans],
                                 "threads": threads, "xla_timing": settings, "protocols": {}}

@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def compare(first: str, second: str, *, flat: float = 1.3) -> dict:
+def compare(first: str, second: str, *, flat: float = 1.3, configs: int = 0, graphs: str = "") -> dict:
     from scipy.stats import kendalltau
 
     from cost_model.learned.tpugraphs import load_dir
@@ -31,10 +31,11 @@ def compare(first: str, second: str, *, flat: float = 1.3) -> dict:
     rows = []
     for record in load_dir(second):
         other = a_records.get(record.name)
-        if other is None:
+        if other is None or (graphs and record.name not in graphs.split(",")):
             continue
         b_of = dict(zip(record.config_text, np.asarray(record.config_runtime, dtype=np.float64)))
         pairs = [(float(t1), b_of[text]) for text, t1 in zip(other.config_text, other.config_runtime) if text in b_of]
+        pairs = pairs[:configs] if configs else pairs
         if len(pairs) < 3:
             continue
         a, b = np.array(pairs).T
@@ -59,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("first")
     parser.add_argument("second")
     parser.add_argument("--flat", type=float, default=1.3, help="spread (slowest / fastest) below which a graph counts as flat")
+    parser.add_argument("--configs", type=int, default=0, help="only the first N configurations of each graph (draws are prefix-stable)")
+    parser.add_argument("--graphs", default="", metavar="NAME,...", help="only these graphs")
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)
-    result = compare(args.first, args.second, flat=args.flat)
+    result = compare(args.first, args.second, flat=args.flat, configs=args.configs, graphs=args.graphs)
     print("| graph | configs | spread | MAPE | median APE | level (b/a) | Kendall tau |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in result["rows"]:
