@@ -138,9 +138,11 @@ def _isolated(name: str, graph: Any, out_dir: str, cache_path: str, kwargs: dict
     """`measure_fusion_graph` in a fresh process (the child sets XLA up for timing first)."""
     from cost_model.measure.xla_timing import configure_xla_timing
 
-    configure_xla_timing()
+    settings = configure_xla_timing()
+    # What the child ran with goes into the graph's file and back to dataset.json.
+    kwargs = kwargs | {"machine": dict(kwargs.get("machine") or {}) | {f"xla_{k}": v for k, v in settings.items()}}
     with ProfileCache(cache_path) as cache:
-        return measure_fusion_graph(name, graph, out_dir, cache=cache, **kwargs)
+        return measure_fusion_graph(name, graph, out_dir, cache=cache, **kwargs) | {"xla_timing": settings}
 
 
 def collect_fusion_dataset(graphs: Mapping[str, Any], out_dir: str | os.PathLike[str], *, cache: ProfileCache, configs: int = 30, seed: int = 0,
@@ -188,10 +190,12 @@ def collect_fusion_dataset(graphs: Mapping[str, Any], out_dir: str | os.PathLike
             logger.warning("%s: skipped (%s: %s)", name, type(error).__name__, error)
             continue
         retest += result["retest"]
+        if "xla_timing" in result:
+            timing |= {f"child_{k}": v for k, v in result["xla_timing"].items()}
         if result["reference_s"] is not None:
             references[name] = result["reference_s"]
         done += 1
-    summary = {"kernels": done, "configs_per_kernel": configs, "seed": seed, "machine": machine}
+    summary = {"kernels": done, "configs_per_kernel": configs, "seed": seed, "machine": machine, "xla_timing": timing}
     if reference_graph and references:
         scale = float(np.quantile(list(references.values()), SCALE_QUANTILE))
         for name in references:

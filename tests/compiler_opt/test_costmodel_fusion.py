@@ -94,10 +94,12 @@ def test_isolated_collection_with_a_paired_reference_labels_in_seconds(tmp_path)
         summary = collect_fusion_dataset({"mlp@1": functools.partial(fusion_graph, "mlp@1")}, tmp_path / "f", cache=cache, configs=3, repeats=3,
                                          retest_fraction=0.5, reference_graph="mlp@1", isolate=True, progress=False)
     assert summary["kernels"] == 1 and summary["machine"]["xla_isolated"] is True
+    assert summary["xla_timing"]["child_async_dispatch"] is False  # the spawned process set XLA up for timing
     scale = summary["reference"]["scale_s"]
     assert 1e-6 < scale < 1e-1 and summary["reference"]["per_graph_s"]["mlp@1"] == pytest.approx(scale)  # one graph: its own time
     (record,) = load_dir(tmp_path / "f")
     assert record.meta["reference"]["scale"] == pytest.approx(scale) and record.meta["statistic"] == "median"
+    assert record.meta["machine"]["xla_async_dispatch"] is False
     runtime = np.asarray(record.config_runtime)
     # labels are ratios to a fusion of the same graph times its time: seconds of the right order
     assert record.num_configs == 3 and (runtime > 0.2 * scale).all() and (runtime < 5 * scale).all()
