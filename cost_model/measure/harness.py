@@ -15,7 +15,13 @@ What it does, and why:
   (after everything else): |min2 / min1 - 1| over those is the test-retest noise floor that every
   dataset reports beside its metrics;
 - raw samples go to the SQLite `ProfileCache` (keyed by kernel signature + config, backend and
-  machine), so collection resumes where it stopped and nothing is timed twice.
+  machine), so collection resumes where it stopped and nothing is timed twice;
+- short programs: `batched(fn, min_sample_s)` loops a runner so a sample lasts long enough to
+  outlast an interrupt or scheduler tick, and `per_call_timer` divides by the calls;
+- `reference=`: a reference runner timed right after every sample; the sample is stored as
+  sample / reference x `reference_s`, which cancels a slowdown of the whole machine that lasts
+  longer than the pair (use `statistic="median"`: the min of a ratio picks the samples whose
+  reference was disturbed). The fusion collector uses it (RESULTS.md (i), eighth session).
 
 The timer is a parameter (`timer(runner) -> seconds`) so tests drive the statistics with a fake
 timer whose noise is known.
