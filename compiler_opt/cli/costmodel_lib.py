@@ -57,15 +57,28 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             specs = [specs[i] for i in keep]
         with _cache(args.cache, args.out) as cache:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
-                                           repeats=args.repeats, threads=args.threads, progress=not args.no_progress)
+                                           repeats=args.repeats or 5, threads=args.threads, progress=not args.no_progress)
     else:
-        from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset
-        from compiler_opt.costmodel.fusion_graphs import fusion_graphs
+        import functools
 
-        graphs = fusion_graphs(tuple(int(s) for s in args.scales.split(",")))
+        from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset
+        from compiler_opt.costmodel.fusion_graphs import fusion_graph, fusion_graph_names
+
+        if args.in_process:  # XLA's timing setup must precede the graphs' JAX lowering
+            from cost_model.measure.xla_timing import configure_xla_timing
+
+            configure_xla_timing()
+        names = fusion_graph_names(tuple(int(s) for s in args.scales.split(",")))
+        if args.graphs:
+            wanted = set(args.graphs.split(","))
+            names = [n for n in names if n in wanted]
+        # Builders, not graphs: with isolation each graph is built and measured in its own process.
+        graphs = {name: functools.partial(fusion_graph, name) for name in names}
         with _cache(args.cache, args.out) as cache:
             summary = collect_fusion_dataset(graphs, args.out, cache=cache, configs=args.configs, seed=args.seed,
-                                             repeats=args.repeats, progress=not args.no_progress)
+                                             repeats=args.repeats or 31, isolate=not args.in_process,
+                                             retest_fraction=args.retest_fraction, reference_graph=None if args.reference in ("", "none") else args.reference,
+                                             progress=not args.no_progress)
     noise = summary["noise_floor"]
     print(f"{args.task}: {summary['kernels']} files in {args.out}, {summary['configs_per_kernel']} configs each; "
           f"noise floor (test-retest |min2/min1-1|): median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
@@ -169,6 +182,12 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
     from cost_model.profiling.cache import ProfileCache
     from passes.autotune.fusion import FusionTuner, fusion_harness
 
+    if not model.endswith(".onnx"):
+        # XLA timing setup (sync dispatch, one thread) before loading creates JAX's CPU client;
+        # ONNX models run on onnxruntime and leave JAX alone.
+        from cost_model.measure.xla_timing import configure_xla_timing
+
+        configure_xla_timing()
     graph = graph_ir.load(model)
     predictor = FusionPredictor.load(cost_model) if cost_model else FusionPredictor.packaged()
     with ProfileCache(cache_path) as cache:
@@ -211,12 +230,19 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite); reruns resume from it")
     collect.add_argument("--configs", type=int, default=50, help="configurations per kernel/graph (default 50)")
     collect.add_argument("--seed", type=int, default=0)
-    collect.add_argument("--repeats", type=int, default=5, help="timed rounds per config (default 5)")
+    collect.add_argument("--repeats", type=int, default=0, help="timed rounds per config (default: tile 5, fusion 31)")
     collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
     collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
     collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
     collect.add_argument("--scales", default="1,2", help="fusion: sizes of the built-in JAX programs (default 1,2)")
+    collect.add_argument("--graphs", default="", metavar="NAME,...", help="fusion: only these graphs (e.g. mha@1,gru@2; default all)")
+    collect.add_argument("--retest-fraction", type=float, default=0.1, help="fusion: share of configs timed again in the same process (default 0.1)")
+    collect.add_argument("--reference", default="mlp@1", metavar="GRAPH",
+                         help="fusion: time a fixed fusion of this built-in graph after every sample and label by the median ratio "
+                              "(default mlp@1; 'none': min of raw seconds)")
+    collect.add_argument("--in-process", action="store_true",
+                         help="fusion: measure every graph in this process instead of a fresh process per graph (noisier: process age drift)")
     collect.add_argument("--no-progress", action="store_true")
     collect.set_defaults(handler=_cmd_collect, file_arg=None)
 

@@ -9,11 +9,11 @@ log-softmax + mean, a strided conv stem), so that `fusion_graphs((1, 2))` yields
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["fusion_graphs"]
+__all__ = ["fusion_graph", "fusion_graph_names", "fusion_graphs"]
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -138,12 +138,29 @@ def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[.
     }
 
 
-def fusion_graphs(scales: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]:
-    """name ('mlp@2') -> Graph imported from the program's unoptimized HLO."""
+def fusion_graphs(scales: tuple[int, ...] = (1, 2, 4), names: Collection[str] | None = None) -> dict[str, Any]:
+    """name ('mlp@2') -> Graph imported from the program's unoptimized HLO (only `names`, when given)."""
     from cost_model.profiling.calibration import hlo_workload
 
     graphs = {}
     for name, (fn, make_args) in _programs().items():
         for scale in scales:
-            graphs[f"{name}@{scale}"] = hlo_workload(f"{name}@{scale}", fn, *make_args(scale)).graph
+            key = f"{name}@{scale}"
+            if names is None or key in names:
+                graphs[key] = hlo_workload(key, fn, *make_args(scale)).graph
     return graphs
+
+
+def fusion_graph_names(scales: tuple[int, ...] = (1, 2, 4)) -> list[str]:
+    """The names `fusion_graphs(scales)` yields, in its order, without building any graph."""
+    return [f"{name}@{scale}" for name in _programs() for scale in scales]
+
+
+def fusion_graph(name: str) -> Any:
+    """One graph by name ('mlp@2'): a picklable builder for a collection that measures every
+    graph in a fresh process."""
+    scale = int(name.rsplit("@", 1)[1])
+    graphs = fusion_graphs((scale,), names={name})
+    if name not in graphs:
+        raise KeyError(f"no fusion program named {name!r}; known: {fusion_graph_names((scale,))}")
+    return graphs[name]

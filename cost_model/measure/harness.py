@@ -15,7 +15,13 @@ What it does, and why:
   (after everything else): |min2 / min1 - 1| over those is the test-retest noise floor that every
   dataset reports beside its metrics;
 - raw samples go to the SQLite `ProfileCache` (keyed by kernel signature + config, backend and
-  machine), so collection resumes where it stopped and nothing is timed twice.
+  machine), so collection resumes where it stopped and nothing is timed twice;
+- short programs: `batched(fn, min_sample_s)` loops a runner so a sample lasts long enough to
+  outlast an interrupt or scheduler tick, and `per_call_timer` divides by the calls;
+- `reference=`: a reference runner timed right after every sample; the sample is stored as
+  sample / reference x `reference_s`, which cancels a slowdown of the whole machine that lasts
+  longer than the pair (use `statistic="median"`: the min of a ratio picks the samples whose
+  reference was disturbed). The fusion collector uses it (RESULTS.md (i), eighth session).
 
 The timer is a parameter (`timer(runner) -> seconds`) so tests drive the statistics with a fake
 timer whose noise is known.
@@ -34,12 +40,14 @@ from cost_model.profiling.cache import ProfileCache
 from cost_model.profiling.signature import signature_key
 from cost_model.profiling.timing import Measurement
 
-__all__ = ["Harness", "KernelMeasurement", "Timer", "config_key", "noise_floor", "per_call_timer", "wall_timer"]
+__all__ = ["Batched", "Harness", "KernelMeasurement", "Timer", "batched", "config_key", "noise_floor", "per_call_timer", "wall_timer"]
 
 logger = logging.getLogger(__name__)
 
 Timer = Callable[[Any], float]
 RETEST_SUFFIX = "/retest"
+RAW_SUFFIX = "/raw"  # seconds before the reference normalization
+REFERENCE_SUFFIX = "/reference"  # the paired reference samples
 
 
 def wall_timer(runner: Callable[[], object]) -> float:
@@ -54,6 +62,33 @@ def per_call_timer(runner: Callable[[], object]) -> float:
     return wall_timer(runner) / max(int(getattr(runner, "number", 1)), 1)
 
 
+class Batched:
+    """`fn` called `number` times per timed sample (`per_call_timer` divides by `number`): a
+    sample of a ~50-500 us program is then long against the timer, the scheduler tick and one
+    stray interrupt, which a single call is not."""
+
+    def __init__(self, fn: Callable[[], object], number: int = 1) -> None:
+        self.fn = fn
+        self.number = max(int(number), 1)
+
+    def __call__(self) -> None:
+        fn = self.fn
+        for _ in range(self.number):
+            fn()
+
+
+def batched(fn: Callable[[], object], min_sample_s: float, *, clock: Callable[[], float] = time.perf_counter) -> Batched:
+    """A `Batched` runner whose sample lasts about `min_sample_s`: `fn` is called once to warm
+    up, then timed over a few calls, and `number` = ceil(min_sample_s / fastest call)."""
+    fn()
+    fastest = float("inf")
+    for _ in range(3):
+        began = clock()
+        fn()
+        fastest = min(fastest, clock() - began)
+    return Batched(fn, int(np.ceil(min_sample_s / max(fastest, 1e-7))))
+
+
 def config_key(kernel_signature: str, config: str) -> str:
     """Cache key of one (kernel, config) pair."""
     return signature_key(kernel_signature + "\n#config " + config)
@@ -66,9 +101,11 @@ class KernelMeasurement:
     measurements: dict[str, Measurement] = field(default_factory=dict)
     retest: dict[str, tuple[float, float]] = field(default_factory=dict)
     measured: int = 0  # configurations timed in this call (the rest came from the cache)
+    reference: dict[str, Measurement] = field(default_factory=dict)  # paired reference seconds (harness with a reference)
 
     def best(self) -> str:
         return min(self.measurements, key=lambda c: self.measurements[c].min_s)
+
 
 
 def noise_floor(pairs: Mapping[str, tuple[float, float]] | list[tuple[float, float]]) -> dict[str, float]:
@@ -95,6 +132,9 @@ class Harness:
         remeasure_top: int = 3,
         retest_fraction: float = 0.1,
         seed: int = 0,
+        reference: Any | None = None,
+        reference_s: float | None = None,
+        statistic: str = "min",
     ) -> None:
         if repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -109,6 +149,28 @@ class Harness:
         self.remeasure_top = remeasure_top
         self.retest_fraction = retest_fraction
         self.rng = np.random.default_rng(seed)
+        if statistic not in ("min", "median"):
+            raise ValueError(f"statistic must be 'min' or 'median', got {statistic!r}")
+        self.statistic = statistic
+        # A reference runner timed right after every sample: the sample is stored as
+        # sample / reference x reference_s, which cancels a slowdown of the whole machine that lasts
+        # longer than a pair (frequency, a neighbour's load on the shared cache), not one that hits
+        # only the sample.
+        self.reference = reference
+        self.reference_s = reference_s
+
+    def value(self, measurement: Measurement) -> float:
+        """The label of a measurement under this harness's statistic."""
+        return measurement.min_s if self.statistic == "min" else measurement.median_s
+
+    def calibrate_reference(self, samples: int = 31) -> float:
+        """`reference_s`: the median of `samples` timings of the reference (once per harness)."""
+        if self.reference is None:
+            raise ValueError("the harness has no reference runner")
+        if self.reference_s is None:
+            self.timer(self.reference)
+            self.reference_s = float(np.median([self.timer(self.reference) for _ in range(samples)]))
+        return self.reference_s
 
     def cached(self, kernel_signature: str, config: str) -> Measurement | None:
         if self.cache is None:
@@ -120,12 +182,25 @@ class Harness:
             return None
         return self.cache.get(config_key(kernel_signature, config), self.backend + RETEST_SUFFIX, self.machine)
 
-    def _rounds(self, runners: Mapping[str, Any], rounds: int) -> dict[str, list[float]]:
+    def _rounds(self, runners: Mapping[str, Any], rounds: int, raw: dict[str, list[float]] | None = None,
+                ref: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+        """`rounds` interleaved samples of every runner (normalized by the paired reference when
+        the harness has one; the raw and reference seconds are appended to `raw` / `ref`)."""
         samples: dict[str, list[float]] = {c: [] for c in runners}
         names = list(runners)
+        scale = self.calibrate_reference() if self.reference is not None else 1.0
         for _ in range(rounds):
             for index in self.rng.permutation(len(names)).tolist():
-                samples[names[index]].append(float(self.timer(runners[names[index]])))
+                name = names[index]
+                value = float(self.timer(runners[name]))
+                if raw is not None:
+                    raw.setdefault(name, []).append(value)
+                if self.reference is not None:
+                    paired = float(self.timer(self.reference))
+                    if ref is not None:
+                        ref.setdefault(name, []).append(paired)
+                    value = value / paired * scale
+                samples[name].append(value)
         return samples
 
     def measure(self, kernel_signature: str, runners: Mapping[str, Any]) -> KernelMeasurement:
@@ -138,7 +213,11 @@ class Harness:
                 result.measurements[config] = hit
                 again = self.cached_retest(kernel_signature, config)
                 if again is not None:
-                    result.retest[config] = (hit.min_s, again.min_s)
+                    result.retest[config] = (self.value(hit), self.value(again))
+                if self.reference is not None and self.cache is not None:
+                    paired = self.cache.get(config_key(kernel_signature, config), self.backend + REFERENCE_SUFFIX, self.machine)
+                    if paired is not None:
+                        result.reference[config] = paired
             else:
                 todo[config] = runner
         if not todo:
@@ -146,10 +225,12 @@ class Harness:
         for runner in todo.values():
             for _ in range(self.warmup):
                 self.timer(runner)
-        samples = self._rounds(todo, self.repeats)
+        raw: dict[str, list[float]] = {}
+        ref: dict[str, list[float]] = {}
+        samples = self._rounds(todo, self.repeats, raw, ref)
         if self.remeasure_top > 0 and len(todo) > 1:
-            winners = sorted(todo, key=lambda c: min(samples[c]))[: self.remeasure_top]
-            extra = self._rounds({c: todo[c] for c in winners}, self.repeats)
+            winners = sorted(todo, key=lambda c: self.value(Measurement.from_samples(samples[c])))[: self.remeasure_top]
+            extra = self._rounds({c: todo[c] for c in winners}, self.repeats, raw, ref)
             for config in winners:
                 samples[config].extend(extra[config])
         retest_count = int(round(self.retest_fraction * len(todo)))
@@ -160,13 +241,18 @@ class Harness:
         for config in todo:
             measurement = Measurement.from_samples(samples[config])
             result.measurements[config] = measurement
+            if self.reference is not None:
+                result.reference[config] = Measurement.from_samples(ref[config])
             key = config_key(kernel_signature, config)
             text = kernel_signature + "\n#config " + config
             if self.cache is not None:
                 self.cache.put(key, self.backend, self.machine, measurement, signature=text)
+                if self.reference is not None:  # the seconds behind the normalized samples
+                    self.cache.put(key, self.backend + RAW_SUFFIX, self.machine, Measurement.from_samples(raw[config]), signature=text)
+                    self.cache.put(key, self.backend + REFERENCE_SUFFIX, self.machine, Measurement.from_samples(ref[config]), signature=text)
             if config in retested:
                 again = Measurement.from_samples(retested[config])
-                result.retest[config] = (measurement.min_s, again.min_s)
+                result.retest[config] = (self.value(measurement), self.value(again))
                 if self.cache is not None:
                     self.cache.put(key, self.backend + RETEST_SUFFIX, self.machine, again, signature=text)
         result.measured = len(todo)

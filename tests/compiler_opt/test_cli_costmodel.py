@@ -103,3 +103,17 @@ def test_autotune_with_the_shipped_gbdt_ranker_end_to_end(tmp_path, capsys) -> N
     shipped, tuned = GbdtTilePredictor.packaged(), GbdtTilePredictor.load(saved)
     assert tuned.extra["finetune_rounds"] == 4 and tuned.extra["finetuned_on"] == "model.onnx"
     assert tuned.gbdt.booster.num_boosted_rounds() == shipped.gbdt.booster.num_boosted_rounds() + 4
+
+
+@pytest.mark.slow
+def test_collect_fusion_one_graph_in_a_fresh_process(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import load_dir
+
+    data = tmp_path / "fusion"
+    assert main(["costmodel", "collect", "--task", "fusion", "--out", str(data), "--graphs", "swiglu@1", "--configs", "3", "--repeats", "2",
+                 "--reference", "none", "--no-progress"]) == 0
+    assert "fusion: 1 files" in capsys.readouterr().out
+    (record,) = load_dir(data)
+    assert record.name == "swiglu@1" and record.num_configs == 3 and "reference" not in record.meta
+    summary = json.loads((data / "dataset.json").read_text())
+    assert summary["machine"]["repeats"] == 2 and summary["xla_timing"]["isolated"] is True and summary["xla_timing"]["child_applied"] is True

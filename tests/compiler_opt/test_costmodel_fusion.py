@@ -9,15 +9,15 @@ pytest.importorskip("jax")
 
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.devices import DeviceSpec, Topology  # noqa: E402
-from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset, random_fusion  # noqa: E402
-from compiler_opt.costmodel.fusion_graphs import fusion_graphs  # noqa: E402
+from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset, random_fusion, scale_to_seconds  # noqa: E402
+from compiler_opt.costmodel.fusion_graphs import fusion_graph, fusion_graph_names, fusion_graphs  # noqa: E402
 from cost_model.profiling.calibration import kernel_groups  # noqa: E402
 from cost_model.simulator import SimulationProblem, simulate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def mlp():  # type: ignore[no-untyped-def]
-    return fusion_graphs((1,))["mlp@1"]
+    return fusion_graphs((1,), names={"mlp@1"})["mlp@1"]
 
 
 def test_random_fusions_are_legal_and_schedulable(mlp) -> None:  # type: ignore[no-untyped-def]
@@ -55,3 +55,52 @@ def test_collect_writes_layout_form_files_and_resumes(mlp, tmp_path) -> None:  #
     assert record.layout_form and record.num_configs == 4 and (record.config_runtime > 0).all()
     assert record.node_config_feat.shape == (4, len(node_order(mlp)), 4)
     assert len(record.meta["roofline_s"]) == 4
+
+
+def test_graphs_by_name_without_building_the_rest(mlp) -> None:  # type: ignore[no-untyped-def]
+    names = fusion_graph_names((1, 2))
+    assert len(names) == 30 and len(set(names)) == 30 and "mlp@1" in names and "norm_gelu@2" in names
+    assert [n.op_type for n in node_order(fusion_graph("mlp@1"))] == [n.op_type for n in node_order(mlp)]  # the builder a spawned process calls
+    with pytest.raises(KeyError, match="no fusion program"):
+        fusion_graph("nope@1")
+
+
+def test_reference_ratios_become_seconds_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
+
+    ratios = np.array([1.5, 0.5, 2.0])
+    record = KernelRecord(np.zeros((2, 3), np.float32), np.zeros(2, np.int32), np.zeros((1, 2), np.int64), ratios, np.full(3, 0.5),
+                          node_config_ids=np.arange(2), node_config_feat=np.zeros((3, 2, 4), np.float32), config_text=["a", "b", "c"],
+                          meta={"reference": {"graph": "mlp@1", "scale": None}, "retest": [[1.5, 1.6]], "config_runtime_median": [1.5, 0.5, 2.0]})
+    path = save_npz(record, tmp_path / "g.npz")
+    scale_to_seconds(path, 2e-4)
+    scale_to_seconds(path, 2e-4)  # a second call leaves a scaled file alone
+    back = load_npz(path)
+    np.testing.assert_allclose(back.config_runtime, ratios * 2e-4)
+    np.testing.assert_allclose(back.config_runtime_normalizers, np.full(3, 1e-4))
+    np.testing.assert_allclose(back.meta["retest"], [[3e-4, 3.2e-4]])
+    np.testing.assert_allclose(back.meta["config_runtime_median"], ratios * 2e-4)
+    assert back.meta["reference"]["scale"] == 2e-4
+
+
+@pytest.mark.slow
+def test_isolated_collection_with_a_paired_reference_labels_in_seconds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import functools
+
+    from cost_model.learned.tpugraphs import load_dir
+    from cost_model.profiling.cache import ProfileCache
+
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        summary = collect_fusion_dataset({"mlp@1": functools.partial(fusion_graph, "mlp@1")}, tmp_path / "f", cache=cache, configs=3, repeats=3,
+                                         retest_fraction=0.5, reference_graph="mlp@1", isolate=True, progress=False)
+    assert summary["kernels"] == 1 and summary["machine"]["xla_isolated"] is True
+    assert summary["xla_timing"]["child_async_dispatch"] is False  # the spawned process set XLA up for timing
+    scale = summary["reference"]["scale_s"]
+    assert 1e-6 < scale < 1e-1 and summary["reference"]["per_graph_s"]["mlp@1"] == pytest.approx(scale)  # one graph: its own time
+    (record,) = load_dir(tmp_path / "f")
+    assert record.meta["reference"]["scale"] == pytest.approx(scale) and record.meta["statistic"] == "median"
+    assert record.meta["machine"]["xla_async_dispatch"] is False
+    runtime = np.asarray(record.config_runtime)
+    # labels are ratios to a fusion of the same graph times its time: seconds of the right order
+    assert record.num_configs == 3 and (runtime > 0.2 * scale).all() and (runtime < 5 * scale).all()
+    assert len(record.meta["retest"]) == 2 and summary["noise_floor"]["pairs"] == 2

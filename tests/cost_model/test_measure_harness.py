@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
 
-from cost_model.measure.harness import Harness, noise_floor
+from cost_model.measure.harness import RAW_SUFFIX, REFERENCE_SUFFIX, Batched, Harness, batched, config_key, noise_floor, per_call_timer
 from cost_model.profiling.cache import ProfileCache
 
 
@@ -88,3 +89,76 @@ def test_bad_settings_are_rejected() -> None:
         Harness(repeats=0)
     with pytest.raises(ValueError, match="retest_fraction"):
         Harness(retest_fraction=1.5)
+    with pytest.raises(ValueError, match="statistic"):
+        Harness(statistic="mean")
+
+
+def test_batched_runner_sizes_its_sample_from_the_fastest_call() -> None:
+    calls: list[int] = []
+    ticks = iter([0.0, 1e-4, 1.0, 1.0 + 2e-4, 2.0, 2.0 + 1.5e-4])  # three timed calls: 100, 200, 150 us
+
+    runner = batched(lambda: calls.append(1), 2e-3, clock=lambda: next(ticks))
+    assert isinstance(runner, Batched) and runner.number == 20  # ceil(2 ms / fastest 100 us)
+    assert len(calls) == 4  # one warm-up call and three timed ones
+    runner()
+    assert len(calls) == 24
+    assert Batched(lambda: None, 0).number == 1
+
+
+def test_per_call_timer_divides_a_batched_sample_by_its_calls() -> None:
+    spent = {"s": 0.0}
+
+    def slow() -> None:  # ~0.2 ms of real work per call
+        began = time.perf_counter()
+        while time.perf_counter() - began < 2e-4:
+            pass
+        spent["s"] += 1
+
+    once = per_call_timer(Batched(slow, 1))
+    many = per_call_timer(Batched(slow, 10))
+    assert spent["s"] == 11
+    assert 2e-4 <= many < 2 * once + 2e-4  # per call, not per sample of ten calls
+
+
+class LevelTimer:
+    """A machine whose speed changes between sample pairs: every sample of a pair (a config, then
+    the reference right after it) is slowed by the same factor, drawn from {1, 1.6} after each
+    reference sample. Raw minima and medians then depend on which rounds a config got; the ratio
+    to the paired reference does not."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.level = 1.0
+
+    def __call__(self, runner: tuple[str, float]) -> float:
+        name, cost = runner
+        value = cost * self.level
+        if name == "ref":
+            self.level = float(self.rng.choice([1.0, 1.6]))
+        return value
+
+
+def test_reference_pairing_cancels_a_level_shift_and_keeps_the_raw_seconds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runners = _runners(6)
+    with ProfileCache(tmp_path / "m.sqlite") as cache:
+        harness = Harness(cache=cache, backend="fake", machine="m", timer=LevelTimer(seed=2), repeats=5, warmup=1, remeasure_top=2,
+                          retest_fraction=0.5, reference=("ref", 2e-3), reference_s=1.0, statistic="median")
+        result = harness.measure("k", runners)
+        for name, (_, cost) in runners.items():
+            m = result.measurements[name]
+            assert m.min_s == pytest.approx(cost / 2e-3) and m.median_s == pytest.approx(cost / 2e-3)  # the exact ratio, every sample
+            assert harness.value(m) == m.median_s
+            seconds = cache.get(config_key("k", name), "fake" + RAW_SUFFIX, "m")
+            paired = cache.get(config_key("k", name), "fake" + REFERENCE_SUFFIX, "m")
+            assert seconds is not None and paired is not None and len(seconds.samples) == len(paired.samples) == len(m.samples)
+            assert {round(s / cost, 6) for s in seconds.samples} <= {1.0, 1.6}  # the raw seconds kept their level shifts
+            assert result.reference[name].samples == paired.samples
+        assert all(a == pytest.approx(b) for a, b in result.retest.values())  # the retest agrees exactly too
+        again = harness.measure("k", runners)  # from the cache: the reference samples come back with it
+        assert again.measured == 0 and set(again.reference) == set(runners)
+    calibrated = Harness(timer=LevelTimer(seed=3), repeats=3, warmup=0, remeasure_top=0, retest_fraction=0.0, reference=("ref", 2e-3))
+    result = calibrated.measure("k", _runners(2))
+    assert calibrated.reference_s is not None and 2e-3 <= calibrated.reference_s <= 3.2e-3  # median of the reference's own samples
+    assert result.measurements["c0"].samples[0] == pytest.approx(1e-3 / 2e-3 * calibrated.reference_s)
+    with pytest.raises(ValueError, match="no reference"):
+        Harness().calibrate_reference()
