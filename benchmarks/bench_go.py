@@ -305,7 +305,7 @@ class Bench:
             run_env = env
             base = method.removesuffix("-cold")
             if base.endswith("-placement-only"):
-                run_env = GraphEnvironment(env.name, env.graph, env.topology, problem=env.problem, placement_only=True)
+                run_env = env.as_placement_only()  # sharing the cell's reference and default fusion, as the joint row does
             mode = "go-one" if method.startswith("go-one") else "fine-tune"
             decisions, seconds, evals, curve, extra = _go_tuned(run_env, mode, args, warm=not method.endswith("-cold"))
         else:

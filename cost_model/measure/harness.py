@@ -107,7 +107,6 @@ class KernelMeasurement:
         return min(self.measurements, key=lambda c: self.measurements[c].min_s)
 
 
-
 def noise_floor(pairs: Mapping[str, tuple[float, float]] | list[tuple[float, float]]) -> dict[str, float]:
     """Median and 90th percentile of |min2 / min1 - 1| over test-retest pairs (NaN when empty)."""
     values = list(pairs.values()) if isinstance(pairs, Mapping) else list(pairs)

@@ -223,3 +223,11 @@ def test_ppo_starts_an_iteration_only_when_it_fits_the_cpu_budget(env: GraphEnvi
     assert fast.iterations >= 1
     with pytest.raises(TrainConfigError, match="ppo_cpu_per_node_sample"):
         TrainConfig(mode="go-one", workloads=["dag"], ppo_cpu_per_node_sample=-1.0)
+
+
+def test_the_placement_only_view_shares_what_the_environment_computed(env: GraphEnvironment) -> None:
+    reference = env.reference_decisions  # computed (and cached) on the joint environment
+    only = env.as_placement_only()
+    assert only.placement_only and not env.placement_only and only.problem is env.problem
+    assert only.reference_decisions is reference and only.reference_step_s == env.reference_step_s
+    assert joint_variants(only, reference.device, fusion_levels=4, priority_levels=8) == []
