@@ -82,6 +82,8 @@ def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[D
     kept within each device, as the row does; RESULTS.md (d.3))."""
     from passes.placement import place_outcome
 
+    if method.endswith("+groups"):  # dp-ls's moves carry whole fusion groups (RESULTS.md h7)
+        method, options = method.removesuffix("+groups"), {**options, "group_moves": True}
     fused = method.endswith("+fused")
     if fused:
         method, options = method.removesuffix("+fused"), {**options, "fused": True}
@@ -279,9 +281,9 @@ class Bench:
             return _with_joint_variants(env, *self._decide(env, method.removesuffix("+joint")))
         if method in TIMED:
             decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
-        elif method.removesuffix("+fused") == "dp-ls":
+        elif _plain(method) == "dp-ls":
             decisions, seconds, evals = _classical(env, method, budget=args.classical_budget, seed=args.seed)
-        elif method.removesuffix("+fused") == "cp-sat":
+        elif _plain(method) == "cp-sat":
             decisions, seconds, evals = _classical(env, method, time_limit_s=args.cp_sat_seconds, seed=args.seed)
         elif method == "hdp":
             from compiler_opt.rl.hdp import HdpConfig, train_hdp
@@ -431,7 +433,12 @@ def merge_rows(rows: list[dict]) -> list[dict]:
 
 
 def _is_classical(method: str, classical: set[str]) -> bool:
-    return method.removesuffix("+fused") in classical
+    return _plain(method) in classical
+
+
+def _plain(method: str) -> str:
+    """The placement method of a classical row name: METHOD, METHOD+fused or METHOD+fused+groups."""
+    return method.removesuffix("+groups").removesuffix("+fused")
 
 
 def tables(rows: list[dict]) -> list[Table]:
@@ -556,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown (for RESULTS.md)")
     parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
-    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused")
+    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused, dp-ls+fused+groups adds group_moves")
     parser.add_argument("--classical-from", nargs="*", default=[], help="bench_placement.py / `compiler-opt bench` JSON files (RESULTS.md (d)) whose rows for GO's cells join the tables as the classical rows")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)

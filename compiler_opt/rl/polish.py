@@ -9,10 +9,10 @@ fusion-aware local search, by 0.1-10.7%). So a search run (fine-tune, GO-one) en
    within each device (a graph without a known default keeps the answer's groups that way) and
    the answer's priorities. Re-deciding the policy's merges under every move would cost 20x a
    simulation (the decoder's legality checks), so they are not. Its moves carry whole fusion
-   groups (the same groups), not single nodes: moving one member splits its group, which runs
-   unfused, so most single-node moves are wasted simulations (1000 simulations from single-device
-   on 2xV100: wavenet training 243.3 ms with group moves vs 253.0 with node moves, amoebanet
-   inference 5.25 vs 5.92 ms);
+   groups (the same groups, `local_search.fusion_units`), not single nodes: moving one member
+   splits its group, which runs unfused, so most single-node moves are wasted simulations (1000
+   simulations from single-device on 2xV100: wavenet training 243.3 ms with group moves vs 253.0
+   with node moves, amoebanet inference 5.25 vs 5.92 ms);
 2. the joint variants (rl/joint.py: merging beyond the default, critical-path-first priorities)
    of the searched placement, decoded as the policy's actions (none in the placement-only
    ablation).
@@ -31,7 +31,6 @@ fastest of the answer and every searched result is kept. The search stops at its
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
@@ -77,28 +76,9 @@ class _PolishContext(PlacementContext):
     """The environment's problem as a placement context with a CPU deadline; decisions the
     simulator rejects score +inf instead of raising (a search step, not a user error)."""
 
-    def __init__(
-        self, env: GraphEnvironment, base: Decisions, *, deadline: float, evaluations: int | None, units: np.ndarray | None = None
-    ) -> None:
-        self._units = units  # before the base class, whose set-up may read `group_of`
+    def __init__(self, env: GraphEnvironment, base: Decisions, *, deadline: float, evaluations: int | None) -> None:
         super().__init__(env.problem, objective="latency", budget=evaluations, base=base, fuse_within_device=True)
         self.deadline = deadline
-
-    @functools.cached_property
-    def group_of(self) -> np.ndarray:
-        """The search's units: with `units` (a fusion group id per node, -1: none) each group moves
-        as one; a split start keeps its split until the group is moved (to its first member's device
-        and the move's target)."""
-        if self._units is None:
-            return super().group_of
-        units = np.asarray(self._units, dtype=np.int64)
-        first = np.arange(units.size, dtype=np.int64)  # each node's group's first member
-        grouped = units >= 0
-        ids, index = np.unique(units[grouped], return_inverse=True)
-        lowest = np.full(ids.size, units.size, dtype=np.int64)
-        np.minimum.at(lowest, index, first[grouped])
-        first[grouped] = lowest[index]
-        return np.unique(first, return_inverse=True)[1].astype(np.int64)
 
     def limit(self, deadline: float, evaluations: int | None, *, end: float, cap: int | None) -> None:
         """The next search's bounds: `deadline` and `evaluations` more, never past the whole
@@ -150,12 +130,13 @@ def polish(
     began = time.process_time()
     end = began + cpu_seconds if cpu_seconds > 0 else math.inf
     starts = _distinct([np.asarray(start.device, dtype=np.int64), *(np.asarray(o, dtype=np.int64) for o in others)])
+    from passes.placement.local_search import fusion_units
+
     base = _base(env, start)
-    units = np.asarray(base.fusion_group) if group_moves else None
-    ctx = _PolishContext(env, base, deadline=end, evaluations=evaluations, units=units)
+    ctx = _PolishContext(env, base, deadline=end, evaluations=evaluations)
     if len(starts) > 1:
         starts = starts[: _affordable_starts(ctx, starts[0], len(starts), cpu_seconds, evaluations)]
-    race = _Race(env, ctx, fusion_levels, priority_levels)
+    race = _Race(env, ctx, fusion_levels, priority_levels, fusion_units(base.fusion_group) if group_moves else None)
     current = list(starts)  # per start: where its search stands
     scores: list[EpisodeScore | None] = [None] * len(starts)
     alive = list(range(len(starts)))
@@ -227,8 +208,8 @@ def _affordable_starts(ctx: _PolishContext, first: np.ndarray, count: int, cpu_s
 class _Race:
     """Searches from several starts on one context; each result scored after its joint variants."""
 
-    def __init__(self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int) -> None:
-        self.env, self.ctx = env, ctx
+    def __init__(self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int, units: np.ndarray | None) -> None:
+        self.env, self.ctx, self.units = env, ctx, units
         self.fusion_levels, self.priority_levels = fusion_levels, priority_levels
         self.results: list[tuple[Decisions, EpisodeScore]] = []  # per run: its best joint variant
         self.variants = 0
@@ -239,7 +220,7 @@ class _Race:
         from compiler_opt.rl.joint import best_joint_variant
         from passes.placement.local_search import local_search
 
-        found = local_search(self.ctx, device, seed=seed)
+        found = local_search(self.ctx, device, seed=seed, units=self.units)
         searched = self.ctx.decisions(found)
         candidate = Decisions(np.asarray(found, dtype=np.int32), searched.fusion_group, searched.priority)
         moved = self.env.score_decisions(candidate)

@@ -184,13 +184,12 @@ def test_the_polish_starts_are_the_fastest_distinct_seed_placements(env: GraphEn
 def test_the_polish_moves_whole_fusion_groups(env: GraphEnvironment) -> None:
     """The search's units are the fusion groups (other nodes alone); from a start that splits no
     group, a search whose moves carry whole groups never splits one."""
-    from compiler_opt.rl.polish import _PolishContext
+    from passes.placement.local_search import fusion_units
 
     zeros = np.zeros(env.problem.num_nodes, dtype=np.int32)
     groups = np.asarray(env.default_fusion(zeros))
     assert (groups >= 0).sum() > len(set(groups[groups >= 0].tolist())), "the graph needs multi-node fusion groups"
-    ctx = _PolishContext(env, Decisions(zeros, groups, np.zeros(zeros.size)), deadline=float("inf"), evaluations=10, units=groups)
-    unit = ctx.group_of
+    unit = fusion_units(groups)
     for g in set(groups[groups >= 0].tolist()):
         assert len(set(unit[groups == g].tolist())) == 1
     alone = groups < 0

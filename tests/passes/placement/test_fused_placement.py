@@ -46,3 +46,27 @@ def test_fusion_aware_annealing_never_ends_above_its_one_gpu_start() -> None:
         node.fusion_group = None
     unfused = _fused_step(place_outcome(graph, "sa", target, "latency", budget=150), groups)
     assert unfused > fused
+
+
+def test_local_search_with_group_moves_never_splits_a_group_it_moves() -> None:
+    """`dp-ls{fused=true,group_moves=true}`: the search's units are the default fusion groups; from
+    an unsplit start (one GPU) a group moves whole, never splits, and the fused step never rises
+    above the start's."""
+    from passes.placement.local_search import fusion_units, local_search
+
+    graph, _ = load_simulation_graph("rnnlm-2:inference")
+    apply_default_fusion(graph)
+    target = Target.resolve(devices="2xV100", objective="latency")
+    ctx = PlacementContext.from_graph(graph, target, fuse_within_device=True, budget=150)
+    groups = np.asarray(ctx.base.fusion_group)
+    units = fusion_units(groups)
+    assert units.max() + 1 == (groups < 0).sum() + len(set(groups[groups >= 0].tolist()))
+    start = np.zeros(ctx.num_nodes, dtype=np.int64)
+    found = local_search(ctx, start, seed=0, units=units)
+    assert ctx.evaluations == 150 and not np.array_equal(found, start)
+    for g in set(groups[groups >= 0].tolist()):
+        assert len(set(found[groups == g].tolist())) == 1
+    score = PlacementContext.from_graph(graph, target, fuse_within_device=True)  # no budget: scoring only
+    assert score.evaluate_key(found)[0] < score.evaluate_key(start)[0]
+    outcome = place_outcome(graph, "dp-ls", target, "latency", budget=100, fused=True, group_moves=True)
+    assert outcome.evaluations <= 100 and outcome.decisions.device.shape == (ctx.num_nodes,)
