@@ -6,6 +6,7 @@ Tests marked `slow` run only with `--runslow` or `COMPILER_OPT_SLOW=1`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Two shared cores: torch's own thread pool only adds contention (and 10x wall time)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

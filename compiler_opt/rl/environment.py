@@ -150,20 +150,11 @@ class GraphEnvironment:
         environment's own problem (its devices and kernel cost source; building the problem again
         from the graph cost ~1 CPU s a method on 29k nodes, and used roofline costs whatever the
         environment's source)."""
-        from passes.placement import METHODS
-        from passes.placement.context import PlacementContext
-        from passes.placement.context_base import PlacementError
+        from passes.placement import method_pass
 
-        cls = METHODS.get(method)
-        if cls is None:
-            raise PlacementError(f"unknown placement method {method!r}; known: {', '.join(METHODS)}")
-        chosen = cls()
+        chosen = method_pass(method)
         base = Decisions.from_graph(self.graph, self.problem.topology, nodes=self.problem.nodes)
-        ctx = PlacementContext(
-            self.problem, objective="latency", budget=chosen.search_budget, base=base, include_cpu=chosen.include_cpu,
-            fuse_within_device=chosen.fused,
-        )
-        device = chosen.run(ctx).decisions.device
+        device = chosen.run(chosen.context_on(self.problem, base=base)).decisions.device
         return Decisions(device, self.default_fusion(device), np.zeros(self.problem.num_nodes))
 
     def decisions(self, actions: np.ndarray) -> Decisions:

@@ -172,14 +172,8 @@ def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> l
     than `answer`: the polish's other starts."""
     from compiler_opt.rl.warm_start import fitting_seeds
 
-    out: list[np.ndarray] = [np.asarray(answer)]
-    for seed in fitting_seeds(seeds):
-        if len(out) > count:
-            break
-        device = np.asarray(seed.decisions.device)
-        if not any(np.array_equal(device, d) for d in out):
-            out.append(device)
-    return out[1:]
+    placements = _distinct([np.asarray(answer), *(np.asarray(s.decisions.device) for s in fitting_seeds(seeds))])
+    return placements[1 : count + 1]
 
 
 def _key(score: EpisodeScore) -> tuple[bool, float]:

@@ -6,8 +6,9 @@
   samples are simulated and the best is kept.
 - `fine-tune`: a pretrained policy trained further on one graph for `iterations` iterations.
 
-`go-one` and `fine-tune` end with a polish (rl/polish.py): a local search from the best answer,
-kept when faster, on `polish_fraction` of the CPU budget (PPO stops early to leave it).
+`go-one` and `fine-tune` end with a polish (rl/polish.py): a local search from the best answer
+and the fastest seeds, kept when faster, on the CPU budget PPO left (at least `polish_fraction`
+of it: PPO stops early to leave it, or sooner when its next iteration would not fit).
 
 Seeded: the policy's initial weights, environment choice and every sample come from
 `config.seed` (torch is set to deterministic algorithms where it has them). Progress shows the

@@ -57,6 +57,7 @@ __all__ = [
     "PlacementPass",
     "ProfiledOutcome",
     "ProfiledPlacementContext",
+    "method_pass",
     "place",
     "place_outcome",
     "place_profiled",
@@ -95,14 +96,20 @@ def place_outcome(
     """Run placement `method` on `graph` without changing it; `devices` is a device spec, a
     Topology or a whole `Target` (then `objective` must agree with it or be left at its default);
     options are the pass's fields (snake_case: `budget=200`, `seed=1`, `time_limit_s=10`)."""
-    cls = METHODS.get(method)
-    if cls is None:
-        raise PlacementError(f"unknown placement method {method!r}; known: {', '.join(METHODS)}")
+    chosen = method_pass(method, **options)
     if isinstance(devices, Target):
         target = devices if objective == devices.objective else devices.replace(objective=objective)
     else:
         target = Target(devices=devices, objective=objective, given=frozenset({"devices", "objective"}))
-    return cls(**options).decide(graph, target)
+    return chosen.decide(graph, target)
+
+
+def method_pass(method: str, **options: Any) -> PlacementPass:
+    """The placement pass named `method` with `options` (its fields)."""
+    cls = METHODS.get(method)
+    if cls is None:
+        raise PlacementError(f"unknown placement method {method!r}; known: {', '.join(METHODS)}")
+    return cls(**options)
 
 
 def place(

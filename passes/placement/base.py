@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from passes.placement.context import OBJECTIVES, PlacementContext, PlacementErro
 from passes.placement.context_base import PlacementContextBase
 
 if TYPE_CHECKING:
+    from cost_model.costs import SimulationProblem
     from cost_model.devices.topology import Topology
     from graph_ir.graph import Graph
 
@@ -88,14 +89,15 @@ class PlacementPass(Pass):
 
     def context(self, graph: Graph, target: Target | Topology | str | None = None) -> PlacementContext:
         resolved = self.target(target)
-        return PlacementContext.from_graph(
-            graph,
-            resolved,
-            objective=resolved.objective,
-            budget=self.search_budget,
-            include_cpu=self.include_cpu,
-            fuse_within_device=self.fused,
-        )
+        return PlacementContext.from_graph(graph, resolved, **self._context_options(resolved.objective))
+
+    def context_on(self, problem: SimulationProblem, *, base: Decisions | None = None, objective: str = "latency") -> PlacementContext:
+        """The context of an already built simulation problem (its devices and kernel cost source),
+        with this pass's options: no second problem built from the graph (~1 CPU s at 29k nodes)."""
+        return PlacementContext(problem, base=base, **self._context_options(objective))
+
+    def _context_options(self, objective: str) -> dict[str, Any]:
+        return {"objective": objective, "budget": self.search_budget, "include_cpu": self.include_cpu, "fuse_within_device": self.fused}
 
     def decide(self, graph: Graph, target: Target | Topology | str | None = None) -> PlacementOutcome:
         """Run the method on `graph` without changing it."""

@@ -27,7 +27,7 @@ from cost_model.costs.target import OBJECTIVES
 from cost_model.decisions import Decisions
 from graph_ir.errors import CompilerOptError
 
-__all__ = ["OBJECTIVES", "OOM_PENALTY_S", "BudgetExhausted", "PlacementContextBase", "PlacementError"]
+__all__ = ["OBJECTIVES", "OOM_PENALTY_S", "BudgetExhausted", "PlacementContextBase", "PlacementError", "members_by_group"]
 
 OOM_PENALTY_S = 1e3
 
@@ -38,6 +38,13 @@ class PlacementError(CompilerOptError):
 
 class BudgetExhausted(PlacementError):
     """A search asked for more objective evaluations than its budget allows."""
+
+
+def members_by_group(group_of: np.ndarray) -> list[np.ndarray]:
+    """The node indices of each group, by group index (`group_of`: a group index per node)."""
+    group_of = np.asarray(group_of)
+    order = np.argsort(group_of, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(group_of[order])) + 1) if group_of.size else []
 
 
 class PlacementContextBase:
@@ -98,9 +105,7 @@ class PlacementContextBase:
 
     @functools.cached_property
     def groups(self) -> list[np.ndarray]:
-        order = np.argsort(self.group_of, kind="stable")
-        bounds = np.flatnonzero(np.diff(self.group_of[order])) + 1
-        return np.split(order, bounds) if self.num_nodes else []
+        return members_by_group(self.group_of)
 
     @functools.cached_property
     def group_choices(self) -> list[np.ndarray] | None:

@@ -30,7 +30,7 @@ import numpy as np
 from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
-from passes.placement.context_base import BudgetExhausted, PlacementContextBase
+from passes.placement.context_base import BudgetExhausted, PlacementContextBase, members_by_group
 
 __all__ = ["LocalSearchPlacement", "fusion_units", "local_search"]
 
@@ -60,11 +60,7 @@ class _Search:
         # The moved units: the context's co-location groups, or coarser ones (`fusion_units`; a
         # split start keeps its split until the unit is moved, to its first member's device).
         group_of = ctx.group_of if units is None else np.asarray(units, dtype=np.int64)
-        if units is None:
-            self.groups = ctx.groups
-        else:
-            order = np.argsort(group_of, kind="stable")
-            self.groups = np.split(order, np.flatnonzero(np.diff(group_of[order])) + 1) if group_of.size else []
+        self.groups = ctx.groups if units is None else members_by_group(group_of)
         self.allowed = [np.flatnonzero(ctx.allowed[members].all(axis=0)) for members in self.groups]
         self.neighbours = [
             sorted({int(group_of[m]) for n in members.tolist() for m in ctx.preds[n] + ctx.succs[n]} - {g})

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
 import pytest
 
 from compiler_opt.workloads.registry import get_workload
-from tests.conftest import REPO_ROOT
+from tests.benchmark_scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    """benchmarks/ is not a package: load the script as a module (registered, as dataclasses need)."""
-    spec = importlib.util.spec_from_file_location("bench_fidelity", REPO_ROOT / "benchmarks" / "bench_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_fidelity"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_fidelity", None)
+    with benchmark_script("bench_fidelity") as module:
+        yield module
 
 
 def test_source_records_are_complete(bench) -> None:

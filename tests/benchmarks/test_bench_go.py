@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.benchmark_scripts import benchmark_script
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    """benchmarks/ is not a package: load the script as a module (registered, as dataclasses need)."""
-    spec = importlib.util.spec_from_file_location("bench_go", REPO_ROOT / "benchmarks" / "bench_go.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_go"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_go", None)
-
-
-@pytest.fixture
-def one_torch_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with benchmark_script("bench_go") as module:
+        yield module
 
 
 def test_the_search_control_row_is_the_best_seed_polished(bench, tmp_path) -> None:

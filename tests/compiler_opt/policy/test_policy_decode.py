@@ -17,7 +17,7 @@ from passes.fusion.by_priority import fuse_by_priority
 SMALL = PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=1, attention_layers=1)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -16,7 +16,7 @@ from graph_ir.io.onnx_import import import_onnx
 SMALL = PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=1, attention_layers=1)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

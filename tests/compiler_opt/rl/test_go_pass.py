@@ -24,7 +24,7 @@ from passes.infra.registry import get_pass_class
 SMALL = PolicyConfig(hidden=16, heads=2, segment=16, sage_layers=1, attention_layers=1)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from cost_model.devices.loader import load_topology
 from test_rl_ppo import matmul_chain  # same folder (rootdir-relative import mode)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def test_sample_shapes_and_no_masked_device() -> None:

@@ -20,7 +20,7 @@ from graph_ir.io.onnx_import import import_onnx
 TINY = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/compiler_opt/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def matmul_chain(length: int = 12, width: int = 512) -> Graph:
