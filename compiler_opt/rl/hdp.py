@@ -30,6 +30,7 @@ from compiler_opt.policy.features import NUM_OP_KINDS
 from compiler_opt.policy.hdp import HdpPolicy, HdpPolicyConfig
 from compiler_opt.rl.config import TrainConfigError
 from cost_model.decisions import Decisions
+from graph_ir._gc import gc_frozen
 
 if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
@@ -77,6 +78,7 @@ def _decisions(env: GraphEnvironment, device: np.ndarray) -> Decisions:
     return Decisions(device, env.default_fusion(device), np.zeros(env.problem.num_nodes))
 
 
+@gc_frozen()  # as GO's searches: the graph's objects out of the collector's scans (graph_ir._gc)
 def train_hdp(env: GraphEnvironment, config: HdpConfig | None = None) -> HdpResult:
     """REINFORCE on `env` until `config.iterations` updates or `config.max_seconds` (module docstring)."""
     config = config or HdpConfig()

@@ -37,6 +37,7 @@ from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episo
 from compiler_opt.rl.saver import CheckpointSaver
 from compiler_opt.rl.scalars import ScalarLogger
 from compiler_opt.rl.warm_start import Seed, SeedEpisode, fitting_seeds, seed_episode, warm_start_seeds
+from graph_ir._gc import gc_frozen
 
 if TYPE_CHECKING:
     from cost_model.decisions import Decisions
@@ -138,6 +139,7 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
     return False
 
 
+@gc_frozen()  # the graph's objects out of the collector's scans (graph_ir._gc)
 def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = ()) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference
@@ -167,6 +169,7 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     return found
 
 
+@gc_frozen()
 def run_training(
     config: TrainConfig,
     *,

@@ -24,6 +24,7 @@ import numpy as np
 
 from cost_model.costs import Target
 from cost_model.decisions import Decisions
+from graph_ir._gc import gc_frozen
 from passes.infra.base import Pass, PassResult, option
 from passes.infra.context import PassContext, resolve_pipeline_target
 from passes.placement.context import OBJECTIVES, PlacementContext, PlacementError
@@ -104,6 +105,7 @@ class PlacementPass(Pass):
         began = time.perf_counter()
         return self.run(self.context(graph, target), began=began)
 
+    @gc_frozen()  # a search over a built graph: its objects out of the collector's scans (graph_ir._gc)
     def run(self, ctx: PlacementContextBase, *, began: float | None = None) -> PlacementOutcome:
         """Run the method on a prepared context (seconds count from `began`, default now)."""
         began = time.perf_counter() if began is None else began
