@@ -58,6 +58,7 @@ from compiler_opt.rl import GraphEnvironment, TrainConfig, load_graph, make_poli
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
+from graph_ir._gc import gc_frozen
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH_CONTROL = "seeds+polish"  # GO fine-tune without the policy: its seeds and polish only (_seeds_and_polish)
@@ -246,7 +247,8 @@ class Bench:
         curve: list = []
         wall_began = time.perf_counter()
         try:
-            decisions, seconds, evals, curve, extra = self._decide(env, method)
+            with gc_frozen():  # every row alike: the graph's objects out of the collector's scans (graph_ir._gc)
+                decisions, seconds, evals, curve, extra = self._decide(env, method)
         except Exception as err:  # one failing method must not sink the table (cp-sat's size limit)
             from graph_ir.errors import CompilerOptError
 
