@@ -68,6 +68,9 @@ GO_ROWS = (
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
+# A search method named METHOD+timed (e.g. dp-ls+fused+groups+timed) gets the evaluation budget that
+# fills --seconds CPU seconds, as sa/random do: the classical search at GO's wall time.
+TIMED_SUFFIX = "+timed"
 JOINT_CONTROL = "joint variants of classical (best)"  # per cell, the best METHOD+joint row (bench_go.py _with_joint_variants)
 
 
@@ -77,19 +80,27 @@ def classical_methods() -> list[str]:
     return list(METHODS)
 
 
+def _method_options(method: str) -> tuple[str, dict[str, object]]:
+    """A row's method name as (placement method, options): `+groups`, dp-ls's moves carry whole
+    fusion groups (RESULTS.md h7); `+fused`, option `fused` (the evaluations score the default
+    fusion kept within each device, as the row does; RESULTS.md (d.3))."""
+    options: dict[str, object] = {}
+    if method.endswith("+groups"):
+        method, options = method.removesuffix("+groups"), {**options, "group_moves": True}
+    if method.endswith("+fused"):
+        method, options = method.removesuffix("+fused"), {**options, "fused": True}
+    return method, options
+
+
 def _classical(env: GraphEnvironment, method: str, **options: object) -> tuple[Decisions, float, int]:
-    """A classical placement + default fusion; the CPU seconds it took (search and fusion).
-    `METHOD+fused`: the method with option `fused` (its evaluations score the default fusion
-    kept within each device, as the row does; RESULTS.md (d.3))."""
+    """A classical placement + default fusion (`_method_options`); the CPU seconds it took
+    (search and fusion)."""
     from passes.placement import place_outcome
 
-    if method.endswith("+groups"):  # dp-ls's moves carry whole fusion groups (RESULTS.md h7)
-        method, options = method.removesuffix("+groups"), {**options, "group_moves": True}
-    fused = method.endswith("+fused")
-    if fused:
-        method, options = method.removesuffix("+fused"), {**options, "fused": True}
+    method, named = _method_options(method)
+    options = {**named, **options}
     began = time.process_time()
-    with _default_groups_on(env, fused):
+    with _default_groups_on(env, bool(options.get("fused"))):
         outcome = place_outcome(env.graph, method, env.topology, **options)
     device = outcome.decisions.device
     decisions = Decisions(device, env.default_fusion(device), np.zeros(env.problem.num_nodes))
@@ -116,15 +127,16 @@ def _default_groups_on(env: GraphEnvironment, wanted: bool) -> Iterator[None]:
 
 
 def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int) -> tuple[Decisions, float, int]:
-    """sa/random filling `seconds` of CPU: pilots of 5 and 25 evaluations give the setup time
-    and CPU seconds per evaluation, from which the evaluation budget is set."""
+    """A search (sa, random, `METHOD+timed`) filling `seconds` of CPU: pilots of 5 and 25
+    evaluations give the setup time and CPU seconds per evaluation, from which the evaluation
+    budget is set."""
     from passes.placement import place_outcome
 
     took, used = [], []
-    base, options = method.removesuffix("+fused"), {"fused": True} if method.endswith("+fused") else {}
+    base, options = _method_options(method)
     for budget in (5, 25):
         began = time.process_time()
-        with _default_groups_on(env, bool(options)):
+        with _default_groups_on(env, bool(options.get("fused"))):
             used.append(place_outcome(env.graph, base, env.topology, budget=budget, seed=seed, **options).evaluations or budget)
         took.append(time.process_time() - began)
     # The evaluations a run really used (a search may stop early): a difference of ~0 would
@@ -281,8 +293,8 @@ class Bench:
         extra: dict = {}
         if method.endswith("+joint"):
             return _with_joint_variants(env, *self._decide(env, method.removesuffix("+joint")))
-        if method in TIMED:
-            decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
+        if method in TIMED or method.endswith(TIMED_SUFFIX):
+            decisions, seconds, evals = _timed_search(env, method.removesuffix(TIMED_SUFFIX), args.seconds, args.seed)
         elif _plain(method) == "dp-ls":
             decisions, seconds, evals = _classical(env, method, budget=args.classical_budget, seed=args.seed)
         elif _plain(method) == "cp-sat":
@@ -439,8 +451,9 @@ def _is_classical(method: str, classical: set[str]) -> bool:
 
 
 def _plain(method: str) -> str:
-    """The placement method of a classical row name: METHOD, METHOD+fused or METHOD+fused+groups."""
-    return method.removesuffix("+groups").removesuffix("+fused")
+    """The placement method of a classical row name: METHOD, METHOD+fused, METHOD+fused+groups,
+    each optionally +timed."""
+    return method.removesuffix(TIMED_SUFFIX).removesuffix("+groups").removesuffix("+fused")
 
 
 def tables(rows: list[dict]) -> list[Table]:
@@ -565,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown (for RESULTS.md)")
     parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
-    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused, dp-ls+fused+groups adds group_moves")
+    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused, dp-ls+fused+groups adds group_moves; a +timed suffix gives a search the evaluations that fill --seconds, as sa/random")
     parser.add_argument("--classical-from", nargs="*", default=[], help="bench_placement.py / `compiler-opt bench` JSON files (RESULTS.md (d)) whose rows for GO's cells join the tables as the classical rows")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)

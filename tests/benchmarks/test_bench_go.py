@@ -28,3 +28,20 @@ def test_the_search_control_row_is_the_best_seed_polished(bench, tmp_path) -> No
     assert control["best_seed_s"] == min(fitting)
     assert control["step_time_s"] <= control["best_seed_s"] <= rows["human-expert"]["step_time_s"]
     assert control["seconds"] < 3 + 5  # the budget, plus the last simulation and joint variants
+
+
+@pytest.mark.slow  # two paper-free runs of dp-ls, ~20 s here
+def test_a_timed_classical_search_fills_the_rows_seconds(bench, tmp_path) -> None:
+    """`dp-ls+fused+groups+timed`: dp-ls with group moves given the evaluations that fill
+    --seconds (as sa/random), counted as a classical row of its cell."""
+    out = tmp_path / "go.json"
+    argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--json", str(out), "--rows", "classical"]
+    method = "dp-ls+fused+groups"
+    assert bench.main([*argv, "--seconds", "1", "--classical-methods", f"{method}{bench.TIMED_SUFFIX}"]) == 0
+    assert bench.main([*argv, "--seconds", "6", "--classical-methods", f"{method}{bench.TIMED_SUFFIX}", "--json", str(tmp_path / "long.json")]) == 0
+    short = json.loads(out.read_text())["rows"][0]
+    long = json.loads((tmp_path / "long.json").read_text())["rows"][0]
+    assert short["method"] == long["method"] == f"{method}{bench.TIMED_SUFFIX}"
+    assert 10 <= short["evaluations"] < long["evaluations"]
+    assert long["step_time_s"] <= short["step_time_s"] * 1.000001  # same seed: more of the same search
+    assert bench._is_classical(long["method"], set(bench.classical_methods()))
