@@ -187,3 +187,19 @@ def test_classical_seeds_run_on_the_environments_own_problem(env: GraphEnvironme
         np.testing.assert_array_equal(env.classical(method).device, place(env.graph, method, env.topology).device)
     with pytest.raises(PlacementError, match="unknown placement method 'nope'"):
         env.classical("nope")
+
+
+def test_joint_seeds_past_the_deadline_are_the_best_seeds_only(env: GraphEnvironment) -> None:
+    """Joint variants of the best seed always run; those of the other seeds only within the warm
+    start's CPU budget (past it they ran a 20 s row to 25 on GNMT)."""
+    import math
+
+    from compiler_opt.rl.warm_start import fitting_seeds, joint_seeds
+
+    seeds = warm_start_seeds(env, ["human-expert", "metis", "single-device", "critical-path"], fusion_levels=4)
+    best = fitting_seeds(seeds)[0].method
+    free = joint_seeds(env, seeds, fusion_levels=4, priority_levels=8, deadline=math.inf)
+    late = joint_seeds(env, seeds, fusion_levels=4, priority_levels=8, deadline=0.0)
+    assert {s.method.split("+")[0] for s in late} == {best}
+    assert len({s.method.split("+")[0] for s in free}) > 1
+    assert [s.method for s in late] == [s.method for s in free][: len(late)]
