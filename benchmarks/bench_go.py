@@ -68,8 +68,8 @@ GO_ROWS = (
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
-# A search method named METHOD+timed (e.g. dp-ls+fused+groups+timed) gets the evaluation budget that
-# fills --seconds CPU seconds, as sa/random do: the classical search at GO's wall time.
+# A search method named METHOD+timed (e.g. dp-ls+fused+groups+timed) searches for --seconds CPU
+# seconds (the pass option `cpu_seconds`, no evaluation cap): the classical search at GO's wall time.
 TIMED_SUFFIX = "+timed"
 JOINT_CONTROL = "joint variants of classical (best)"  # per cell, the best METHOD+joint row (bench_go.py _with_joint_variants)
 
@@ -127,9 +127,9 @@ def _default_groups_on(env: GraphEnvironment, wanted: bool) -> Iterator[None]:
 
 
 def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int) -> tuple[Decisions, float, int]:
-    """A search (sa, random, `METHOD+timed`) filling `seconds` of CPU: pilots of 5 and 25
-    evaluations give the setup time and CPU seconds per evaluation, from which the evaluation
-    budget is set."""
+    """sa/random filling `seconds` of CPU: pilots of 5 and 25 evaluations give the setup time
+    and CPU seconds per evaluation, from which the evaluation budget is set (the rows of RESULTS
+    (h1)-(h7); `METHOD+timed` rows use the pass option `cpu_seconds` instead)."""
     from passes.placement import place_outcome
 
     took, used = [], []
@@ -293,8 +293,10 @@ class Bench:
         extra: dict = {}
         if method.endswith("+joint"):
             return _with_joint_variants(env, *self._decide(env, method.removesuffix("+joint")))
-        if method in TIMED or method.endswith(TIMED_SUFFIX):
-            decisions, seconds, evals = _timed_search(env, method.removesuffix(TIMED_SUFFIX), args.seconds, args.seed)
+        if method in TIMED:
+            decisions, seconds, evals = _timed_search(env, method, args.seconds, args.seed)
+        elif method.endswith(TIMED_SUFFIX):
+            decisions, seconds, evals = _classical(env, method.removesuffix(TIMED_SUFFIX), budget=10**9, cpu_seconds=args.seconds, seed=args.seed)
         elif _plain(method) == "dp-ls":
             decisions, seconds, evals = _classical(env, method, budget=args.classical_budget, seed=args.seed)
         elif _plain(method) == "cp-sat":
@@ -578,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="print the tables of --json and exit")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown (for RESULTS.md)")
     parser.add_argument("--also", nargs="*", default=[], help="more JSON files of this script whose rows join the tables (runs split across processes)")
-    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused, dp-ls+fused+groups adds group_moves; a +timed suffix gives a search the evaluations that fill --seconds, as sa/random")
+    parser.add_argument("--classical-methods", nargs="*", default=[], help="the classical row group's methods (default: all of bench's); METHOD+fused runs METHOD with option fused, dp-ls+fused+groups adds group_moves; a +timed suffix makes a search stop after --seconds CPU seconds (pass option cpu_seconds)")
     parser.add_argument("--classical-from", nargs="*", default=[], help="bench_placement.py / `compiler-opt bench` JSON files (RESULTS.md (d)) whose rows for GO's cells join the tables as the classical rows")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go.json"))
     args = parser.parse_args(argv)

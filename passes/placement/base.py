@@ -65,8 +65,13 @@ class PlacementPass(Pass):
     fused: bool = option(
         False, "score placements with the graph's fusion groups kept within each device (a group split across devices runs unfused)"
     )
+    cpu_seconds: float = option(
+        0.0, "search methods (sa, random, dp-ls) stop after this many CPU seconds of their run, keeping the best placement found; 0: their evaluation budget only"
+    )
 
     def __post_init__(self) -> None:
+        if not self.cpu_seconds >= 0:
+            raise PlacementError(f"pass '{self.name}': cpu_seconds must be >= 0, got {self.cpu_seconds!r}", field="cpu_seconds")
         if self.objective and self.objective not in OBJECTIVES:
             raise PlacementError(
                 f"pass '{self.name}': objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
@@ -109,6 +114,8 @@ class PlacementPass(Pass):
     def run(self, ctx: PlacementContextBase, *, began: float | None = None) -> PlacementOutcome:
         """Run the method on a prepared context (seconds count from `began`, default now)."""
         began = time.perf_counter() if began is None else began
+        if self.cpu_seconds > 0 and self.search_budget is not None:
+            ctx.deadline = time.process_time() + self.cpu_seconds
         if ctx.num_nodes == 0:
             device = np.zeros(0, dtype=np.int64)
         else:

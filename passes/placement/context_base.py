@@ -19,6 +19,8 @@ Implementations: `PlacementContext` (a graph on a topology, scored by the simula
 from __future__ import annotations
 
 import functools
+import math
+import time
 from typing import Any
 
 import numpy as np
@@ -71,6 +73,8 @@ class PlacementContextBase:
         self.objective = objective
         self.budget = budget
         self.evaluations = 0
+        # A search's CPU deadline (`time.process_time()`; inf: none): the pass option `cpu_seconds`.
+        self.deadline = math.inf
         # Methods that also decide an order (cp-sat) leave priorities here; extras hold
         # method-specific results (a solver's status) for callers that want them.
         self.priority: np.ndarray | None = None
@@ -167,6 +171,8 @@ class PlacementContextBase:
     def _count(self) -> None:
         if self.budget is not None and self.evaluations >= self.budget:
             raise BudgetExhausted(f"the evaluation budget of {self.budget} is spent", field="budget")
+        if self.evaluations and time.process_time() >= self.deadline:  # like a budget: one evaluation always runs
+            raise BudgetExhausted("the search's CPU seconds are spent", field="cpu_seconds")
         self.evaluations += 1
 
     @property

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -182,10 +183,15 @@ class LocalSearchPlacement(PlacementPass):
     def assign(self, ctx: PlacementContextBase) -> np.ndarray:
         from passes.placement.dp import ContiguousDpPlacement
 
-        # The DP's own evaluations (a few on graphs, none on profiled workloads) count too.
-        start = ContiguousDpPlacement(
-            devices=self.devices, objective=self.objective, seed=self.seed, include_cpu=self.include_cpu, max_ideals=self.max_ideals
-        ).assign(ctx)
+        # The DP's own evaluations (a few on graphs, none on profiled workloads) count too; a
+        # `cpu_seconds` deadline bounds the search only (the DP always ends: its answer is the start).
+        deadline, ctx.deadline = ctx.deadline, math.inf
+        try:
+            start = ContiguousDpPlacement(
+                devices=self.devices, objective=self.objective, seed=self.seed, include_cpu=self.include_cpu, max_ideals=self.max_ideals
+            ).assign(ctx)
+        finally:
+            ctx.deadline = deadline
         units = None
         base = getattr(ctx, "base", None)
         if self.group_moves and base is not None:

@@ -32,8 +32,8 @@ def test_the_search_control_row_is_the_best_seed_polished(bench, tmp_path) -> No
 
 @pytest.mark.slow  # two paper-free runs of dp-ls, ~20 s here
 def test_a_timed_classical_search_fills_the_rows_seconds(bench, tmp_path) -> None:
-    """`dp-ls+fused+groups+timed`: dp-ls with group moves given the evaluations that fill
-    --seconds (as sa/random), counted as a classical row of its cell."""
+    """`dp-ls+fused+groups+timed`: dp-ls with group moves searching for --seconds CPU seconds
+    (pass option `cpu_seconds`), counted as a classical row of its cell."""
     out = tmp_path / "go.json"
     argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--json", str(out), "--rows", "classical"]
     method = "dp-ls+fused+groups"
@@ -43,5 +43,6 @@ def test_a_timed_classical_search_fills_the_rows_seconds(bench, tmp_path) -> Non
     long = json.loads((tmp_path / "long.json").read_text())["rows"][0]
     assert short["method"] == long["method"] == f"{method}{bench.TIMED_SUFFIX}"
     assert 10 <= short["evaluations"] < long["evaluations"]
+    assert long["seconds"] < 6 + 3  # the deadline, plus the problem built from the graph and the default fusion
     assert long["step_time_s"] <= short["step_time_s"] * 1.000001  # same seed: more of the same search
     assert bench._is_classical(long["method"], set(bench.classical_methods()))

@@ -97,6 +97,36 @@ def test_the_context_refuses_an_evaluation_past_the_budget() -> None:
         ctx.evaluate(placement)
 
 
+def test_the_context_refuses_an_evaluation_past_its_cpu_deadline() -> None:
+    """The deadline never stops the first evaluation (as a budget of 1 does not)."""
+    ctx = PlacementContext(SimulationProblem.from_graph(two_branches(), topology(2)))
+    ctx.deadline = 0.0  # long past
+    placement = np.zeros(ctx.num_nodes, dtype=np.int64)
+    ctx.evaluate(placement)
+    with pytest.raises(BudgetExhausted, match="CPU seconds are spent"):
+        ctx.evaluate(placement)
+
+
+@pytest.mark.parametrize("method", ["sa", "random", "dp-ls"])
+def test_a_search_with_cpu_seconds_stops_there_and_keeps_its_best(method: str) -> None:
+    """`cpu_seconds` bounds a search with no evaluation cap; a deadline that has passed leaves
+    one evaluation (dp-ls: its DP start's), a longer one more; non-search methods ignore it; a negative one is refused."""
+    graph = wide_graph(branches=3, length=3)
+    topo = topology(3)
+    now = place_outcome(graph, method, topo, budget=10**9, cpu_seconds=1e-9)
+    later = place_outcome(graph, method, topo, budget=10**9, cpu_seconds=0.3)
+    assert now.evaluations < later.evaluations
+    assert now.evaluations == 1 or method == "dp-ls"  # dp-ls: the DP start always ends (its few evaluations)
+    for outcome in (now, later):
+        outcome.context.deadline, outcome.context.budget = float("inf"), None  # score the answers
+    assert later.context.evaluate(later.device) <= now.context.evaluate(now.device) + 1e-12
+    assert place_outcome(graph, "metis", topo, cpu_seconds=1e-9).evaluations == place_outcome(graph, "metis", topo).evaluations
+    from passes.placement import PlacementError
+
+    with pytest.raises(PlacementError, match="cpu_seconds must be >= 0"):
+        place(graph, method, topo, cpu_seconds=-1.0)
+
+
 @pytest.mark.parametrize("method", ["sa", "random", "hash"])
 def test_searches_are_deterministic_given_a_seed(method: str) -> None:
     graph = wide_graph(branches=3, length=3)
