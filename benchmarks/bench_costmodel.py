@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the dataset the --shipped model was trained on: its training kernels (rebuilt from the checkpoint's split, "
                              "seed and test fraction) are left out of a second table that scores every method on the unseen test kernels")
     parser.add_argument("--save-models", metavar="DIR", help="save every GraphSAGE model here (<split>_<loss>.pt, with its train config and split)")
+    parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
+    parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model without the non-negative weights (ridge least squares)")
+    parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
 
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.baselines import GbdtBaseline, roofline_predictions
     from cost_model.learned.data import split_records, to_tensors
     from cost_model.learned.tpugraphs import load_dir
-    from cost_model.learned.train import TrainConfig, fit, predict
+    from cost_model.learned.train import TrainConfig, fit, predict, tensors_for
     from cost_model.measure.harness import noise_floor
     from cost_model.measure.quality import kernel_noise, noise_ceiling, retest_pairs
     from passes.autotune.search import random_search_measurements
@@ -150,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             began = time.perf_counter()
             config = TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
                                  hidden=args.hidden, layers=args.layers, configs_per_step=args.configs_per_step,
-                                 split=split, test_fraction=args.test_fraction)
+                                 split=split, test_fraction=args.test_fraction, residual=args.residual)
             model = fit(train, config)
-            preds = [predict(model, to_tensors(r)) for r in test]
+            preds = [predict(model, tensors_for(model, r)) for r in test]
             rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs, spread) | {"train_s": time.perf_counter() - began})
             if args.save_models:
                 from dataclasses import asdict
@@ -167,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             from cost_model.learned.train import load_model
 
             shipped, _ = load_model(args.shipped)
-            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, to_tensors(r)) for r in test], test, random_needs, spread) | {"train_s": 0.0})
+            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, tensors_for(shipped, r)) for r in test], test, random_needs, spread) | {"train_s": 0.0})
         # the ceiling the label noise puts on every method: a second measurement of the same configurations as the
         # predictor, and (log ratios / sqrt 2) an estimate for a perfect model of the true runtime (quality.noise_ceiling)
         rows.append(score("retest agreement (labels x retest ratios)", noise_ceiling(test, seed=args.seed), test, random_needs, spread) | {"train_s": 0.0})
@@ -188,6 +191,19 @@ def main(argv: list[str] | None = None) -> int:
             preds = metaschedule["predictions"][split]
             rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",
                               [np.asarray(preds[Path(r.path).name]) for r in test], test, random_needs, spread) | {"train_s": metaschedule["train_s"][split]})
+        if test[0].layout_form and all("roofline_s" in r.meta for r in records):
+            # fusion: learned corrections of the roofline simulator (ninth session)
+            from cost_model.learned.fusion_additive import AdditiveFusionModel
+
+            for signed in (False, True) if args.additive_signed else (False,):
+                began = time.perf_counter()
+                additive = AdditiveFusionModel(nonnegative=not signed).fit(train)
+                rows.append(score("additive (calls + roofline terms)" + (", signed weights" if signed else ""), [additive.predict(r) for r in test], test,
+                                  random_needs, spread) | {"train_s": time.perf_counter() - began, "weights": dict(zip(additive.terms, additive.weights.tolist()))})
+            began = time.perf_counter()
+            residual = GbdtBaseline(seed=args.seed, objective="residual", depth=args.residual_depth).fit(train)
+            rows.append(score("XGBoost residual log(y/roofline), flat + terms", [residual.predict(r) for r in test], test, random_needs, spread)
+                        | {"train_s": time.perf_counter() - began})
         label = "roofline simulator" if test[0].layout_form else "roofline (config-blind)"
         rows.append(score(label, [roofline_predictions(r, host) for r in test], test, random_needs, spread) | {"train_s": 0.0})
         for row in rows:
