@@ -38,13 +38,24 @@ def tuner_measurements(pred: np.ndarray, runtime: np.ndarray, tolerance: float =
     return int(np.flatnonzero(good[np.argsort(pred, kind="stable")])[0]) + 1
 
 
+def level_metrics(pred_log: np.ndarray, runtime: np.ndarray, min_runtime: float = 5e-6) -> dict[str, float]:
+    """How much of a kernel's MAPE is one constant factor: `level_error` = |median(pred / runtime) - 1|,
+    `mape_level_removed` = the MAPE of pred / that median (what is left when the level is right)."""
+    keep = runtime >= min_runtime
+    if not keep.any():
+        return {"level_error": float("nan"), "mape_level_removed": float("nan")}
+    ratio = np.exp(np.asarray(pred_log, dtype=np.float64))[keep] / runtime[keep]
+    level = float(np.median(ratio))
+    return {"level_error": abs(level - 1.0), "mape_level_removed": float(np.mean(np.abs(ratio / level - 1.0)))}
+
+
 def score(name: str, predictions: list[np.ndarray], records: list, random_needs: list[float], floor: float | None = None) -> dict:
     """Mean metrics over `records`; with `floor` (the dataset's median retest noise) also the
     Kendall tau over the kernels whose label spread exceeds it ("kendall_spread": flat kernels,
     whose configurations time within noise of each other, left out; reported beside the metric)."""
     from cost_model.learned.metrics import kernel_metrics, label_spread, mean_metrics
 
-    rows = [kernel_metrics(p, r.config_runtime) for p, r in zip(predictions, records)]
+    rows = [kernel_metrics(p, r.config_runtime) | level_metrics(p, r.config_runtime) for p, r in zip(predictions, records)]
     out = mean_metrics(rows)
     if floor is not None:
         kept = [row["kendall"] for row, r in zip(rows, records) if label_spread(r.config_runtime) > floor]
