@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
           f"noise floor median {runs[0]['summary']['noise_floor']['median']:.3f}, p90 {runs[0]['summary']['noise_floor']['p90']:.3f} "
           f"({runs[0]['summary']['noise_floor']['pairs']} pairs)")
     extra = " tau, kernels above noise |" if above is not None else ""
-    print(f"| split | method | top-1 slowdown | top-5 slowdown | Kendall tau |{extra} MAPE (>=5us) | tuner meas. to <=2% | random meas. to <=2% |")
     if args.levels:
-        extra += " per-kernel level error | MAPE, level removed | worst test kernel MAPE |"
+        extra += " per-kernel level error | MAPE, level removed | worst test kernel MAPE (per seed) |"
+    print(f"| split | method | top-1 slowdown | top-5 slowdown | Kendall tau |{extra} MAPE (>=5us) | tuner meas. to <=2% | random meas. to <=2% |")
     print("|---|---|---|---|---|---|---|---|" + "---|" * extra.count("|"))
     keys = list(dict.fromkeys((row["split"], row["method"]) for row in runs[0]["results"]))
     for split, method in keys:
