@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the dataset the --shipped model was trained on: its training kernels (rebuilt from the checkpoint's split, "
                              "seed and test fraction) are left out of a second table that scores every method on the unseen test kernels")
     parser.add_argument("--save-models", metavar="DIR", help="save every GraphSAGE model here (<split>_<loss>.pt, with its train config and split)")
+    parser.add_argument("--gbdt-variants", default="", help="comma list of extra XGBoost rankers: kind (one rank model per kernel kind), "
+                                                           "pair (pairwise config differences, target log(y_i/y_j))")
     parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
     parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model without the non-negative weights (ridge least squares)")
     parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
@@ -198,6 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         ranker = GbdtBaseline(seed=args.seed, objective="rank").fit(train)
         rows.append(score("XGBoost rank, flat features", [ranker.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
+        for variant in [v for v in args.gbdt_variants.split(",") if v]:  # tile rankers of the ninth session (cost_model.learned.gbdt_variants)
+            from cost_model.learned.gbdt_variants import PairwiseGbdt, PerKindGbdt
+
+            began = time.perf_counter()
+            if variant == "kind":
+                model, name = PerKindGbdt(seed=args.seed).fit(train), "XGBoost rank per kernel kind, flat features"
+            elif variant == "pair":
+                model, name = PairwiseGbdt(seed=args.seed).fit(train), "XGBoost on pairwise config differences, log(y_i/y_j)"
+            else:
+                raise SystemExit(f"unknown --gbdt-variants entry {variant!r} (kind, pair)")
+            rows.append(score(name, [model.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
         if metaschedule is not None:
             preds = metaschedule["predictions"][split]
             rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-RANK_ONLY = ("rank", "MetaSchedule")  # their scores are not times: MAPE is meaningless
+RANK_ONLY = ("rank", "MetaSchedule", "pairwise")  # their scores are not times: MAPE is meaningless
 
 
 def _cell(values: list[float], percent: bool) -> str:
