@@ -300,7 +300,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.set_defaults(handler=_cmd_train, file_arg="data")
 
     evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
-    evaluate.add_argument("model", metavar="MODEL.pt")
+    evaluate.add_argument("model", metavar="MODEL", help="a .pt checkpoint, or a .json additive fusion model")
     evaluate.add_argument("data", metavar="DIR")
     evaluate.add_argument("--split", choices=("random", "program", "all"), default="random")
     evaluate.add_argument("--test-fraction", type=float, default=0.2)
