@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gbdt-variants", default="", help="comma list of extra XGBoost rankers: kind (one rank model per kernel kind), "
                                                            "pair (pairwise config differences, target log(y_i/y_j))")
     parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
-    parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model without the non-negative weights (ridge least squares)")
+    parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares) and without the op-class node counts")
     parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
@@ -219,10 +219,14 @@ def main(argv: list[str] | None = None) -> int:
             # fusion: learned corrections of the roofline simulator (ninth session)
             from cost_model.learned.fusion_additive import AdditiveFusionModel
 
-            for signed in (False, True) if args.additive_signed else (False,):
+            from cost_model.learned.fusion_terms import BASE_TERMS
+
+            variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS})]
+                                     if args.additive_signed else [])
+            for suffix, options in variants:
                 began = time.perf_counter()
-                additive = AdditiveFusionModel(nonnegative=not signed).fit(train)
-                rows.append(score("additive (calls + roofline terms)" + (", signed weights" if signed else ""), [additive.predict(r) for r in test], test,
+                additive = AdditiveFusionModel(**options).fit(train)
+                rows.append(score("additive (calls + roofline terms)" + suffix, [additive.predict(r) for r in test], test,
                                   random_needs, spread) | {"train_s": time.perf_counter() - began, "weights": dict(zip(additive.terms, additive.weights.tolist()))})
             began = time.perf_counter()
             residual = GbdtBaseline(seed=args.seed, objective="residual", depth=args.residual_depth).fit(train)

@@ -18,6 +18,8 @@ for the dataset and the autotuner's candidates):
   transpose, slice): a call that does no arithmetic;
 - `graph_gflops`: the graph's FLOPs (the same for every configuration: lets a model scale the
   arithmetic the roofline prices at peak);
+- `<class>_nodes` (`OP_CLASSES`): the graph's nodes of each op class (reduce, transpose, slice,
+  matmul, conv, broadcast/reshape, elementwise), also per graph;
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -34,10 +36,15 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+__all__ = ["BASE_TERMS", "OP_CLASSES", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
            "roofline_step_times"]
 
-TERM_NAMES = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
+# Op classes whose nodes are counted (per graph: the same for every configuration): what an op
+# costs inside XLA's loops at these sizes beyond its FLOPs (ninth session: lowered the held-out MAPE).
+OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "slice_nodes": ("slice",), "matmul_nodes": ("matmul",),
+              "conv_nodes": ("conv",), "broadcast_reshape_nodes": ("broadcast", "reshape"), "elementwise_nodes": ("binary", "unary")}
+BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
+TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + ("roofline_s",)
 _LAYOUT_OPS = ("constant", "reshape", "broadcast", "transpose", "slice")
 _ELEMENTS = 6  # node_features: log2 of the output's element count
 _FLOPS = -1  # node_features: log2 of the node's FLOPs (0: none)
@@ -82,8 +89,10 @@ def config_terms(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.
     arithmetic = np.bincount(kernel, weights=(~layout).astype(np.float64), minlength=count)
     log_flops = np.asarray(node_feat, dtype=np.float64)[:, _FLOPS]
     gflops = 1e-9 * np.where(log_flops > 0, np.exp2(log_flops), 0.0).sum()
+    names = [OPCODES[o] if 0 <= o < len(OPCODES) else "" for o in np.asarray(node_opcode).tolist()]
+    classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
     return np.array([count, len(pairs), leaves.sum(), 4e-6 * elements[pairs[:, 1]].sum(), 4e-6 * elements[leaves].sum(),
-                     (sizes > 1).sum(), (arithmetic == 0).sum(), gflops], dtype=np.float64)
+                     (sizes > 1).sum(), (arithmetic == 0).sum(), gflops, *classes], dtype=np.float64)
 
 
 def record_groups(record: KernelRecord) -> list[np.ndarray]:

@@ -59,7 +59,8 @@ def _fit_normalization(model: CostModel, data: Sequence[KernelTensors]) -> None:
         if model.config.graph_features:
             graphs = torch.cat([d.graph_feat for d in data])
             model.graph_mean.copy_(graphs.mean(0))
-            model.graph_std.copy_(graphs.std(0).clamp_min(1e-3) if graphs.shape[0] > 1 else torch.ones_like(model.graph_std))
+            # a floor of 0.1: a term nearly constant on the training graphs (a count one program has) must not blow up on another
+            model.graph_std.copy_(graphs.std(0).clamp_min(0.1) if graphs.shape[0] > 1 else torch.ones_like(model.graph_std))
 
 
 def _forward(model: CostModel, d: KernelTensors, index: torch.Tensor | None = None) -> torch.Tensor:

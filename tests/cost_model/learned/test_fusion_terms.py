@@ -12,7 +12,7 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.fusion_terms import OP_CLASSES, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -32,7 +32,10 @@ def test_config_terms_by_hand() -> None:
     feat, ops = _graph()
     # groups: {0, 1} fused, 2 and 3 alone -> kernels {0,1}, {2}, {3}
     terms = config_terms(feat, ops, EDGES, np.array([0, 0, -1, -1]))
-    kernels, inputs, outputs, in_mb, out_mb, fused, layout, gflops = terms
+    kernels, inputs, outputs, in_mb, out_mb, fused, layout, gflops, *classes = terms
+    counts = dict(zip(OP_CLASSES, classes))
+    assert counts == {"reduce_nodes": 0, "transpose_nodes": 0, "slice_nodes": 0, "matmul_nodes": 1, "conv_nodes": 0, "broadcast_reshape_nodes": 1,
+                      "elementwise_nodes": 2}
     assert kernels == 3 and fused == 1
     assert inputs == 2  # node 1 -> kernel {2}, node 0 -> kernel {3}
     assert outputs == 4  # 0 and 1 leave their kernel, 2 and 3 are graph outputs
