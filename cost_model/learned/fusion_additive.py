@@ -9,10 +9,11 @@ terms, non-negative by default (scipy's NNLS: every call, buffer and byte costs 
 candidate unlike the training ones cannot look faster by having more of something; unconstrained
 least squares with a small ridge, `nonnegative=False`, scores the same on the eighth session's
 labels but gives the collinear roofline and kernel terms opposite signs). Why additive and not a tree or a GNN on log runtime: a configuration's time
-on this host is a sum over its executable calls (the eighth session's labels: ~21 us per call,
-~13 us more per output buffer a call returns, the simulator's arithmetic and traffic about 2x too
-optimistic), and a sum extrapolates to held-out programs with other kernel counts where trees on
-log runtime learn per-program levels (RESULTS.md (i), ninth session). `log_roofline_residual`
+on this host is a sum over its executable calls and ops (fitted on the eighth session's labels:
+6-9 us per call, 9-12 us per output buffer a call returns, 1-3 / 7-8 / 16-27 us per reduce /
+matmul / conv node, bytes written between calls at 3-11 GB/s), and a sum extrapolates to
+held-out programs with other kernel counts where trees on log runtime learn per-program levels
+(RESULTS.md (i), ninth session). `log_roofline_residual`
 gives the same prediction as the residual log(pred / roofline_s) the residual models learn.
 
 Saved as JSON (`save` / `load`: weights by term name, the term scales, the training report).
