@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gbdt-variants", default="", help="comma list of extra XGBoost rankers: kind (one rank model per kernel kind), "
                                                            "pair (pairwise config differences, target log(y_i/y_j))")
     parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
-    parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares) and without the op-class node counts")
+    parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares), without the op-class node counts, and fitted on l1")
     parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
@@ -221,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
 
             from cost_model.learned.fusion_terms import BASE_TERMS
 
-            variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS})]
-                                     if args.additive_signed else [])
+            variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS}),
+                                      (", l1 fit", {"loss": "l1"})] if args.additive_signed else [])
             for suffix, options in variants:
                 began = time.perf_counter()
                 additive = AdditiveFusionModel(**options).fit(train)

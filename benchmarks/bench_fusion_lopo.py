@@ -4,8 +4,8 @@
 
 The program split of bench_costmodel.py holds out a random 4 of the 15 programs per seed, so some
 programs are never held out and a mean over 8 test graphs hides which program fails. Here every
-program is held out once: the model (`AdditiveFusionModel`, its signed least-squares form, and
-the model without the op-class node counts of `fusion_terms.OP_CLASSES`) is
+program is held out once: the model (`AdditiveFusionModel`, its signed least-squares form, the
+model without the op-class node counts of `fusion_terms.OP_CLASSES`, and its l1 fit) is
 fitted on the other programs' graphs (all scales) and scored on the held-out program's graphs:
 MAPE (configurations >= 5 us), Kendall tau, top-1 slowdown, the level |median(pred / label) - 1|
 and the MAPE with the level removed; beside it the roofline simulator scaled by one constant
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         train = [r for r in records if r.program != program]
         test = [r for r in records if r.program == program]
         models = {"additive": AdditiveFusionModel().fit(train), "additive, signed weights": AdditiveFusionModel(nonnegative=False).fit(train),
-                  "additive without op-class node counts": AdditiveFusionModel(terms=BASE_TERMS).fit(train)}
+                  "additive without op-class node counts": AdditiveFusionModel(terms=BASE_TERMS).fit(train),
+                  "additive, l1 fit": AdditiveFusionModel(loss="l1").fit(train)}
         # roofline x c, c minimising the relative error on the training graphs: c = sum(r) / sum(r^2), r = roofline / label
         ratio = np.concatenate([terms[r.name][:, roof] / r.config_runtime for r in train])
         scale = float(ratio.sum() / (ratio**2).sum())

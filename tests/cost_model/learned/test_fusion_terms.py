@@ -108,6 +108,10 @@ def test_additive_model_recovers_known_weights(tmp_path) -> None:  # type: ignor
     loaded = AdditiveFusionModel.load(path)
     np.testing.assert_allclose(loaded.predict(records[0]), model.predict(records[0]))
     assert loaded.extra == {"note": "x"}
+    l1 = AdditiveFusionModel(loss="l1").fit(records)  # the exact fit is also the l1 optimum
+    for record in records:
+        np.testing.assert_allclose(np.exp(l1.predict(record)), record.config_runtime, rtol=1e-4)
+    assert AdditiveFusionModel.load(l1.save(tmp_path / "l1.json")).loss == "l1"
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(DatasetError, match="format"):
         AdditiveFusionModel.load(tmp_path / "bad.json")
@@ -155,3 +159,16 @@ def test_predictor_roofline_equals_the_simulator() -> None:
     logs = predictor.predict_log(nodes, [d.fusion_group for d in drawn])
     np.testing.assert_allclose(logs, np.log(predictor.model.predict_terms(terms)))
     assert np.isfinite(logs).all()
+
+
+def test_l1_fit_ignores_an_outlier_the_l2_fit_follows() -> None:
+    kernels = np.arange(1.0, 21.0)
+    terms = np.stack([kernels, np.zeros_like(kernels)], axis=1)  # (kernels, roofline_s = 0)
+    runtime = 10e-6 * kernels
+    runtime[3] *= 3.0  # one configuration timed 3x slow
+    l1 = AdditiveFusionModel(terms=("kernels", "roofline_s"), loss="l1").fit_terms(terms, runtime)
+    l2 = AdditiveFusionModel(terms=("kernels", "roofline_s")).fit_terms(terms, runtime)
+    assert l1.weights[0] == pytest.approx(10e-6, rel=1e-3)
+    assert abs(l2.weights[0] / 10e-6 - 1) > 0.01  # one in 20 rows 3x off moves it 1.2%
+    with pytest.raises(ValueError, match="loss"):
+        AdditiveFusionModel(loss="huber")
