@@ -38,13 +38,24 @@ def tuner_measurements(pred: np.ndarray, runtime: np.ndarray, tolerance: float =
     return int(np.flatnonzero(good[np.argsort(pred, kind="stable")])[0]) + 1
 
 
+def level_metrics(pred_log: np.ndarray, runtime: np.ndarray, min_runtime: float = 5e-6) -> dict[str, float]:
+    """How much of a kernel's MAPE is one constant factor: `level_error` = |median(pred / runtime) - 1|,
+    `mape_level_removed` = the MAPE of pred / that median (what is left when the level is right)."""
+    keep = runtime >= min_runtime
+    if not keep.any():
+        return {"level_error": float("nan"), "mape_level_removed": float("nan")}
+    ratio = np.exp(np.asarray(pred_log, dtype=np.float64))[keep] / runtime[keep]
+    level = float(np.median(ratio))
+    return {"level_error": abs(level - 1.0), "mape_level_removed": float(np.mean(np.abs(ratio / level - 1.0)))}
+
+
 def score(name: str, predictions: list[np.ndarray], records: list, random_needs: list[float], floor: float | None = None) -> dict:
     """Mean metrics over `records`; with `floor` (the dataset's median retest noise) also the
     Kendall tau over the kernels whose label spread exceeds it ("kendall_spread": flat kernels,
     whose configurations time within noise of each other, left out; reported beside the metric)."""
     from cost_model.learned.metrics import kernel_metrics, label_spread, mean_metrics
 
-    rows = [kernel_metrics(p, r.config_runtime) for p, r in zip(predictions, records)]
+    rows = [kernel_metrics(p, r.config_runtime) | level_metrics(p, r.config_runtime) for p, r in zip(predictions, records)]
     out = mean_metrics(rows)
     if floor is not None:
         kept = [row["kendall"] for row, r in zip(rows, records) if label_spread(r.config_runtime) > floor]
@@ -95,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the dataset the --shipped model was trained on: its training kernels (rebuilt from the checkpoint's split, "
                              "seed and test fraction) are left out of a second table that scores every method on the unseen test kernels")
     parser.add_argument("--save-models", metavar="DIR", help="save every GraphSAGE model here (<split>_<loss>.pt, with its train config and split)")
+    parser.add_argument("--gbdt-variants", default="", help="comma list of extra XGBoost rankers: kind (one rank model per kernel kind), "
+                                                           "pair (pairwise config differences, target log(y_i/y_j))")
+    parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
+    parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares), without the op-class node counts, and fitted on l1")
+    parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
     args = parser.parse_args(argv)
 
@@ -103,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.baselines import GbdtBaseline, roofline_predictions
     from cost_model.learned.data import split_records, to_tensors
     from cost_model.learned.tpugraphs import load_dir
-    from cost_model.learned.train import TrainConfig, fit, predict
+    from cost_model.learned.train import TrainConfig, fit, predict, tensors_for
     from cost_model.measure.harness import noise_floor
     from cost_model.measure.quality import kernel_noise, noise_ceiling, retest_pairs
     from passes.autotune.search import random_search_measurements
@@ -150,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             began = time.perf_counter()
             config = TrainConfig(loss=loss, epochs=args.epochs, seed=args.seed, mse_weight=0.0 if loss == "mse" else 0.05,
                                  hidden=args.hidden, layers=args.layers, configs_per_step=args.configs_per_step,
-                                 split=split, test_fraction=args.test_fraction)
+                                 split=split, test_fraction=args.test_fraction, residual=args.residual)
             model = fit(train, config)
-            preds = [predict(model, to_tensors(r)) for r in test]
+            preds = [predict(model, tensors_for(model, r)) for r in test]
             rows.append(score(f"GraphSAGE ({loss}){args.label}", preds, test, random_needs, spread) | {"train_s": time.perf_counter() - began})
             if args.save_models:
                 from dataclasses import asdict
@@ -167,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             from cost_model.learned.train import load_model
 
             shipped, _ = load_model(args.shipped)
-            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, to_tensors(r)) for r in test], test, random_needs, spread) | {"train_s": 0.0})
+            rows.append(score(f"shipped {Path(args.shipped).name}", [predict(shipped, tensors_for(shipped, r)) for r in test], test, random_needs, spread) | {"train_s": 0.0})
         # the ceiling the label noise puts on every method: a second measurement of the same configurations as the
         # predictor, and (log ratios / sqrt 2) an estimate for a perfect model of the true runtime (quality.noise_ceiling)
         rows.append(score("retest agreement (labels x retest ratios)", noise_ceiling(test, seed=args.seed), test, random_needs, spread) | {"train_s": 0.0})
@@ -184,10 +200,38 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         ranker = GbdtBaseline(seed=args.seed, objective="rank").fit(train)
         rows.append(score("XGBoost rank, flat features", [ranker.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
+        for variant in [v for v in args.gbdt_variants.split(",") if v]:  # tile rankers of the ninth session (cost_model.learned.gbdt_variants)
+            from cost_model.learned.gbdt_variants import PairwiseGbdt, PerKindGbdt
+
+            began = time.perf_counter()
+            if variant == "kind":
+                model, name = PerKindGbdt(seed=args.seed).fit(train), "XGBoost rank per kernel kind, flat features"
+            elif variant == "pair":
+                model, name = PairwiseGbdt(seed=args.seed).fit(train), "XGBoost on pairwise config differences, log(y_i/y_j)"
+            else:
+                raise SystemExit(f"unknown --gbdt-variants entry {variant!r} (kind, pair)")
+            rows.append(score(name, [model.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
         if metaschedule is not None:
             preds = metaschedule["predictions"][split]
             rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",
                               [np.asarray(preds[Path(r.path).name]) for r in test], test, random_needs, spread) | {"train_s": metaschedule["train_s"][split]})
+        if test[0].layout_form and all("roofline_s" in r.meta for r in records):
+            # fusion: learned corrections of the roofline simulator (ninth session)
+            from cost_model.learned.fusion_additive import AdditiveFusionModel
+
+            from cost_model.learned.fusion_terms import BASE_TERMS
+
+            variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS}),
+                                      (", l1 fit", {"loss": "l1"})] if args.additive_signed else [])
+            for suffix, options in variants:
+                began = time.perf_counter()
+                additive = AdditiveFusionModel(**options).fit(train)
+                rows.append(score("additive (calls + roofline terms)" + suffix, [additive.predict(r) for r in test], test,
+                                  random_needs, spread) | {"train_s": time.perf_counter() - began, "weights": dict(zip(additive.terms, additive.weights.tolist()))})
+            began = time.perf_counter()
+            residual = GbdtBaseline(seed=args.seed, objective="residual", depth=args.residual_depth).fit(train)
+            rows.append(score("XGBoost residual log(y/roofline), flat + terms", [residual.predict(r) for r in test], test, random_needs, spread)
+                        | {"train_s": time.perf_counter() - began})
         label = "roofline simulator" if test[0].layout_form else "roofline (config-blind)"
         rows.append(score(label, [roofline_predictions(r, host) for r in test], test, random_needs, spread) | {"train_s": 0.0})
         for row in rows:

@@ -123,6 +123,12 @@ def _cmd_remeasure(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.model == "additive":
+        from cost_model.learned.fusion_additive import train_additive_and_save
+
+        report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed)
+        print(json.dumps(report["metrics"], indent=2))
+        return 0
     if args.model == "gbdt":
         from cost_model.learned.gbdt_predictor import train_gbdt_and_save
 
@@ -132,7 +138,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from cost_model.learned.train import TrainConfig, train_and_save
 
     config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
-                         lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads)
+                         lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads,
+                         residual=args.residual)
     report = train_and_save(args.data, args.output, config)
     print(json.dumps(report["metrics"], indent=2))
     return 0
@@ -175,10 +182,11 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
 
 
 def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 100, top_k: int = 10,
-                          cache_path: str | None = None, seed: int = 0, progress: bool = False) -> Any:
-    """Load the HLO model `model`, tune its fusion groups (passes.autotune.fusion), write `output`."""
+                          cache_path: str | None = None, seed: int = 0, progress: bool = False, ranker: str | None = None) -> Any:
+    """Load the HLO or ONNX model `model`, tune its fusion groups (passes.autotune.fusion) with the
+    `ranker` (additive, the default, or gnn; `cost_model` its file, None: the packaged one), write `output`."""
     import graph_ir
-    from cost_model.learned.predictor import FusionPredictor
+    from cost_model.learned.predictor import load_fusion_ranker
     from cost_model.profiling.cache import ProfileCache
     from passes.autotune.fusion import FusionTuner, fusion_harness
 
@@ -189,7 +197,7 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 
         configure_xla_timing()
     graph = graph_ir.load(model)
-    predictor = FusionPredictor.load(cost_model) if cost_model else FusionPredictor.packaged()
+    predictor = load_fusion_ranker(cost_model, ranker)
     with ProfileCache(cache_path) as cache:
         tuning = FusionTuner(predictor, fusion_harness(cache, seed=seed), budget=budget, top_k=top_k, seed=seed).tune(graph, progress=progress)
     graph.verify()
@@ -199,20 +207,26 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.task == "fusion":
-        if args.ranker != "gnn":
+        if args.ranker == "gbdt":
             import sys
 
-            print("compiler-opt: error: autotune --task fusion: only the GraphSAGE layout model ranks fusions (--ranker gnn)", file=sys.stderr)
+            print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
+                  "or the GraphSAGE layout model (--ranker gnn)", file=sys.stderr)
             return 2
         t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
-                                  cache_path=args.cache, seed=args.seed, progress=not args.no_progress)
+                                  cache_path=args.cache, seed=args.seed, progress=not args.no_progress, ranker=args.ranker)
         print(f"autotune fusion: {len(t.candidates)} candidates ranked, {t.outcome.measurements} measured; best {t.outcome.best_seconds * 1e6:.1f} us "
               f"vs default fusion {t.default_seconds * 1e6:.1f} us ({t.speedup_over_default:.2f}x), {t.groups} fused groups, "
               f"outputs match the unfused graph; written to {args.output}")
         return 0
+    if args.ranker == "additive":
+        import sys
+
+        print("compiler-opt: error: autotune --task tile: --ranker additive ranks fusions; tiles take gnn or gbdt", file=sys.stderr)
+        return 2
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model, ranker=args.ranker)
+                             save_model=args.save_model, ranker=args.ranker or "gnn")
     for t in tunings:
         print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
     print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
@@ -267,9 +281,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
     train.add_argument("data", metavar="DIR")
-    train.add_argument("-o", "--output", required=True, metavar="MODEL", help="gnn: a .pt checkpoint; gbdt: an XGBoost .ubj model")
-    train.add_argument("--model", choices=("gnn", "gbdt"), default="gnn",
-                       help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt")
+    train.add_argument("-o", "--output", required=True, metavar="MODEL", help="gnn: a .pt checkpoint; gbdt: an XGBoost .ubj model; additive: a .json file")
+    train.add_argument("--model", choices=("gnn", "gbdt", "additive"), default="gnn",
+                       help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt; "
+                            "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
@@ -280,10 +295,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--test-fraction", type=float, default=0.2)
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=int, default=1)
+    train.add_argument("--residual", action="store_true",
+                       help="gnn on a fusion dataset: learn log(runtime / roofline_s), the configuration's fusion terms joined before the MLP")
     train.set_defaults(handler=_cmd_train, file_arg="data")
 
     evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
-    evaluate.add_argument("model", metavar="MODEL.pt")
+    evaluate.add_argument("model", metavar="MODEL", help="a .pt checkpoint, or a .json additive fusion model")
     evaluate.add_argument("data", metavar="DIR")
     evaluate.add_argument("--split", choices=("random", "program", "all"), default="random")
     evaluate.add_argument("--test-fraction", type=float, default=0.2)
@@ -296,8 +313,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--task", choices=("tile", "fusion"), required=True,
                       help="tile: TVM tile configs of dot/conv/reduce kernels; fusion: fusion groups of an HLO graph (run on XLA)")
     tune.add_argument("--cost-model", metavar="MODEL", help="trained cost model (gnn: .pt, gbdt: .ubj; default: the one shipped in the package for the task and ranker)")
-    tune.add_argument("--ranker", choices=("gnn", "gbdt"), default="gnn",
-                      help="tile: rank candidates with the GraphSAGE model (gnn, default) or the XGBoost rank model on flat features (gbdt)")
+    tune.add_argument("--ranker", choices=("gnn", "gbdt", "additive"), default=None,
+                      help="tile: rank candidates with the GraphSAGE model (gnn, default) or the XGBoost rank model on flat features (gbdt); "
+                           "fusion: the additive model over the roofline simulator (additive, default) or the GraphSAGE layout model (gnn)")
     tune.add_argument("--budget", type=int, default=None, metavar="N",
                       help="candidates ranked by the model per kernel (tile, default 200) or graph (fusion: random legal fusions + the default one, default 100)")
     tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (tile, default 5) or graph (fusion, default 10)")

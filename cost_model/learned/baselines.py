@@ -9,7 +9,10 @@
   `objective="regression"` fits log runtime, `objective="relative"` the per-kernel target
   log(runtime / the kernel's median runtime) (what ranking within a kernel needs, without the
   across-kernel scale), `objective="rank"` XGBoost's pairwise rank loss within each kernel (what
-  MetaSchedule's XGBModel does with its own features);
+  MetaSchedule's XGBModel does with its own features); `objective="residual"` (fusion files
+  only) the simulator's error: target log(runtime / roofline_s), features the flat ones plus
+  log roofline_s and the configuration's `fusion_terms` (log, and per kernel), prediction
+  log roofline_s + the fitted residual;
 MetaSchedule's own XGBModel on its PerStoreFeature features runs out of process
 (`benchmarks/bench_metaschedule.py`, in a venv with apache-tvm 0.26.0 + apache-tvm-ffi
 0.1.13.post2: with apache-tvm-ffi 0.1.15.post2, `tvm.ir.save_json` of any object segfaults in
@@ -70,8 +73,8 @@ class GbdtBaseline:
     """XGBoost regression of log runtime on `flat_features`."""
 
     def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1, objective: str = "regression") -> None:
-        if objective not in ("regression", "relative", "rank"):
-            raise ValueError(f"objective must be 'regression', 'relative' or 'rank', got {objective!r}")
+        if objective not in ("regression", "relative", "rank", "residual"):
+            raise ValueError(f"objective must be 'regression', 'relative', 'rank' or 'residual', got {objective!r}")
         self.seed, self.rounds, self.depth, self.threads, self.objective = seed, rounds, depth, threads, objective
         self.booster = None
 
@@ -80,8 +83,8 @@ class GbdtBaseline:
 
         width = max(flat_features(r).shape[1] for r in records)
         self.width = width
-        x = np.concatenate([self._pad(flat_features(r)) for r in records])
-        y = np.concatenate([np.log(r.config_runtime) for r in records])
+        x = np.concatenate([self._rows(r) for r in records])
+        y = np.concatenate([np.log(r.config_runtime) - self._offset(r) for r in records])
         qid = np.concatenate([np.full(r.num_configs, i) for i, r in enumerate(records)])
         self.booster = xgb.train(self.params(), self._matrix(x, y, qid), num_boost_round=self.rounds)
         return self
@@ -108,8 +111,27 @@ class GbdtBaseline:
 
         if self.booster is None:
             raise RuntimeError("fit() first")
+        if self.objective == "residual":
+            raise RuntimeError("the residual model updates from whole fusion records, not flat rows (refit it)")
         matrix = self._matrix(self._pad(rows), np.log(np.asarray(seconds, dtype=np.float64)), np.zeros(len(rows), dtype=np.int64))
         self.booster = xgb.train(self.params(), matrix, num_boost_round=rounds, xgb_model=self.booster)
+
+    def _offset(self, record: KernelRecord) -> np.ndarray | float:
+        """What the trees add to: log roofline_s (residual), else 0."""
+        if self.objective != "residual":
+            return 0.0
+        from cost_model.learned.fusion_terms import TERM_NAMES, record_terms
+
+        return np.log(record_terms(record)[:, TERM_NAMES.index("roofline_s")])
+
+    def _rows(self, record: KernelRecord) -> np.ndarray:
+        rows = self._pad(flat_features(record))
+        if self.objective != "residual":
+            return rows
+        from cost_model.learned.fusion_terms import record_terms
+
+        terms = record_terms(record)  # kernels first: per-kernel ratios of the others
+        return np.concatenate([np.log(terms + 1e-9), terms[:, 1:-1] / terms[:, :1], rows], axis=1).astype(np.float32)
 
     def _pad(self, x: np.ndarray) -> np.ndarray:
         if x.shape[1] >= self.width:
@@ -117,8 +139,14 @@ class GbdtBaseline:
         return np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
 
     def predict(self, record: KernelRecord) -> np.ndarray:
-        """Lower = predicted faster: log seconds (regression), log of the runtime over the kernel's
-        median (relative) or minus the rank score (rank)."""
+        """Lower = predicted faster: log seconds (regression, residual), log of the runtime over the
+        kernel's median (relative) or minus the rank score (rank)."""
+        if self.objective == "residual":
+            import xgboost as xgb
+
+            if self.booster is None:
+                raise RuntimeError("fit() first")
+            return self._offset(record) + self.booster.predict(xgb.DMatrix(self._rows(record))).astype(np.float64)
         return self.predict_rows(flat_features(record))
 
     def predict_rows(self, rows: np.ndarray) -> np.ndarray:

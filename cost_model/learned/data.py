@@ -10,7 +10,7 @@ import torch
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["KernelTensors", "split_records", "to_tensors"]
+__all__ = ["KernelTensors", "residual_inputs", "split_records", "to_tensors"]
 
 
 @dataclass
@@ -22,12 +22,28 @@ class KernelTensors:
     config_feat: torch.Tensor  # (C, Fc) or (C, M, Fn)
     node_config_ids: torch.Tensor | None
     runtime: torch.Tensor  # (C,) seconds (float64 kept for metrics)
+    graph_feat: torch.Tensor | None = None  # (C, G) residual form: log of the fusion terms
+    offset: torch.Tensor | None = None  # (C,) residual form: log roofline_s
 
     def configs(self, index: torch.Tensor | None = None) -> torch.Tensor:
         return self.config_feat if index is None else self.config_feat[index]
 
 
-def to_tensors(record: KernelRecord) -> KernelTensors:
+def residual_inputs(terms: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(graph_feat, offset) of the residual form from `fusion_terms` rows (C, len(TERM_NAMES)):
+    log1p of the counts and of MB / GFLOP x 1000 (a count of 0 stays near the others, where
+    log(0 + eps) would put it far out), log roofline_s; the offset is log roofline_s."""
+    from cost_model.learned.fusion_terms import TERM_NAMES
+
+    terms = np.asarray(terms, dtype=np.float64)
+    roofline = TERM_NAMES.index("roofline_s")
+    scaled = np.array([1e3 if name.endswith(("_mb", "_gflops")) else 1.0 for name in TERM_NAMES])
+    feat = np.log1p(terms * scaled)
+    feat[:, roofline] = np.log(terms[:, roofline])
+    return torch.from_numpy(feat).float(), torch.from_numpy(np.log(terms[:, roofline]))
+
+
+def to_tensors(record: KernelRecord, *, residual: bool = False) -> KernelTensors:
     runtime = np.asarray(record.config_runtime, dtype=np.float64)
     if (runtime <= 0).any() or not np.isfinite(runtime).all():
         raise DatasetError("config_runtime must be positive and finite", file=record.path)
@@ -38,8 +54,13 @@ def to_tensors(record: KernelRecord) -> KernelTensors:
         configs = torch.from_numpy(record.config_feat).float()
         ids = None
     edges = torch.from_numpy(record.edge_index[:, ::-1].T.copy()).long() if record.edge_index.size else torch.zeros((2, 0), dtype=torch.long)
+    graph_feat = offset = None
+    if residual:
+        from cost_model.learned.fusion_terms import record_terms
+
+        graph_feat, offset = residual_inputs(record_terms(record))
     return KernelTensors(record, torch.from_numpy(record.node_feat).float(), torch.from_numpy(record.node_opcode).long(), edges,
-                         configs, ids, torch.from_numpy(runtime))
+                         configs, ids, torch.from_numpy(runtime), graph_feat, offset)
 
 
 def split_records(records: Sequence[KernelRecord], split: str, *, test_fraction: float = 0.2, seed: int = 0) -> tuple[list[int], list[int]]:

@@ -8,6 +8,11 @@ For a kernel graph and a batch of C configurations:
 3. `layers` GraphSAGE layers over both edge directions (one SAGEConv on producer->consumer
    edges, one on the reversed edges, summed), residual, layer norm;
 4. per-copy reduction: mean, max, both, or attention pooling -> MLP -> predicted log runtime (C,).
+
+Residual form (`residual=True`, fusion datasets): per configuration, graph-level numbers
+(`graph_features`: log of its `fusion_terms`, the roofline simulator's step time among them) are
+joined to the pooled vector before the MLP, and the MLP's output is added to an offset, log
+roofline_s: the model learns log(runtime / roofline_s), the simulator's error.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class ModelConfig:
     layers: int = 3
     pooling: str = "mean+max"  # mean | max | mean+max | attention
     opcode_dim: int = 16
+    graph_features: int = 0  # per-configuration graph-level inputs joined before the MLP (0: none)
+    residual: bool = False  # output = MLP + offset (log roofline_s) passed to forward
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +59,8 @@ class CostModel(nn.Module):
         self.forward_convs = nn.ModuleList(SAGEConv(h, h) for _ in range(config.layers))
         self.backward_convs = nn.ModuleList(SAGEConv(h, h) for _ in range(config.layers))
         self.norms = nn.ModuleList(nn.LayerNorm(h) for _ in range(config.layers))
-        pooled = 2 * h if config.pooling == "mean+max" else h
+        pooled = (2 * h if config.pooling == "mean+max" else h) + (h if config.graph_features else 0)
+        self.graph_in = nn.Sequential(nn.Linear(config.graph_features, h), nn.ReLU()) if config.graph_features else None
         self.attention = AttentionalAggregation(nn.Sequential(nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1))) if config.pooling == "attention" else None
         self.head = nn.Sequential(nn.Linear(pooled, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1))
         # Input normalization and target offset, fitted on the training set (saved with the weights).
@@ -61,6 +69,9 @@ class CostModel(nn.Module):
         self.register_buffer("config_mean", torch.zeros(config.config_features))
         self.register_buffer("config_std", torch.ones(config.config_features))
         self.register_buffer("target_mean", torch.zeros(()))
+        if config.graph_features:  # only then (checkpoints from before the residual form have no such buffers)
+            self.register_buffer("graph_mean", torch.zeros(config.graph_features))
+            self.register_buffer("graph_std", torch.ones(config.graph_features))
 
     def forward(
         self,
@@ -69,6 +80,8 @@ class CostModel(nn.Module):
         edge_index: torch.Tensor,  # (2, E): row 0 producer, row 1 consumer
         config_feat: torch.Tensor,  # tile: (C, Fc); layout: (C, M, Fc)
         node_config_ids: torch.Tensor | None = None,  # layout: (M,)
+        graph_feat: torch.Tensor | None = None,  # (C, graph_features) when the config has them
+        offset: torch.Tensor | None = None,  # (C,) added to the output (residual form: log roofline_s)
     ) -> torch.Tensor:
         n = node_feat.shape[0]
         c = config_feat.shape[0]
@@ -98,4 +111,13 @@ class CostModel(nn.Module):
             if self.config.pooling in ("max", "mean+max"):
                 parts.append(grouped.max(dim=1).values)
             pooled = torch.cat(parts, dim=1)
-        return self.head(pooled).squeeze(-1) + self.target_mean
+        if self.graph_in is not None:
+            if graph_feat is None:
+                raise ValueError("this model reads graph-level features per configuration (graph_feat)")
+            pooled = torch.cat([pooled, self.graph_in((graph_feat - self.graph_mean) / self.graph_std)], dim=1)
+        out = self.head(pooled).squeeze(-1) + self.target_mean
+        if self.config.residual:
+            if offset is None:
+                raise ValueError("a residual model needs the offset (log roofline_s) of every configuration")
+            out = out + offset
+        return out

@@ -3,7 +3,11 @@
     predictor = TilePredictor.load("model.pt")          # or TilePredictor.packaged()
     seconds = predictor.predict_seconds(space, configs)  # one number per configuration
 
-`FusionPredictor` does the same for fusion configurations of a graph (a layout-form model).
+`FusionPredictor` does the same for fusion configurations of a graph (a layout-form model);
+`AdditiveFusionPredictor` with the additive model (`fusion_additive`, a JSON file), which computes
+the roofline simulator's step time of every candidate itself. `load_fusion_ranker(path)` picks
+by the file (`.json`: additive, else a GraphSAGE checkpoint); None: the packaged additive model
+(`fusion_additive.json`, the fusion autotuner's default since the ninth session).
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import torch
 from cost_model.learned.model import CostModel
 from cost_model.learned.train import load_model
 
-__all__ = ["PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "TILE_RANKERS", "FusionPredictor", "TilePredictor", "load_tile_ranker"]
+__all__ = ["FUSION_RANKERS", "PACKAGED_FUSION_ADDITIVE", "PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "TILE_RANKERS", "AdditiveFusionPredictor",
+           "FusionPredictor", "TilePredictor", "load_fusion_ranker", "load_tile_ranker"]
 
 PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
 PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
+PACKAGED_FUSION_ADDITIVE = Path(__file__).with_name("fusion_additive.json")
+FUSION_RANKERS = ("additive", "gnn")  # AdditiveFusionPredictor (default), FusionPredictor
 TILE_RANKERS = ("gnn", "gbdt")  # GraphSAGE (TilePredictor), XGBoost rank on flat features (GbdtTilePredictor)
 
 
@@ -140,13 +147,69 @@ class FusionPredictor(_Predictor):
         feats, opcodes, edges = fusion_graph_arrays(nodes)
         edge_index = _edge_index(edges)
         ids = torch.arange(len(nodes))
+        graph_feat = offset = None
+        if self.model.config.residual:  # the residual form reads the roofline simulator's step time of every candidate
+            from cost_model.learned.data import residual_inputs
+            from cost_model.learned.fusion_terms import graph_terms
+
+            graph_feat, offset = residual_inputs(graph_terms(nodes, groups))
         out = []
         with torch.no_grad():
             for start in range(0, len(groups), batch):
                 config = np.stack([fusion_config_features(nodes, g) for g in groups[start : start + batch]])
+                rows = slice(start, start + batch)
                 out.append(self.model(torch.from_numpy(feats).float(), torch.from_numpy(opcodes).long(), edge_index,
-                                      torch.from_numpy(config).float(), ids).double().numpy())
+                                      torch.from_numpy(config).float(), ids, None if graph_feat is None else graph_feat[rows],
+                                      None if offset is None else offset[rows]).double().numpy())
         return np.concatenate(out) if out else np.zeros(0)
+
+
+class AdditiveFusionPredictor:
+    """The additive fusion model's predictions for candidate groupings of a graph. It needs the
+    roofline simulator's step time of every candidate: computed here on the graph the nodes
+    belong to (`fusion_terms.graph_terms`), as the collector computed `meta["roofline_s"]`."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.extra = model.extra
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> AdditiveFusionPredictor:
+        from cost_model.learned.fusion_additive import AdditiveFusionModel
+
+        return cls(AdditiveFusionModel.load(path))
+
+    @classmethod
+    def packaged(cls) -> AdditiveFusionPredictor:
+        from graph_ir.errors import CompilerOptError
+
+        if not PACKAGED_FUSION_ADDITIVE.is_file():
+            raise CompilerOptError("no additive fusion model ships with this installation; pass one (compiler-opt costmodel train "
+                                   "--model additive on a fusion dataset)", file=str(PACKAGED_FUSION_ADDITIVE))
+        return cls.load(PACKAGED_FUSION_ADDITIVE)
+
+    def predict_log(self, nodes: Sequence[Any], groups: Sequence[np.ndarray], *, graph: Any = None) -> np.ndarray:
+        """Predicted log seconds of the whole graph under each grouping (`groups[c][i]`: node i's
+        group in configuration c, -1 alone); `nodes` in `node_order` of their graph."""
+        from cost_model.learned.fusion_terms import graph_terms
+
+        if not len(groups):
+            return np.zeros(0)
+        return np.log(self.model.predict_terms(graph_terms(nodes, groups, graph=graph)))
+
+
+def load_fusion_ranker(path: str | os.PathLike[str] | None = None, ranker: str | None = None) -> Any:
+    """The fusion autotuner's ranker: a file (`.json`: the additive model, else a GraphSAGE
+    checkpoint), or the packaged one of `ranker` (`additive`, the default, or `gnn`)."""
+    if path:
+        if ranker not in (None, "additive" if str(path).endswith(".json") else "gnn"):
+            raise ValueError(f"{path} is not a {ranker} fusion model (.json: additive, .pt: gnn)")
+        return AdditiveFusionPredictor.load(path) if str(path).endswith(".json") else FusionPredictor.load(path)
+    if ranker in (None, "additive"):
+        return AdditiveFusionPredictor.packaged()
+    if ranker == "gnn":
+        return FusionPredictor.packaged()
+    raise ValueError(f"unknown fusion ranker {ranker!r} (one of {', '.join(FUSION_RANKERS)})")
 
 
 def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:

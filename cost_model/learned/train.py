@@ -23,7 +23,7 @@ from cost_model.learned.metrics import kernel_metrics, mean_metrics
 from cost_model.learned.model import CostModel, ModelConfig
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord, load_dir
 
-__all__ = ["TrainConfig", "evaluate_model", "evaluate_saved", "fit", "load_model", "predict", "save_model", "train_and_save"]
+__all__ = ["TrainConfig", "evaluate_model", "evaluate_saved", "fit", "load_model", "predict", "save_model", "tensors_for", "train_and_save"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class TrainConfig:
     split: str = "random"
     test_fraction: float = 0.2
     threads: int = 1
+    residual: bool = False  # fusion: learn log(runtime / roofline_s), the fusion terms joined before the MLP
 
 
 def _fit_normalization(model: CostModel, data: Sequence[KernelTensors]) -> None:
@@ -54,11 +55,24 @@ def _fit_normalization(model: CostModel, data: Sequence[KernelTensors]) -> None:
         model.node_std.copy_(nodes.std(0).clamp_min(1e-3) if nodes.shape[0] > 1 else torch.ones_like(model.node_std))
         model.config_mean.copy_(configs.mean(0))
         model.config_std.copy_(configs.std(0).clamp_min(1e-3) if configs.shape[0] > 1 else torch.ones_like(model.config_std))
-        model.target_mean.copy_(torch.cat([torch.log(d.runtime) for d in data]).mean().float())
+        model.target_mean.copy_(torch.cat([torch.log(d.runtime) - (d.offset if d.offset is not None else 0.0) for d in data]).mean().float())
+        if model.config.graph_features:
+            graphs = torch.cat([d.graph_feat for d in data])
+            model.graph_mean.copy_(graphs.mean(0))
+            # a floor of 0.1: a term nearly constant on the training graphs (a count one program has) must not blow up on another
+            model.graph_std.copy_(graphs.std(0).clamp_min(0.1) if graphs.shape[0] > 1 else torch.ones_like(model.graph_std))
 
 
 def _forward(model: CostModel, d: KernelTensors, index: torch.Tensor | None = None) -> torch.Tensor:
-    return model(d.node_feat, d.node_opcode, d.edge_index, d.configs(index), d.node_config_ids)
+    def rows(t: torch.Tensor | None) -> torch.Tensor | None:
+        return t if t is None or index is None else t[index]
+
+    return model(d.node_feat, d.node_opcode, d.edge_index, d.configs(index), d.node_config_ids, rows(d.graph_feat), rows(d.offset))
+
+
+def tensors_for(model: CostModel, record: KernelRecord) -> KernelTensors:
+    """`to_tensors` with the inputs `model` reads (the residual form's fusion terms)."""
+    return to_tensors(record, residual=model.config.residual)
 
 
 def model_config_for(records: Sequence[KernelRecord], config: TrainConfig) -> ModelConfig:
@@ -67,15 +81,20 @@ def model_config_for(records: Sequence[KernelRecord], config: TrainConfig) -> Mo
     if any(r.layout_form != layout for r in records):
         raise DatasetError("a dataset mixes tile-form and layout-form files")
     width = first.node_config_feat.shape[-1] if layout else first.config_feat.shape[-1]
-    return ModelConfig(first.node_feat.shape[1], int(width), layout, config.hidden, config.layers, config.pooling)
+    if config.residual and not layout:
+        raise DatasetError("the residual form (log runtime / roofline_s) needs fusion (layout-form) files")
+    from cost_model.learned.fusion_terms import TERM_NAMES
+
+    return ModelConfig(first.node_feat.shape[1], int(width), layout, config.hidden, config.layers, config.pooling,
+                       graph_features=len(TERM_NAMES) if config.residual else 0, residual=config.residual)
 
 
 def fit(records: Sequence[KernelRecord], config: TrainConfig, *, log_every: int = 10) -> CostModel:
     """Train a fresh model on `records`."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(max(1, config.threads))
-    data = [to_tensors(r) for r in records]
     model = CostModel(model_config_for(records, config))
+    data = [to_tensors(r, residual=config.residual) for r in records]
     _fit_normalization(model, data)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, config.epochs))
@@ -115,7 +134,7 @@ def predict(model: CostModel, d: KernelTensors) -> np.ndarray:
 def evaluate_model(model: CostModel, records: Sequence[KernelRecord]) -> dict[str, float]:
     rows = []
     for record in records:
-        d = to_tensors(record)
+        d = tensors_for(model, record)
         rows.append(kernel_metrics(predict(model, d), d.runtime.numpy()))
     return mean_metrics(rows)
 
@@ -155,11 +174,19 @@ def train_and_save(data_dir: str, output: str, config: TrainConfig) -> dict[str,
 
 
 def evaluate_saved(model_path: str, data_dir: str, *, split: str = "random", seed: int = 0, test_fraction: float = 0.2) -> dict[str, Any]:
-    model, _ = load_model(model_path)
+    """Metrics of a saved model (a `.pt` checkpoint, or a `.json` additive fusion model) on a split's test kernels."""
     records = load_dir(data_dir)
     if split == "all":
         chosen = records
     else:
         _, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
         chosen = [records[i] for i in test_idx]
-    return {"split": split, "kernels": len(chosen), "metrics": evaluate_model(model, chosen)}
+    if str(model_path).endswith(".json"):
+        from cost_model.learned.fusion_additive import AdditiveFusionModel
+
+        additive = AdditiveFusionModel.load(model_path)
+        metrics = mean_metrics(kernel_metrics(additive.predict(r), r.config_runtime) for r in chosen)
+    else:
+        model, _ = load_model(model_path)
+        metrics = evaluate_model(model, chosen)
+    return {"split": split, "kernels": len(chosen), "metrics": metrics}

@@ -2,8 +2,10 @@
 
 Candidates: the default fusion (`fuse`'s greedy loop + epilogue fusion) and up to `budget`
 distinct random legal fusions drawn with `fuse-by-priority` (random per-node priorities and
-threshold; `random_fusion`, the same draw the fusion dataset is made of). A layout-form learned
-model (`cost_model.learned.predictor.FusionPredictor`) ranks them all; the `top_k` predicted
+threshold; `random_fusion`, the same draw the fusion dataset is made of). A learned model ranks
+them all (`cost_model.learned.predictor.load_fusion_ranker`: by default the additive model over
+the roofline simulator's step time of each candidate, `AdditiveFusionPredictor`; or a GraphSAGE
+layout-form model, `FusionPredictor`); the `top_k` predicted
 fastest and the default are run for real, the whole graph executed as those groups, each group
 one XLA executable (`cost_model.profiling.calibration.GroupExecutor`; ONNX graphs: one
 onnxruntime session per group, `cost_model.profiling.ort_groups`), timed by the `Harness`
@@ -162,7 +164,8 @@ class FusionTuning:
 
 
 class FusionTuner:
-    """Tunes one graph's fusion with a `FusionPredictor` (ranking) and a `Harness` (measuring)."""
+    """Tunes one graph's fusion with a fusion ranker (`predict_log(nodes, groups)`: an
+    `AdditiveFusionPredictor` or a `FusionPredictor`) and a `Harness` (measuring)."""
 
     def __init__(self, predictor: Any, harness: Harness, *, budget: int = 100, top_k: int = 10, seed: int = 0,
                  rtol: float = 1e-3, atol: float = 1e-4) -> None:
@@ -264,17 +267,17 @@ class AutotuneFusion(Pass):
     """Pick fusion groups with the learned layout model, measuring the top-k for real (XLA / onnxruntime)."""
 
     name = "autotune-fusion"
-    model: str = option("", "trained layout-form cost model (.pt); empty: the packaged one")
+    model: str = option("", "trained fusion cost model (.json: additive, .pt: GraphSAGE layout model); empty: the packaged additive one")
     budget: int = option(100, "random legal fusions ranked by the model (plus the default fusion)")
     top_k: int = option(10, "configurations run for real")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
 
     def call(self, graph: Graph) -> PassResult:
-        from cost_model.learned.predictor import FusionPredictor
+        from cost_model.learned.predictor import load_fusion_ranker
         from cost_model.profiling.cache import ProfileCache
 
-        predictor = FusionPredictor.load(self.model) if self.model else FusionPredictor.packaged()
+        predictor = load_fusion_ranker(self.model or None)
         with ProfileCache(self.cache or None) as cache:
             tuning = FusionTuner(predictor, fusion_harness(cache, seed=self.seed), budget=self.budget, top_k=self.top_k, seed=self.seed).tune(graph)
         graph.meta["autotune_fusion"] = {"seconds": tuning.outcome.best_seconds, "default_seconds": tuning.default_seconds,

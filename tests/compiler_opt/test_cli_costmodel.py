@@ -79,7 +79,9 @@ def test_collect_train_evaluate_autotune(tmp_path, capsys) -> None:  # type: ign
 
 def test_autotune_fusion_refuses_the_gbdt_ranker(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["autotune", "m.hlo", "-o", str(tmp_path / "x.hlo"), "--task", "fusion", "--ranker", "gbdt"]) == 2
-    assert "only the GraphSAGE layout model ranks fusions" in capsys.readouterr().err
+    assert "ranks with the additive model" in capsys.readouterr().err
+    assert main(["autotune", "m.onnx", "-o", str(tmp_path / "x.onnx"), "--task", "tile", "--ranker", "additive"]) == 2
+    assert "--ranker additive ranks fusions" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -51,15 +51,18 @@ def test_candidates_are_legal_distinct_and_leave_the_graph_alone(onnx_basic) -> 
     assert (default_fusion(graph, nodes).fusion_group >= 0).all()  # five elementwise ops: one loop fusion
 
 
-def test_autotune_an_onnx_model_measures_top_k_and_resumes(onnx_basic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("ranker", ["additive", "gnn"])
+def test_autotune_an_onnx_model_measures_top_k_and_resumes(onnx_basic, tmp_path, ranker: str) -> None:  # type: ignore[no-untyped-def]
     import onnxruntime as ort
 
     import graph_ir
+    from cost_model.learned.predictor import load_fusion_ranker
 
     graph = graph_ir.load(str(onnx_basic))
     cache_path = tmp_path / "tune.sqlite"
+    predictor = load_fusion_ranker(ranker=ranker)  # the packaged additive model (default) or GraphSAGE layout model
     with ProfileCache(cache_path) as cache:
-        tuning = FusionTuner(FusionPredictor.packaged(), fusion_harness(cache, repeats=2), budget=20, top_k=3).tune(graph)
+        tuning = FusionTuner(predictor, fusion_harness(cache, repeats=2), budget=20, top_k=3).tune(graph)
     assert 2 <= tuning.outcome.measurements <= 4  # the top 3 and the default fusion
     assert tuning.checked and tuning.outcome.best_seconds == min(tuning.outcome.measured.values())
     assert tuning.outcome.best_seconds <= tuning.default_seconds
@@ -75,7 +78,7 @@ def test_autotune_an_onnx_model_measures_top_k_and_resumes(onnx_basic, tmp_path)
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     rows = sqlite3.connect(cache_path).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
     with ProfileCache(cache_path) as cache:
-        again = FusionTuner(FusionPredictor.packaged(), fusion_harness(cache, repeats=2), budget=20, top_k=3).tune(graph_ir.load(str(onnx_basic)))
+        again = FusionTuner(predictor, fusion_harness(cache, repeats=2), budget=20, top_k=3).tune(graph_ir.load(str(onnx_basic)))
     assert sqlite3.connect(cache_path).execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == rows
     assert again.outcome.best == tuning.outcome.best
 

@@ -1,0 +1,162 @@
+"""A learned additive fusion cost model: the roofline simulator's step time corrected by what each
+executable call costs on this host.
+
+    seconds = sum_j w_j x term_j        (terms: `fusion_terms.TERM_NAMES`, per configuration)
+
+The weights are fitted by least squares on the relative error (every row divided by its label,
+target 1: the fit minimises sum (pred / runtime - 1)^2, what MAPE measures) on column-scaled
+terms, non-negative by default (scipy's NNLS: every call, buffer and byte costs time, so a
+candidate unlike the training ones cannot look faster by having more of something; unconstrained
+least squares with a small ridge, `nonnegative=False`, scores the same on the eighth session's
+labels but gives the collinear roofline and kernel terms opposite signs). `loss="l1"` fits the
+mean absolute relative error (MAPE itself) by iteratively reweighted least squares instead. Why additive and not a tree or a GNN on log runtime: a configuration's time
+on this host is a sum over its executable calls and ops (fitted on the eighth session's labels:
+6-9 us per call, 9-12 us per output buffer a call returns, 1-3 / 7-8 / 16-27 us per reduce /
+matmul / conv node, bytes written between calls at 3-11 GB/s), and a sum extrapolates to
+held-out programs with other kernel counts where trees on log runtime learn per-program levels
+(RESULTS.md (i), ninth session). `log_roofline_residual`
+gives the same prediction as the residual log(pred / roofline_s) the residual models learn.
+
+Saved as JSON (`save` / `load`: weights by term name, the term scales, the training report).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.fusion_terms import TERM_NAMES, record_terms, residual_target
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+__all__ = ["FORMAT", "MIN_FRACTION", "AdditiveFusionModel", "train_additive_and_save"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "compiler-opt-fusion-additive/1"
+# A prediction is never below this fraction of the roofline step time: a candidate unlike the
+# training configurations must not rank first on a negative or near-zero extrapolation.
+MIN_FRACTION = 0.1
+_L1_ITERATIONS = 20  # reweighting rounds of the l1 fit (converged well before on the fusion datasets)
+
+
+class AdditiveFusionModel:
+    """Seconds of a fusion configuration as a weighted sum of its `fusion_terms`."""
+
+    def __init__(self, *, nonnegative: bool = True, ridge: float = 1e-4, terms: Sequence[str] = TERM_NAMES, loss: str = "l2") -> None:
+        if loss not in ("l2", "l1"):
+            raise ValueError(f"loss must be 'l2' or 'l1', got {loss!r}")
+        unknown = set(terms) - set(TERM_NAMES)
+        if unknown or "roofline_s" not in terms:
+            raise ValueError(f"terms must be among {TERM_NAMES} and include roofline_s, got {list(terms)}")
+        self.nonnegative, self.ridge, self.terms, self.loss = nonnegative, ridge, tuple(terms), loss
+        self.weights: np.ndarray | None = None
+        self.extra: dict[str, Any] = {}
+
+    def _columns(self) -> list[int]:
+        return [TERM_NAMES.index(t) for t in self.terms]
+
+    def fit(self, records: Sequence[KernelRecord]) -> AdditiveFusionModel:
+        if not records:
+            raise DatasetError("no fusion records to fit")
+        x = np.concatenate([record_terms(r)[:, self._columns()] for r in records])
+        y = np.concatenate([np.asarray(r.config_runtime, dtype=np.float64) for r in records])
+        return self.fit_terms(x, y)
+
+    def fit_terms(self, terms: np.ndarray, runtime: np.ndarray) -> AdditiveFusionModel:
+        """Fit on a (rows, len(self.terms)) matrix of terms and their runtimes (seconds)."""
+        a = np.asarray(terms, dtype=np.float64) / np.asarray(runtime, dtype=np.float64)[:, None]
+        scale = np.sqrt((a**2).mean(axis=0))
+        scale[scale == 0] = 1.0  # a term that is zero everywhere gets weight 0
+        scaled = a / scale
+        row_weight = np.ones(len(a))
+        # loss "l1": the mean |pred / runtime - 1| itself (MAPE), by iteratively reweighted least squares
+        for _ in range(_L1_ITERATIONS if self.loss == "l1" else 1):
+            weights = self._solve(scaled * row_weight[:, None], row_weight)
+            row_weight = 1.0 / np.sqrt(np.maximum(np.abs(scaled @ weights - 1.0), 1e-3))
+        self.weights = weights / scale
+        logger.info("additive fusion model: %s", dict(zip(self.terms, self.weights.round(9).tolist())))
+        return self
+
+    def _solve(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self.nonnegative:
+            from scipy.optimize import nnls
+
+            return nnls(a, b)[0]
+        return np.linalg.solve(a.T @ a + self.ridge * len(a) * np.eye(a.shape[1]), a.T @ b)
+
+    def predict_terms(self, terms: np.ndarray) -> np.ndarray:
+        """Seconds for rows of all `TERM_NAMES` (`record_terms` / `graph_terms` output)."""
+        if self.weights is None:
+            raise RuntimeError("fit() or load() first")
+        terms = np.asarray(terms, dtype=np.float64)
+        roofline = terms[:, TERM_NAMES.index("roofline_s")]
+        return np.maximum(terms[:, self._columns()] @ self.weights, MIN_FRACTION * roofline)
+
+    def predict(self, record: KernelRecord) -> np.ndarray:
+        """Predicted log seconds of every configuration of a fusion dataset file."""
+        return np.log(self.predict_terms(record_terms(record)))
+
+    def log_roofline_residual(self, record: KernelRecord) -> np.ndarray:
+        """The prediction as the residual over the simulator: log(predicted / roofline_s)."""
+        terms = record_terms(record)
+        return residual_target(self.predict_terms(terms), terms[:, TERM_NAMES.index("roofline_s")])
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.weights is None:
+            raise RuntimeError("fit() first")
+        return {"format": FORMAT, "terms": list(self.terms), "weights": [float(w) for w in self.weights], "nonnegative": self.nonnegative, "ridge": self.ridge, "loss": self.loss,
+                "min_fraction": MIN_FRACTION, "extra": self.extra}
+
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
+        from graph_ir.io.atomic import atomic_path
+
+        self.extra |= extra or {}
+        target = Path(path)
+        with atomic_path(target) as tmp:
+            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> AdditiveFusionModel:
+        try:
+            state = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise DatasetError(f"not an additive fusion model: {error}", file=os.fspath(path)) from error
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise DatasetError(f"not an additive fusion model (format field is not {FORMAT!r})", file=os.fspath(path))
+        try:
+            model = cls(nonnegative=bool(state["nonnegative"]), ridge=float(state["ridge"]), terms=state["terms"], loss=str(state.get("loss", "l2")))
+            weights = np.asarray(state["weights"], dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as error:
+            raise DatasetError(f"additive fusion model: bad field {error}", file=os.fspath(path)) from error
+        if weights.shape != (len(model.terms),):
+            raise DatasetError(f"additive fusion model: {weights.size} weights for {len(model.terms)} terms (field weights)", file=os.fspath(path))
+        model.weights, model.extra = weights, dict(state.get("extra", {}))
+        return model
+
+
+def train_additive_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
+                            nonnegative: bool = True) -> dict[str, Any]:
+    """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save."""
+    from cost_model.learned.data import split_records
+    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+    from cost_model.learned.tpugraphs import load_dir
+
+    records = load_dir(data_dir)
+    train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
+    model = AdditiveFusionModel(nonnegative=nonnegative).fit([records[i] for i in train_idx])
+
+    def scores(indices: list[int]) -> dict[str, float]:
+        return mean_metrics(kernel_metrics(model.predict(records[i]), records[i].config_runtime) for i in indices)
+
+    report = {"metrics": {"train": scores(train_idx), "test": scores(test_idx)},
+              "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative},
+              "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
+              "data": os.path.basename(os.path.normpath(data_dir))}
+    model.save(output, extra=report)
+    return report

@@ -1,0 +1,141 @@
+"""What a fusion configuration costs on a host that runs every group as one executable call:
+counts per configuration, the roofline simulator's step time, and the residual target.
+
+The eighth session's labels showed where a configuration's time goes on this machine: the graphs
+run 4-44 kernels of 0.1-1 ms in all, and the roofline simulator's step time is ~97% launch
+overhead (kernels x the measured launch) and ranks well (tau 0.92), but its scale is off by a
+factor that depends on the graph (0.65-1.03). Per configuration (`config_terms`, one definition
+for the dataset and the autotuner's candidates):
+
+- `kernels`: executable calls (fused groups + lone nodes);
+- `kernel_inputs`: distinct (kernel, producer node) pairs across kernels (arguments passed
+  between calls; graph parameters are not nodes and are the same for every configuration);
+- `kernel_outputs`: node outputs that leave their kernel (read by another kernel, or a graph
+  output): buffers each call allocates and returns;
+- `input_mb`, `output_mb`: their bytes (4 per element; megabytes);
+- `fused_groups`: kernels of two or more nodes;
+- `layout_kernels`: kernels made only of data-movement ops (constant, reshape, broadcast,
+  transpose, slice): a call that does no arithmetic;
+- `graph_gflops`: the graph's FLOPs (the same for every configuration: lets a model scale the
+  arithmetic the roofline prices at peak);
+- `<class>_nodes` (`OP_CLASSES`): the graph's nodes of each op class (reduce, transpose, slice,
+  matmul, conv, broadcast/reshape, elementwise), also per graph;
+- `roofline_s`: the roofline simulator's step time of the configuration on the host (the
+  collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
+
+The residual target of a learned correction to the simulator: log(runtime / roofline_s)
+(`residual_target`), back to seconds with `residual_seconds`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+__all__ = ["BASE_TERMS", "OP_CLASSES", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+           "roofline_step_times"]
+
+# Op classes whose nodes are counted (per graph: the same for every configuration): what an op
+# costs inside XLA's loops at these sizes beyond its FLOPs (ninth session: lowered the held-out MAPE).
+OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "slice_nodes": ("slice",), "matmul_nodes": ("matmul",),
+              "conv_nodes": ("conv",), "broadcast_reshape_nodes": ("broadcast", "reshape"), "elementwise_nodes": ("binary", "unary")}
+BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
+TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + ("roofline_s",)
+_LAYOUT_OPS = ("constant", "reshape", "broadcast", "transpose", "slice")
+_ELEMENTS = 6  # node_features: log2 of the output's element count
+_FLOPS = -1  # node_features: log2 of the node's FLOPs (0: none)
+
+
+def residual_target(runtime: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
+    """log(runtime / roofline_s): what a model on top of the simulator learns."""
+    runtime, roofline_s = np.asarray(runtime, dtype=np.float64), np.asarray(roofline_s, dtype=np.float64)
+    if (runtime <= 0).any() or (roofline_s <= 0).any():
+        raise ValueError("runtimes and roofline times must be positive")
+    return np.log(runtime) - np.log(roofline_s)
+
+
+def residual_seconds(residual: np.ndarray, roofline_s: np.ndarray) -> np.ndarray:
+    """The inverse of `residual_target`: roofline_s x exp(residual)."""
+    return np.asarray(roofline_s, dtype=np.float64) * np.exp(np.asarray(residual, dtype=np.float64))
+
+
+def config_terms(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The `TERM_NAMES` but roofline_s of one configuration. `edge_index`: (E, 2)
+    rows [consumer, producer] (the TpuGraphs convention); `groups[i]`: node i's group, -1 alone."""
+    from cost_model.learned.features import OPCODES
+
+    n = len(node_feat)
+    groups = np.asarray(groups, dtype=np.int64)
+    if groups.shape != (n,):
+        raise ValueError(f"groups has shape {groups.shape}, the graph has {n} nodes")
+    kernel = np.where(groups >= 0, groups, -1 - np.arange(n))
+    _, kernel = np.unique(kernel, return_inverse=True)
+    count = int(kernel.max()) + 1 if n else 0
+    elements = np.exp2(np.asarray(node_feat, dtype=np.float64)[:, _ELEMENTS])
+    edges = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
+    crossing = edges[kernel[edges[:, 0]] != kernel[edges[:, 1]]] if edges.size else edges
+    pairs = np.unique(np.stack([kernel[crossing[:, 0]], crossing[:, 1]], axis=1), axis=0) if crossing.size else np.zeros((0, 2), dtype=np.int64)
+    leaves = np.zeros(n, dtype=bool)
+    leaves[crossing[:, 1]] = True
+    consumed = np.zeros(n, dtype=bool)
+    consumed[edges[:, 1]] = True
+    leaves |= ~consumed  # graph outputs
+    sizes = np.bincount(kernel, minlength=count)
+    layout = np.array([OPCODES[o] in _LAYOUT_OPS if 0 <= o < len(OPCODES) else False for o in np.asarray(node_opcode).tolist()], dtype=bool)
+    arithmetic = np.bincount(kernel, weights=(~layout).astype(np.float64), minlength=count)
+    log_flops = np.asarray(node_feat, dtype=np.float64)[:, _FLOPS]
+    gflops = 1e-9 * np.where(log_flops > 0, np.exp2(log_flops), 0.0).sum()
+    names = [OPCODES[o] if 0 <= o < len(OPCODES) else "" for o in np.asarray(node_opcode).tolist()]
+    classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
+    return np.array([count, len(pairs), leaves.sum(), 4e-6 * elements[pairs[:, 1]].sum(), 4e-6 * elements[leaves].sum(),
+                     (sizes > 1).sum(), (arithmetic == 0).sum(), gflops, *classes], dtype=np.float64)
+
+
+def record_groups(record: KernelRecord) -> list[np.ndarray]:
+    """Every configuration's groups (its `config_text`: the group id of each node, JSON)."""
+    if len(record.config_text) != record.num_configs:
+        raise DatasetError("a fusion record needs config_text (the group of every node per configuration; files of "
+                           "`costmodel collect --task fusion` have it)", file=record.path)
+    try:
+        return [np.asarray(json.loads(text), dtype=np.int64) for text in record.config_text]
+    except (ValueError, TypeError) as error:
+        raise DatasetError(f"config_text is not a JSON list of group ids: {error}", file=record.path) from error
+
+
+def record_terms(record: KernelRecord) -> np.ndarray:
+    """(C, len(TERM_NAMES)) of a fusion dataset file (roofline_s from `meta["roofline_s"]`)."""
+    roofline = record.meta.get("roofline_s")
+    if roofline is None or len(roofline) != record.num_configs:
+        raise DatasetError("meta.roofline_s (the simulator's step time per configuration) is missing or has the wrong length", file=record.path)
+    rows = [config_terms(record.node_feat, record.node_opcode, record.edge_index, g) for g in record_groups(record)]
+    return np.concatenate([np.stack(rows), np.asarray(roofline, dtype=np.float64)[:, None]], axis=1)
+
+
+def roofline_step_times(graph: Any, groups: Sequence[np.ndarray], *, problem: Any = None) -> np.ndarray:
+    """The roofline simulator's step time of `graph` (all on one host device, as the fusion
+    collector simulates it) under each grouping. One device runs its kernels one after another
+    with nothing to transfer, so the step time is the sum of the kernels' durations."""
+    from cost_model.simulator import SimulationProblem
+    from cost_model.simulator.tasks import kernel_durations
+
+    if problem is None:
+        from cost_model.profiling.host import host_topology
+
+        problem = SimulationProblem.from_graph(graph, host_topology(1))
+    device = np.zeros(problem.num_nodes, dtype=np.int64)
+    return np.array([float(kernel_durations(problem, device, np.asarray(g, dtype=np.int64))[3].sum()) for g in groups])
+
+
+def graph_terms(nodes: Sequence[Any], groups: Sequence[np.ndarray], *, graph: Any = None) -> np.ndarray:
+    """(C, len(TERM_NAMES)) for candidate groupings of a graph (`nodes` in `node_order`): the
+    features a model trained on `record_terms` reads, with the roofline computed here."""
+    from cost_model.learned.fusion_features import fusion_graph_arrays
+
+    graph = graph if graph is not None else nodes[0].graph
+    feats, opcodes, edges = fusion_graph_arrays(nodes)
+    rows = np.stack([config_terms(feats, opcodes, edges, g) for g in groups]) if len(groups) else np.zeros((0, len(TERM_NAMES) - 1))
+    return np.concatenate([rows, roofline_step_times(graph, groups)[:, None]], axis=1)

@@ -1,0 +1,174 @@
+"""Fusion terms against hand-computed values, the residual target's round trip, the additive model
+(recovers known weights, saves and loads), GraphSAGE in the residual form (overfits a tiny
+dataset), and the roofline step time the predictor computes (equal to the simulator's)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cost_model.learned.features import NODE_FEATURES, OPCODES
+from cost_model.learned.fusion_additive import AdditiveFusionModel
+from cost_model.learned.fusion_terms import OP_CLASSES, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+# A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
+EDGES = np.array([[1, 0], [2, 1], [3, 0]])
+LOG2_ELEMENTS = np.array([4.0, 5.0, 6.0, 3.0])  # 16, 32, 64, 8 elements
+LOG2_FLOPS = np.array([10.0, 0.0, 12.0, 0.0])  # 1024 + 4096 FLOPs; 0 means none
+OPS = ["matmul", "binary", "unary", "reshape"]
+
+
+def _graph() -> tuple[np.ndarray, np.ndarray]:
+    feat = np.zeros((4, NODE_FEATURES), dtype=np.float32)
+    feat[:, 6], feat[:, -1] = LOG2_ELEMENTS, LOG2_FLOPS
+    return feat, np.array([OPCODES.index(o) for o in OPS])
+
+
+def test_config_terms_by_hand() -> None:
+    feat, ops = _graph()
+    # groups: {0, 1} fused, 2 and 3 alone -> kernels {0,1}, {2}, {3}
+    terms = config_terms(feat, ops, EDGES, np.array([0, 0, -1, -1]))
+    kernels, inputs, outputs, in_mb, out_mb, fused, layout, gflops, *classes = terms
+    counts = dict(zip(OP_CLASSES, classes))
+    assert counts == {"reduce_nodes": 0, "transpose_nodes": 0, "slice_nodes": 0, "matmul_nodes": 1, "conv_nodes": 0, "broadcast_reshape_nodes": 1,
+                      "elementwise_nodes": 2}
+    assert kernels == 3 and fused == 1
+    assert inputs == 2  # node 1 -> kernel {2}, node 0 -> kernel {3}
+    assert outputs == 4  # 0 and 1 leave their kernel, 2 and 3 are graph outputs
+    assert in_mb == pytest.approx(4e-6 * (32 + 16))
+    assert out_mb == pytest.approx(4e-6 * (16 + 32 + 64 + 8))
+    assert layout == 1  # the lone reshape
+    assert gflops == pytest.approx(1e-9 * (1024 + 4096))
+    # all alone: 4 kernels, every edge crosses, every node's output leaves
+    alone = config_terms(feat, ops, EDGES, np.full(4, -1))
+    assert alone[:3].tolist() == [4, 3, 4] and alone[5] == 0
+    # everything in one group: one call, nothing passed between calls, only graph outputs leave
+    one = config_terms(feat, ops, EDGES, np.zeros(4, dtype=int))
+    assert one[:3].tolist() == [1, 0, 2] and one[4] == pytest.approx(4e-6 * (64 + 8)) and one[6] == 0
+    with pytest.raises(ValueError, match="shape"):
+        config_terms(feat, ops, EDGES, np.zeros(3, dtype=int))
+
+
+def test_residual_round_trip() -> None:
+    runtime, roofline = np.array([2e-4, 3e-4]), np.array([1e-4, 6e-4])
+    residual = residual_target(runtime, roofline)
+    np.testing.assert_allclose(residual, [math.log(2.0), math.log(0.5)])
+    np.testing.assert_allclose(residual_seconds(residual, roofline), runtime)
+    with pytest.raises(ValueError):
+        residual_target(np.array([1.0]), np.array([0.0]))
+
+
+def _fusion_records(count: int = 3, configs: int = 12, seed: int = 0) -> list[KernelRecord]:
+    """Layout-form records of the 4-node graph with random groupings; runtime = 20 us per kernel +
+    10 us per output + 2 x roofline (a known additive truth); roofline = 30 us per kernel + 5 us."""
+    feat, ops = _graph()
+    rng = np.random.default_rng(seed)
+    records = []
+    for k in range(count):
+        groups = [rng.integers(-1, 2, size=4) for _ in range(configs)]
+        terms = np.stack([config_terms(feat, ops, EDGES, g) for g in groups])
+        roofline = 30e-6 * terms[:, 0] + 5e-6 * (1 + k)
+        runtime = 20e-6 * terms[:, 0] + 10e-6 * terms[:, 2] + 2 * roofline
+        node_config = rng.standard_normal((configs, 4, 4)).astype(np.float32)
+        node_config[:, :, 0] = np.stack([(g >= 0) for g in groups])
+        records.append(KernelRecord(feat, ops, EDGES, runtime, np.full(configs, runtime.min()), node_config_ids=np.arange(4), node_config_feat=node_config,
+                                    config_text=[json.dumps(g.tolist()) for g in groups], meta={"program": f"p{k}", "roofline_s": roofline.tolist()}))
+    return records
+
+
+def test_record_terms_and_errors() -> None:
+    record = _fusion_records(count=1)[0]
+    terms = record_terms(record)
+    assert terms.shape == (record.num_configs, len(TERM_NAMES))
+    np.testing.assert_allclose(terms[:, -1], record.meta["roofline_s"])
+    record.meta.pop("roofline_s")
+    with pytest.raises(DatasetError, match="roofline_s"):
+        record_terms(record)
+    record = _fusion_records(count=1)[0]
+    record.config_text = []
+    with pytest.raises(DatasetError, match="config_text"):
+        record_terms(record)
+
+
+def test_additive_model_recovers_known_weights(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    records = _fusion_records()
+    model = AdditiveFusionModel().fit(records)
+    weights = dict(zip(model.terms, model.weights))
+    # the truth is 20 us/kernel + 10 us/output + 2 x roofline; kernels and roofline are collinear
+    # here (roofline = 30 us x kernels + a per-record constant), so check the fit, not each weight
+    for record in records:
+        np.testing.assert_allclose(np.exp(model.predict(record)), record.config_runtime, rtol=1e-6)
+        np.testing.assert_allclose(model.log_roofline_residual(record), residual_target(record.config_runtime, record.meta["roofline_s"]), atol=1e-6)
+    assert all(w >= 0 for w in weights.values())
+    path = model.save(tmp_path / "m.json", extra={"note": "x"})
+    loaded = AdditiveFusionModel.load(path)
+    np.testing.assert_allclose(loaded.predict(records[0]), model.predict(records[0]))
+    assert loaded.extra == {"note": "x"}
+    l1 = AdditiveFusionModel(loss="l1").fit(records)  # the exact fit is also the l1 optimum
+    for record in records:
+        np.testing.assert_allclose(np.exp(l1.predict(record)), record.config_runtime, rtol=1e-4)
+    assert AdditiveFusionModel.load(l1.save(tmp_path / "l1.json")).loss == "l1"
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(DatasetError, match="format"):
+        AdditiveFusionModel.load(tmp_path / "bad.json")
+
+
+def test_graphsage_residual_form_overfits() -> None:
+    from cost_model.learned.train import TrainConfig, evaluate_model, fit, predict, tensors_for
+
+    records = _fusion_records(count=4, configs=16)
+    model = fit(records, TrainConfig(loss="mse", mse_weight=0.0, epochs=150, hidden=16, layers=1, lr=5e-3, kernels_per_step=4,
+                                     configs_per_step=16, residual=True))
+    assert model.config.residual and model.config.graph_features == len(TERM_NAMES)
+    metrics = evaluate_model(model, records)
+    assert metrics["mape"] < 0.05, metrics
+    assert metrics["kendall"] > 0.85, metrics
+    # the output is the MLP's residual plus log roofline_s: a 2x larger roofline offset adds log 2
+    d = tensors_for(model, records[0])
+    before = predict(model, d)
+    d.offset = d.offset + math.log(2.0)
+    np.testing.assert_allclose(predict(model, d) - before, math.log(2.0), atol=1e-9)
+    with pytest.raises(DatasetError, match="layout-form"):
+        fit([KernelRecord(r.node_feat, r.node_opcode, r.edge_index, r.config_runtime, r.config_runtime_normalizers,
+                          config_feat=np.zeros((r.num_configs, 2), dtype=np.float32), meta=r.meta) for r in records], TrainConfig(residual=True, epochs=1))
+
+
+def test_predictor_roofline_equals_the_simulator() -> None:
+    """What the autotuner computes for its candidates is the collector's meta["roofline_s"]."""
+    pytest.importorskip("jax")
+    from compiler_opt.costmodel.fusion_graphs import fusion_graph
+    from cost_model.decisions import node_order
+    from cost_model.learned.fusion_terms import graph_terms
+    from cost_model.learned.predictor import AdditiveFusionPredictor, load_fusion_ranker
+    from cost_model.profiling.host import host_topology
+    from cost_model.simulator import SimulationProblem, simulate
+    from passes.autotune.fusion import draw_fusions
+
+    graph = fusion_graph("swiglu@1")
+    nodes = node_order(graph)
+    drawn = list(draw_fusions(graph, nodes, np.random.default_rng(0), 4).values())
+    terms = graph_terms(nodes, [d.fusion_group for d in drawn])
+    problem = SimulationProblem.from_graph(graph, host_topology(1))
+    np.testing.assert_allclose(terms[:, -1], [simulate(problem, d).step_time_s for d in drawn], rtol=1e-12)
+    predictor = load_fusion_ranker()
+    assert isinstance(predictor, AdditiveFusionPredictor)
+    logs = predictor.predict_log(nodes, [d.fusion_group for d in drawn])
+    np.testing.assert_allclose(logs, np.log(predictor.model.predict_terms(terms)))
+    assert np.isfinite(logs).all()
+
+
+def test_l1_fit_ignores_an_outlier_the_l2_fit_follows() -> None:
+    kernels = np.arange(1.0, 21.0)
+    terms = np.stack([kernels, np.zeros_like(kernels)], axis=1)  # (kernels, roofline_s = 0)
+    runtime = 10e-6 * kernels
+    runtime[3] *= 3.0  # one configuration timed 3x slow
+    l1 = AdditiveFusionModel(terms=("kernels", "roofline_s"), loss="l1").fit_terms(terms, runtime)
+    l2 = AdditiveFusionModel(terms=("kernels", "roofline_s")).fit_terms(terms, runtime)
+    assert l1.weights[0] == pytest.approx(10e-6, rel=1e-3)
+    assert abs(l2.weights[0] / 10e-6 - 1) > 0.01  # one in 20 rows 3x off moves it 1.2%
+    with pytest.raises(ValueError, match="loss"):
+        AdditiveFusionModel(loss="huber")
