@@ -16,6 +16,7 @@ placements in the simulator.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -114,12 +115,14 @@ class PlacementPass(Pass):
     def run(self, ctx: PlacementContextBase, *, began: float | None = None) -> PlacementOutcome:
         """Run the method on a prepared context (seconds count from `began`, default now)."""
         began = time.perf_counter() if began is None else began
-        if self.cpu_seconds > 0 and self.search_budget is not None:
+        timed = self.cpu_seconds > 0 and self.search_budget is not None
+        if timed:
             ctx.deadline = time.process_time() + self.cpu_seconds
-        if ctx.num_nodes == 0:
-            device = np.zeros(0, dtype=np.int64)
-        else:
-            device = np.asarray(self.assign(ctx), dtype=np.int64)
+        try:
+            device = np.zeros(0, dtype=np.int64) if ctx.num_nodes == 0 else np.asarray(self.assign(ctx), dtype=np.int64)
+        finally:
+            if timed:  # the deadline bounds the method's search, not later uses of its context
+                ctx.deadline = math.inf
         if device.shape != (ctx.num_nodes,):
             raise PlacementError(f"pass '{self.name}' placed {device.shape} nodes, expected {ctx.num_nodes}")
         if device.size:
