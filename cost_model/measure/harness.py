@@ -102,9 +102,12 @@ class KernelMeasurement:
     retest: dict[str, tuple[float, float]] = field(default_factory=dict)
     measured: int = 0  # configurations timed in this call (the rest came from the cache)
     reference: dict[str, Measurement] = field(default_factory=dict)  # paired reference seconds (harness with a reference)
+    statistic: str = "min"  # the harness's label statistic: `best` ranks by it
 
     def best(self) -> str:
-        return min(self.measurements, key=lambda c: self.measurements[c].min_s)
+        """The configuration with the lowest label (min or median, as the harness labels)."""
+        label = (lambda m: m.min_s) if self.statistic == "min" else (lambda m: m.median_s)
+        return min(self.measurements, key=lambda c: label(self.measurements[c]))
 
 
 def noise_floor(pairs: Mapping[str, tuple[float, float]] | list[tuple[float, float]]) -> dict[str, float]:
@@ -204,7 +207,7 @@ class Harness:
 
     def measure(self, kernel_signature: str, runners: Mapping[str, Any]) -> KernelMeasurement:
         """Measure every config in `runners` (config text -> runner) that the cache lacks."""
-        result = KernelMeasurement()
+        result = KernelMeasurement(statistic=self.statistic)
         todo: dict[str, Any] = {}
         for config, runner in runners.items():
             hit = self.cached(kernel_signature, config)

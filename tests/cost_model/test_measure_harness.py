@@ -57,6 +57,19 @@ def test_rounds_are_interleaved_in_random_order_and_winners_remeasured() -> None
     assert result.best() == "c0"
 
 
+def test_best_ranks_by_the_harness_statistic() -> None:
+    """A median-labelled harness (the referenced fusion collection) picks its winner by median too:
+    here "a" has the lower min (one lucky sample), "b" the lower median."""
+    from cost_model.measure.harness import KernelMeasurement
+    from cost_model.profiling.timing import Measurement
+
+    measurements = {"a": Measurement.from_samples([1.0, 3.0, 3.0]), "b": Measurement.from_samples([1.5, 1.6, 1.7])}
+    assert KernelMeasurement(measurements).best() == "a"
+    assert KernelMeasurement(measurements, statistic="median").best() == "b"
+    harness = Harness(timer=FakeTimer(scale=0.01), repeats=3, warmup=0, remeasure_top=0, retest_fraction=0.0, statistic="median")
+    assert harness.measure("k", _runners(3)).statistic == "median"
+
+
 def test_noise_floor_estimates_the_known_test_retest_spread() -> None:
     # min of r draws of cost*(1+Exp(s)) is cost*(1+Exp(s/r)); |X-Y| of two such is Exp(s/r): median s ln2 / r.
     scale, repeats = 0.2, 4
