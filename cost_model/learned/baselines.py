@@ -83,8 +83,9 @@ class GbdtBaseline:
 
         width = max(flat_features(r).shape[1] for r in records)
         self.width = width
-        x = np.concatenate([self._rows(r) for r in records])
-        y = np.concatenate([np.log(r.config_runtime) - self._offset(r) for r in records])
+        terms = [self._terms(r) for r in records]
+        x = np.concatenate([self._rows(r, t) for r, t in zip(records, terms)])
+        y = np.concatenate([np.log(r.config_runtime) - self._offset(t) for r, t in zip(records, terms)])
         qid = np.concatenate([np.full(r.num_configs, i) for i, r in enumerate(records)])
         self.booster = xgb.train(self.params(), self._matrix(x, y, qid), num_boost_round=self.rounds)
         return self
@@ -116,21 +117,28 @@ class GbdtBaseline:
         matrix = self._matrix(self._pad(rows), np.log(np.asarray(seconds, dtype=np.float64)), np.zeros(len(rows), dtype=np.int64))
         self.booster = xgb.train(self.params(), matrix, num_boost_round=rounds, xgb_model=self.booster)
 
-    def _offset(self, record: KernelRecord) -> np.ndarray | float:
-        """What the trees add to: log roofline_s (residual), else 0."""
+    def _terms(self, record: KernelRecord) -> np.ndarray | None:
+        """The record's `fusion_terms` (residual), else None: computed once for `_rows` and `_offset`."""
         if self.objective != "residual":
-            return 0.0
-        from cost_model.learned.fusion_terms import TERM_NAMES, record_terms
-
-        return np.log(record_terms(record)[:, TERM_NAMES.index("roofline_s")])
-
-    def _rows(self, record: KernelRecord) -> np.ndarray:
-        rows = self._pad(flat_features(record))
-        if self.objective != "residual":
-            return rows
+            return None
         from cost_model.learned.fusion_terms import record_terms
 
-        terms = record_terms(record)  # kernels first: per-kernel ratios of the others
+        return record_terms(record)
+
+    @staticmethod
+    def _offset(terms: np.ndarray | None) -> np.ndarray | float:
+        """What the trees add to: log roofline_s (residual), else 0."""
+        if terms is None:
+            return 0.0
+        from cost_model.learned.fusion_terms import TERM_NAMES
+
+        return np.log(terms[:, TERM_NAMES.index("roofline_s")])
+
+    def _rows(self, record: KernelRecord, terms: np.ndarray | None) -> np.ndarray:
+        rows = self._pad(flat_features(record))
+        if terms is None:
+            return rows
+        # kernels first: per-kernel ratios of the others
         return np.concatenate([np.log(terms + 1e-9), terms[:, 1:-1] / terms[:, :1], rows], axis=1).astype(np.float32)
 
     def _pad(self, x: np.ndarray) -> np.ndarray:
@@ -146,7 +154,8 @@ class GbdtBaseline:
 
             if self.booster is None:
                 raise RuntimeError("fit() first")
-            return self._offset(record) + self.booster.predict(xgb.DMatrix(self._rows(record))).astype(np.float64)
+            terms = self._terms(record)
+            return self._offset(terms) + self.booster.predict(xgb.DMatrix(self._rows(record, terms))).astype(np.float64)
         return self.predict_rows(flat_features(record))
 
     def predict_rows(self, rows: np.ndarray) -> np.ndarray:

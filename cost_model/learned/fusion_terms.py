@@ -63,11 +63,26 @@ def residual_seconds(residual: np.ndarray, roofline_s: np.ndarray) -> np.ndarray
     return np.asarray(roofline_s, dtype=np.float64) * np.exp(np.asarray(residual, dtype=np.float64))
 
 
-def config_terms(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """The `TERM_NAMES` but roofline_s of one configuration. `edge_index`: (E, 2)
-    rows [consumer, producer] (the TpuGraphs convention); `groups[i]`: node i's group, -1 alone."""
+def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, list[int]]:
+    """What `config_terms` reads of the graph alone, the same under every grouping: output
+    elements per node, the layout-only flags, the graph's GFLOPs, the `OP_CLASSES` node counts."""
     from cost_model.learned.features import OPCODES
 
+    elements = np.exp2(np.asarray(node_feat, dtype=np.float64)[:, _ELEMENTS])
+    names = [OPCODES[o] if 0 <= o < len(OPCODES) else "" for o in np.asarray(node_opcode).tolist()]
+    layout = np.array([name in _LAYOUT_OPS for name in names], dtype=bool)
+    log_flops = np.asarray(node_feat, dtype=np.float64)[:, _FLOPS]
+    gflops = 1e-9 * np.where(log_flops > 0, np.exp2(log_flops), 0.0).sum()
+    classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
+    return elements, layout, float(gflops), classes
+
+
+def config_terms(
+    node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, groups: np.ndarray, *, graph_parts: tuple | None = None
+) -> np.ndarray:
+    """The `TERM_NAMES` but roofline_s of one configuration. `edge_index`: (E, 2)
+    rows [consumer, producer] (the TpuGraphs convention); `groups[i]`: node i's group, -1 alone.
+    `graph_parts`: `_graph_parts` of the graph, when the caller scores many groupings of it."""
     n = len(node_feat)
     groups = np.asarray(groups, dtype=np.int64)
     if groups.shape != (n,):
@@ -75,7 +90,7 @@ def config_terms(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.
     kernel = np.where(groups >= 0, groups, -1 - np.arange(n))
     _, kernel = np.unique(kernel, return_inverse=True)
     count = int(kernel.max()) + 1 if n else 0
-    elements = np.exp2(np.asarray(node_feat, dtype=np.float64)[:, _ELEMENTS])
+    elements, layout, gflops, classes = graph_parts if graph_parts is not None else _graph_parts(node_feat, node_opcode)
     edges = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
     crossing = edges[kernel[edges[:, 0]] != kernel[edges[:, 1]]] if edges.size else edges
     pairs = np.unique(np.stack([kernel[crossing[:, 0]], crossing[:, 1]], axis=1), axis=0) if crossing.size else np.zeros((0, 2), dtype=np.int64)
@@ -85,12 +100,7 @@ def config_terms(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.
     consumed[edges[:, 1]] = True
     leaves |= ~consumed  # graph outputs
     sizes = np.bincount(kernel, minlength=count)
-    layout = np.array([OPCODES[o] in _LAYOUT_OPS if 0 <= o < len(OPCODES) else False for o in np.asarray(node_opcode).tolist()], dtype=bool)
     arithmetic = np.bincount(kernel, weights=(~layout).astype(np.float64), minlength=count)
-    log_flops = np.asarray(node_feat, dtype=np.float64)[:, _FLOPS]
-    gflops = 1e-9 * np.where(log_flops > 0, np.exp2(log_flops), 0.0).sum()
-    names = [OPCODES[o] if 0 <= o < len(OPCODES) else "" for o in np.asarray(node_opcode).tolist()]
-    classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
     return np.array([count, len(pairs), leaves.sum(), 4e-6 * elements[pairs[:, 1]].sum(), 4e-6 * elements[leaves].sum(),
                      (sizes > 1).sum(), (arithmetic == 0).sum(), gflops, *classes], dtype=np.float64)
 
@@ -111,7 +121,8 @@ def record_terms(record: KernelRecord) -> np.ndarray:
     roofline = record.meta.get("roofline_s")
     if roofline is None or len(roofline) != record.num_configs:
         raise DatasetError("meta.roofline_s (the simulator's step time per configuration) is missing or has the wrong length", file=record.path)
-    rows = [config_terms(record.node_feat, record.node_opcode, record.edge_index, g) for g in record_groups(record)]
+    parts = _graph_parts(record.node_feat, record.node_opcode)
+    rows = [config_terms(record.node_feat, record.node_opcode, record.edge_index, g, graph_parts=parts) for g in record_groups(record)]
     return np.concatenate([np.stack(rows), np.asarray(roofline, dtype=np.float64)[:, None]], axis=1)
 
 
@@ -137,5 +148,6 @@ def graph_terms(nodes: Sequence[Any], groups: Sequence[np.ndarray], *, graph: An
 
     graph = graph if graph is not None else nodes[0].graph
     feats, opcodes, edges = fusion_graph_arrays(nodes)
-    rows = np.stack([config_terms(feats, opcodes, edges, g) for g in groups]) if len(groups) else np.zeros((0, len(TERM_NAMES) - 1))
+    parts = _graph_parts(feats, opcodes)
+    rows = np.stack([config_terms(feats, opcodes, edges, g, graph_parts=parts) for g in groups]) if len(groups) else np.zeros((0, len(TERM_NAMES) - 1))
     return np.concatenate([rows, roofline_step_times(graph, groups)[:, None]], axis=1)

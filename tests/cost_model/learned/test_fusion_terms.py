@@ -137,6 +137,21 @@ def test_graphsage_residual_form_overfits() -> None:
                           config_feat=np.zeros((r.num_configs, 2), dtype=np.float32), meta=r.meta) for r in records], TrainConfig(residual=True, epochs=1))
 
 
+def test_xgboost_residual_form_adds_to_the_roofline() -> None:
+    """`GbdtBaseline(objective="residual")`: trees fitted on log(runtime / roofline_s), the
+    prediction log roofline_s + the trees' output, so the residual and the roofline add up."""
+    xgb = pytest.importorskip("xgboost")
+    from cost_model.learned.baselines import GbdtBaseline
+
+    records = _fusion_records(count=4, configs=16)
+    model = GbdtBaseline(objective="residual", rounds=200, depth=3).fit(records)
+    for record in records:
+        predicted = model.predict(record)
+        np.testing.assert_allclose(np.exp(predicted), record.config_runtime, rtol=0.1)
+        trees = predicted - np.log(record.meta["roofline_s"])
+        np.testing.assert_allclose(trees, model.booster.predict(xgb.DMatrix(model._rows(record, record_terms(record)))), rtol=1e-5, atol=1e-6)
+
+
 def test_predictor_roofline_equals_the_simulator() -> None:
     """What the autotuner computes for its candidates is the collector's meta["roofline_s"]."""
     pytest.importorskip("jax")
