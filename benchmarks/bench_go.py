@@ -83,8 +83,11 @@ def classical_methods() -> list[str]:
 def _method_options(method: str) -> tuple[str, dict[str, object]]:
     """A row's method name as (placement method, options): `+groups`, dp-ls's moves carry whole
     fusion groups (RESULTS.md h7); `+fused`, option `fused` (the evaluations score the default
-    fusion kept within each device, as the row does; RESULTS.md (d.3))."""
+    fusion kept within each device, as the row does; RESULTS.md (d.3)); `+slack`, dp-ls tries
+    the least-slack groups first (move_order; RESULTS.md h9)."""
     options: dict[str, object] = {}
+    if method.endswith("+slack"):
+        method, options = method.removesuffix("+slack"), {**options, "move_order": "slack"}
     if method.endswith("+groups"):
         method, options = method.removesuffix("+groups"), {**options, "group_moves": True}
     if method.endswith("+fused"):
@@ -162,6 +165,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, polish_group_moves=not args.polish_node_moves,
+        polish_move_order=args.polish_move_order,
     )
     policy = make_policy(config)
     # As the `go` pass: the policy's greedy answer starts a fine-tune only without a warm start
@@ -354,7 +358,7 @@ def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[
     done = polish(
         env, head.decisions, head.score, cpu_seconds=left, seed=args.seed, fusion_levels=levels.fusion_levels,
         priority_levels=levels.priority_levels, others=start_placements(head.decisions.device, seeds, args.polish_starts - 1),
-        group_moves=not args.polish_node_moves,
+        group_moves=not args.polish_node_moves, move_order=args.polish_move_order,
     )
     curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
     extra = {
@@ -573,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="PPO learning rate (default: TrainConfig's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--polish-starts", type=int, default=TrainConfig.polish_starts, help="start placements the final local search races: the answer's and the fastest distinct seeds' (1: the answer's only)")
+    parser.add_argument("--polish-move-order", choices=("random", "slack"), default=TrainConfig.polish_move_order, help="the final local search's move order (slack: least-slack groups first)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")
     parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")
     parser.add_argument("--threads", type=int, default=1)

@@ -25,6 +25,7 @@ import glob
 import json
 import math
 import pickle
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +33,8 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
-from compiler_opt.policy import load_checkpoint
+from compiler_opt.policy import load_checkpoint, save_checkpoint
+from compiler_opt.policy.context import context_features
 from compiler_opt.rl import GraphEnvironment, load_graph
 from compiler_opt.rl.polish import _base, _distinct, _PolishContext
 from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
@@ -100,8 +102,13 @@ def _cells(pattern: str, graphs: dict) -> list[tuple[GraphEnvironment, dict]]:
     return cells
 
 
-def _move_scores(policy, env: GraphEnvironment, data: dict, trace: dict, rng: np.random.Generator, states_per_batch: int, enc=None):
-    """(score, improved) of the moves tried from up to `states_per_batch` random states of `trace`."""
+def _move_scores(
+    policy, env: GraphEnvironment, data: dict, trace: dict, rng: np.random.Generator, states_per_batch: int, enc=None, heuristic: bool = False
+):
+    """(score, improved) of the moves tried from up to `states_per_batch` random states of `trace`.
+    `heuristic`: the placement context's byte shares instead of the policy (in_gain + out_gain:
+    the fraction of the node's input and output bytes that the move makes local, minus what it
+    makes remote), the hand-written baseline a learned score must beat."""
     states, moves = trace["states"], trace["moves"]
     pick = rng.choice(len(states), size=min(states_per_batch, len(states)), replace=False)
     moves = moves[np.isin(moves[:, 0], pick)]
@@ -112,7 +119,11 @@ def _move_scores(policy, env: GraphEnvironment, data: dict, trace: dict, rng: np
     fused = torch.as_tensor(np.stack([env.default_fusion(s) >= 0 for s in picked])).long() if env.default_groups is not None else torch.zeros_like(device)
     previous = torch.stack([device, fused, torch.zeros_like(device)], -1)
     enc = enc if enc is not None else policy.encode(env.inputs)
-    place = torch.nan_to_num(policy._logits(enc, previous, previous.shape[0], True)[0], neginf=-30.0)  # (B, N, D)
+    if heuristic:
+        pair, _ = context_features(enc.context, device, env.inputs.num_devices)
+        place = pair[..., 2] + pair[..., 3]
+    else:
+        place = torch.nan_to_num(policy._logits(enc, previous, previous.shape[0], True)[0], neginf=-30.0)  # (B, N, D)
     units = torch.as_tensor(data["units"])
     count = int(units.max()) + 1
     per_unit = torch.zeros(place.shape[0], count, place.shape[2]).index_add_(1, units, place)
@@ -132,12 +143,12 @@ def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
     return float((rankdata(scores)[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def _report(policy, cells, tag: str) -> dict[str, float]:
+def _report(policy, cells, tag: str, heuristic: bool = False) -> dict[str, float]:
     rng, out = np.random.default_rng(0), {}
     with torch.no_grad():
         for env, data in cells:
             enc = policy.encode(env.inputs)
-            pairs = [_move_scores(policy, env, data, trace, rng, 12, enc) for trace in data["traces"]]
+            pairs = [_move_scores(policy, env, data, trace, rng, 12, enc, heuristic) for trace in data["traces"]]
             scores, labels = (np.concatenate([p[i].numpy() for p in pairs]) for i in (0, 1))
             out[env.label] = _auc(labels, scores)
             print(f"  {tag} {env.label}: {len(labels)} moves, {labels.mean():.2f} improving, AUC {out[env.label]:.3f}", flush=True)
@@ -149,8 +160,12 @@ def train(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     graphs: dict = {}
     train_cells, test_cells = _cells(args.train, graphs), _cells(args.test, graphs)
-    policy, _ = load_checkpoint(None)
-    result = {"argv": vars(args), "test_before": _report(policy, test_cells, "held out, before")}
+    policy, meta = load_checkpoint(args.checkpoint or None)
+    result = {
+        "argv": vars(args),
+        "test_heuristic": _report(policy, test_cells, "held out, byte-share heuristic", heuristic=True),
+        "test_before": _report(policy, test_cells, "held out, before"),
+    }
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
     rng = np.random.default_rng(args.seed)
     began = time.process_time()
@@ -169,6 +184,8 @@ def train(args: argparse.Namespace) -> None:
             print(f"step {step}: loss {loss.item():.4f} ({time.process_time() - began:.0f} CPU s)", flush=True)
     result["train_after"] = _report(policy, train_cells, "training cells, after")
     result["test_after"] = _report(policy, test_cells, "held out, after")
+    if args.save:
+        save_checkpoint(args.save, policy, command="python benchmarks/bench_move_guide.py " + " ".join(sys.argv[1:]), extra={"move_guide": vars(args)})
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1))
@@ -189,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--json", default="")
+    t.add_argument("--checkpoint", default="", help="policy to start from (default: the shipped one)")
+    t.add_argument("--save", default="", help="write the trained policy here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     collect(args) if args.command == "collect" else train(args)

@@ -74,6 +74,9 @@ class PolicyInputs:
     device_x: torch.Tensor  # (D, len(DEVICE_FEATURE_NAMES))
     device_mask: torch.Tensor  # (N, D) bool: True where the node may run on the device
     position: torch.Tensor  # (N,) float: node's topological depth, 0..1
+    # For the placement context (policy/context.py); None: every edge one byte, every node one unit.
+    edge_bytes: torch.Tensor | None = None  # (E,) float32 bytes along each edge
+    node_time: torch.Tensor | None = None  # (N, D) float32 roofline seconds of the node on each device
 
     @property
     def num_nodes(self) -> int:
@@ -173,6 +176,8 @@ def policy_inputs(problem: SimulationProblem, *, include_cpu: bool = False) -> P
         device_x=torch.from_numpy(device_features(problem.topology)),
         device_mask=torch.from_numpy(allowed_devices(problem, include_cpu=include_cpu)),
         position=torch.from_numpy(np.ascontiguousarray(node_x[:, NODE_FEATURE_NAMES.index("topo_depth")], dtype=np.float32)),
+        edge_bytes=torch.from_numpy(np.ascontiguousarray(arrays.edge_bytes if arrays is not None else np.zeros(0), dtype=np.float32)),
+        node_time=torch.from_numpy(np.ascontiguousarray(problem.node_time[:, problem.device_type_of], dtype=np.float32).reshape(count, len(devices))),
     )
 
 

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from compiler_opt.policy.config import PolicyConfig
+from compiler_opt.policy.context import CONTEXT_FEATURES, NODE_CONTEXT_FEATURES, ContextGraph, context_features
 from compiler_opt.policy.encoder import Superposition
 from compiler_opt.policy.features import DEVICE_FEATURE_NAMES
 
@@ -75,6 +76,14 @@ class JointHeads(nn.Module):
             self.fusion_out.bias.zero_()
             self.fusion_out.bias[-1] = 2.0
         self.priority_out = nn.Linear(h, config.priority_levels)
+        # Placement context (policy/context.py): a per-(node, device) score added to the placement
+        # logits and a per-node vector added to the task tokens. Both end in zero-initialised
+        # layers, so a checkpoint trained before they existed computes exactly what it did.
+        self.context_score = nn.Sequential(nn.Linear(len(CONTEXT_FEATURES), 16), nn.ReLU(), nn.Linear(16, 1))
+        self.context_token = nn.Linear(len(NODE_CONTEXT_FEATURES), h)
+        for layer in (self.context_score[-1], self.context_token):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
 
     def device_embeddings(self, device_x: torch.Tensor, graph_embedding: torch.Tensor) -> torch.Tensor:
         g = graph_embedding.expand(device_x.shape[0], -1)
@@ -91,12 +100,15 @@ class JointHeads(nn.Module):
         position: torch.Tensor | None = None,
         ordinal: torch.Tensor | None = None,
         seeded: bool = False,
+        context: ContextGraph | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Logits for `batch` samples: placement (B, N, D), fusion (B, N, F), scheduling (B, N, P).
 
         `previous`: (B, N, 3) int64 decisions of the previous iteration (device, fusion level,
         priority level), or None at the first iteration. `seeded`: an episode that edits a
         given placement (module docstring): keep bonus instead of the contiguity term.
+        `context`: the graph's placement-context edges (policy/context.py), read when there are
+        previous decisions.
         """
         if seeded and previous is None:
             raise ValueError("a seeded round needs the previous decisions")
@@ -113,9 +125,15 @@ class JointHeads(nn.Module):
                 ],
                 dim=2,
             )
+        pair = None
+        if previous is not None and context is not None:
+            pair, node = context_features(context, previous[..., 0], devices.shape[0])
+            prev = prev + self.context_token(node)[:, :, None, :]
         tokens = self.superposition(tokens + prev, graph_embedding)  # (B, N, 3, H)
         tokens = tokens + self._cross_task(self.norm(tokens))
         place = self.place_query(tokens[:, :, 0]) @ devices.T / (h**0.5)  # (B, N, D)
+        if pair is not None:
+            place = place + self.context_score(pair).squeeze(-1)
         fusion, priority = self.fusion_out(tokens[:, :, 1]), self.priority_out(tokens[:, :, 2])
         if seeded and previous is not None:
             place = place + self.keep[0] * self._one_hot(previous[..., 0], place)

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from compiler_opt.policy.config import PolicyConfig
+from compiler_opt.policy.context import ContextGraph, context_graph
 from compiler_opt.policy.encoder import GraphEncoder
 from compiler_opt.policy.features import DEVICE_FEATURE_NAMES, PolicyInputs
 from compiler_opt.policy.heads import JointHeads, ValueHead
@@ -39,6 +40,7 @@ class Encoded:
     mask: torch.Tensor  # (N, D) bool
     position: torch.Tensor  # (N,) topological depth 0..1
     ordinal: torch.Tensor  # (D,) device ordinal among its kind 0..1
+    context: ContextGraph | None = None  # placement-context edges (policy/context.py)
 
 
 @dataclass
@@ -70,13 +72,15 @@ class GoPolicy(nn.Module):
         nodes, graph = self.encoder(inputs)
         devices = self.heads.device_embeddings(inputs.device_x, graph)
         ordinal = inputs.device_x[:, DEVICE_FEATURE_NAMES.index("ordinal")]
-        return Encoded(nodes, graph, devices, inputs.device_mask, inputs.position, ordinal)
+        return Encoded(nodes, graph, devices, inputs.device_mask, inputs.position, ordinal, context_graph(inputs))
 
     def value(self, encoded: Encoded) -> torch.Tensor:
         return self.value_head(encoded.nodes, encoded.graph)
 
     def _logits(self, enc: Encoded, previous: torch.Tensor | None, batch: int, seeded: bool = False) -> tuple[torch.Tensor, ...]:
-        return self.heads(enc.nodes, enc.graph, enc.devices, enc.mask, previous, batch, enc.position, enc.ordinal, seeded)
+        return self.heads(
+            enc.nodes, enc.graph, enc.devices, enc.mask, previous, batch, enc.position, enc.ordinal, seeded, enc.context
+        )
 
     @staticmethod
     def _initial(initial: torch.Tensor | None, samples: int, count: int) -> torch.Tensor | None:

@@ -67,6 +67,7 @@ class TrainConfig:
     # thread on this 2-core machine: 0.18-0.36 ms, RESULTS.md h6).
     ppo_cpu_per_node_sample: float = 3.5e-4
     polish_group_moves: bool = True  # the polish's local search moves whole fusion groups (else single nodes)
+    polish_move_order: str = "random"  # the polish's local-search move order (local_search.MOVE_ORDERS)
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -107,6 +108,8 @@ class TrainConfig:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
         if self.ppo_cpu_per_node_sample < 0:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
+        if self.polish_move_order not in ("random", "slack"):
+            raise TrainConfigError(f"polish_move_order must be random or slack, got {self.polish_move_order!r}", field="polish_move_order")
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
         if self.seed_replay < 0:

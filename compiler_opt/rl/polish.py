@@ -119,12 +119,14 @@ def polish(
     priority_levels: int = 0,
     others: Sequence[np.ndarray] = (),
     group_moves: bool = True,
+    move_order: str = "random",
 ) -> Polished:
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
     placement when `fusion_levels` (the policy's levels; 0: none) is given. `others`: more start
     placements ((N,) device arrays, fastest first) raced against `start`'s; `group_moves`: the
-    search moves whole fusion groups, else single nodes (module docstring)."""
+    search moves whole fusion groups, else single nodes (module docstring); `move_order`: the
+    local search's (`local_search.MOVE_ORDERS`)."""
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
     began = time.process_time()
@@ -136,7 +138,7 @@ def polish(
     ctx = _PolishContext(env, base, deadline=end, evaluations=evaluations)
     if len(starts) > 1:
         starts = starts[: _affordable_starts(ctx, starts[0], len(starts), cpu_seconds, evaluations)]
-    race = _Race(env, ctx, fusion_levels, priority_levels, fusion_units(base.fusion_group) if group_moves else None)
+    race = _Race(env, ctx, fusion_levels, priority_levels, fusion_units(base.fusion_group) if group_moves else None, move_order)
     current = list(starts)  # per start: where its search stands
     scores: list[EpisodeScore | None] = [None] * len(starts)
     alive = list(range(len(starts)))
@@ -202,8 +204,10 @@ def _affordable_starts(ctx: _PolishContext, first: np.ndarray, count: int, cpu_s
 class _Race:
     """Searches from several starts on one context; each result scored after its joint variants."""
 
-    def __init__(self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int, units: np.ndarray | None) -> None:
-        self.env, self.ctx, self.units = env, ctx, units
+    def __init__(
+        self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int, units: np.ndarray | None, order: str = "random"
+    ) -> None:
+        self.env, self.ctx, self.units, self.order = env, ctx, units, order
         self.fusion_levels, self.priority_levels = fusion_levels, priority_levels
         self.results: list[tuple[Decisions, EpisodeScore]] = []  # per run: its best joint variant
         self.variants = 0
@@ -214,7 +218,7 @@ class _Race:
         from compiler_opt.rl.joint import best_joint_variant
         from passes.placement.local_search import local_search
 
-        found = local_search(self.ctx, device, seed=seed, units=self.units)
+        found = local_search(self.ctx, device, seed=seed, units=self.units, order=self.order)
         searched = self.ctx.decisions(found)
         candidate = Decisions(np.asarray(found, dtype=np.int32), searched.fusion_group, searched.priority)
         moved = self.env.score_decisions(candidate)

@@ -168,7 +168,8 @@ class PlacementContext(PlacementContextBase):
     def simulate(self, device: np.ndarray) -> SimulationResult:
         """One counted simulation of the placement."""
         self._count()
-        return simulate(self.problem, self.decisions(device))
+        self.last_result = simulate(self.problem, self.decisions(device))
+        return self.last_result
 
     def score(self, result: SimulationResult, device: np.ndarray) -> float:
         """The objective of `device`, simulated as `result` (lower is better; OOM is penalised)."""

@@ -82,6 +82,9 @@ class PlacementContextBase:
         # Per-device loads seen by the last counted throughput evaluation (None: unknown), so a
         # search can aim its next moves without spending another evaluation.
         self.last_loads: np.ndarray | None = None
+        # The last counted simulation (None: not simulated, e.g. a profiled workload): a search
+        # orders its next moves by its slack (`local_search`, move_order "slack").
+        self.last_result: object | None = None
 
     def _adjacency(self) -> None:
         n = self.num_nodes
