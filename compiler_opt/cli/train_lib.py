@@ -1,9 +1,11 @@
-"""`compiler-opt train`: train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune).
+"""`compiler-opt train`: train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune, imitate).
 
     compiler-opt train --mode pretrain --workloads rnnlm-2,gnmt-2:inference --devices 2xV100,4xV100 \\
         --iterations 200 --out runs/pretrain
     compiler-opt train --mode zero-shot --workloads inception-v3 --devices 4xV100 --checkpoint default
     compiler-opt train --mode fine-tune --workloads model.onnx --devices 8xV100 --checkpoint default --iterations 20
+    compiler-opt train --mode imitate --workloads rnnlm-2,resnet-50 --devices 2xV100 --iterations 300 --lr 1e-3 \
+        --imitation-seconds 10 --checkpoint default --out runs/imitate
 
 Checkpoints (`best.pt`, `latest.pt`) and scalars (TensorBoard, or `scalars.csv` without the
 tensorboard package) go to `--out`; each checkpoint records the configuration and this command.
@@ -38,10 +40,15 @@ def _seeds(text: str) -> list[str] | None:
 
 def add_train_parser(sub: Any, common: Any) -> Any:
     p = sub.add_parser(
-        "train", parents=[common], help="train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune)",
+        "train", parents=[common], help="train or apply the GO policy (go-one, pretrain, zero-shot, fine-tune, imitate)",
         description="PPO training of the GO policy on suite workloads or model files, scored by the simulator.",
     )
-    p.add_argument("--mode", choices=("go-one", "pretrain", "zero-shot", "fine-tune"), default="pretrain")
+    p.add_argument(
+        "--mode", choices=("go-one", "pretrain", "zero-shot", "fine-tune", "imitate"), default="pretrain",
+        help="imitate: pretrain by cloning the placements seeds + polish find (--iterations = gradient steps)",
+    )
+    p.add_argument("--imitation-seconds", type=float, default=10.0, metavar="S", help="imitate: CPU seconds of search per graph for its target")
+    p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
     p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies (default 4xV100)")
@@ -99,6 +106,8 @@ def config_from_args(args: Any) -> TrainConfig:
         checkpoint_every_s=args.checkpoint_every,
         out_dir=args.out,
         init_checkpoint=args.checkpoint,
+        imitation_seconds=getattr(args, "imitation_seconds", 10.0),
+        imitation_targets=getattr(args, "targets", ""),
     )
 
 

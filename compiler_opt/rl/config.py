@@ -12,7 +12,7 @@ from graph_ir.errors import CompilerOptError
 
 __all__ = ["MODES", "POLISH_MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError", "unknown_placement_methods"]
 
-MODES = ("go-one", "pretrain", "zero-shot", "fine-tune")
+MODES = ("go-one", "pretrain", "zero-shot", "fine-tune", "imitate")
 RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
 # Modes that warm-start by default (`TrainConfig.warm_start=None`); measured in RESULTS.md (h4).
 WARM_START_MODES = ("fine-tune", "go-one")
@@ -84,6 +84,11 @@ class TrainConfig:
     init_checkpoint: str = ""  # start from these weights (fine-tune; zero-shot)
     zero_shot_samples: int = 8  # zero-shot: greedy answer plus this many samples, best kept
     policy: dict[str, int] = field(default_factory=dict)  # PolicyConfig overrides
+    # Imitation pretraining (mode imitate, rl/imitation.py): `iterations` Adam steps of behaviour
+    # cloning on the placements seeds + polish find in `imitation_seconds` CPU seconds per
+    # environment; `imitation_targets`: a targets file to reuse (written to out_dir otherwise).
+    imitation_seconds: float = 10.0
+    imitation_targets: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -97,7 +102,7 @@ class TrainConfig:
         for name in ("iterations", "graphs_per_iteration", "samples_per_graph", "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"{name} must be at least 1, got {getattr(self, name)}", field=name)
-        if self.samples_per_graph < 2 and self.mode != "zero-shot":
+        if self.samples_per_graph < 2 and self.mode not in ("zero-shot", "imitate"):
             raise TrainConfigError("samples_per_graph must be at least 2 (advantages are normalised per graph)", field="samples_per_graph")
 
         if not 0.0 <= self.warm_start_fraction <= 1.0:
@@ -108,6 +113,8 @@ class TrainConfig:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
         if self.ppo_cpu_per_node_sample < 0:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
+        if not self.imitation_seconds > 0:
+            raise TrainConfigError(f"imitation_seconds must be > 0, got {self.imitation_seconds}", field="imitation_seconds")
         if self.polish_move_order not in ("random", "slack"):
             raise TrainConfigError(f"polish_move_order must be random or slack, got {self.polish_move_order!r}", field="polish_move_order")
         if self.polish_starts < 1:

@@ -1,10 +1,12 @@
-"""The training loop and the four modes.
+"""The training loop and the five modes.
 
 - `go-one`: a fresh policy trained by PPO on one graph; the answer is the best episode seen.
 - `pretrain`: PPO over many graphs (each iteration samples `graphs_per_iteration` environments).
 - `zero-shot`: a pretrained policy, no training: its greedy decision and `zero_shot_samples`
   samples are simulated and the best is kept.
 - `fine-tune`: a pretrained policy trained further on one graph for `iterations` iterations.
+- `imitate`: pretraining by behaviour cloning of the placements the search finds
+  (rl/imitation.py), `iterations` gradient steps; the answer per graph is the greedy decision.
 
 `go-one` and `fine-tune` end with a polish (rl/polish.py): a local search from the best answer
 and the fastest seeds, kept when faster, on the CPU budget PPO left (at least `polish_fraction`
@@ -21,12 +23,13 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from compiler_opt.policy.checkpoint import load_checkpoint
+from compiler_opt.policy.checkpoint import load_checkpoint, save_checkpoint
 from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
@@ -191,6 +194,8 @@ def run_training(
         for env in envs:
             best[env.label] = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed, seeds=config.seed_methods())
         return TrainResult(policy, best, 0, time.monotonic() - began)
+    if config.mode == "imitate":
+        return _run_imitation(config, envs, policy, command=command, progress=progress, save=save, began=began)
 
     trainer = PPOTrainer(policy, config)
     scalars = ScalarLogger(config.out_dir) if save else None
@@ -295,6 +300,41 @@ def _iteration_fits(config: TrainConfig, batch: Sequence[GraphEnvironment], last
         return True
     logger.info("PPO stops: the next iteration (~%.1f CPU s for %d nodes) would not end within the %.1f CPU s left", predicted, nodes, max(left, 0.0))
     return False
+
+
+def _run_imitation(
+    config: TrainConfig, envs: Sequence[GraphEnvironment], policy: GoPolicy, *, command: str, progress: bool, save: bool, began: float
+) -> TrainResult:
+    """Mode imitate (rl/imitation.py): search targets (or reuse `imitation_targets`), clone them
+    for `iterations` steps, save `imitated.pt`; each environment's greedy answer is the result."""
+    from compiler_opt.rl.imitation import imitate, load_targets, save_targets, search_target
+
+    out = Path(config.out_dir)
+    targets = load_targets(config.imitation_targets) if config.imitation_targets else []
+    known = {t.label for t in targets}
+    missing = [env for env in envs if env.label not in known]
+    for env in _progress_items(missing, progress, "imitation targets"):
+        target = search_target(env, config.imitation_seconds, seed=config.seed)
+        targets.append(target)
+        logger.info("%s: target %.4g s (%.3fx the reference, from %s)", env.label, target.step_s, target.step_s / target.reference_s, target.method)
+        if save:
+            save_targets(out / "targets.npz", targets)  # after each: a stopped run keeps what it searched
+    history = imitate(policy, envs, targets, steps=config.iterations, learning_rate=config.learning_rate, seed=config.seed, progress=progress)
+    if save:
+        save_checkpoint(
+            out / "imitated.pt", policy, train_config=config.to_dict(), command=command,
+            extra={"imitation": {t.label: [t.step_s, t.reference_s, t.method] for t in targets}},
+        )
+    best = {env.label: zero_shot(policy, env, 0, seed=config.seed) for env in envs}
+    return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
+
+
+def _progress_items(items: list, progress: bool, desc: str) -> Iterator:
+    if not progress or not items:
+        return iter(items)
+    from tqdm import tqdm
+
+    return iter(tqdm(items, desc=desc, unit="graph", leave=False))
 
 
 def _polish(

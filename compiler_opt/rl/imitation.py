@@ -1,0 +1,185 @@
+"""Imitation pretraining: the policy learns to place as the project's search places.
+
+PPO at paper size barely moves the policy on this machine (WORKSPACE.md "Pretraining record":
+20 updates per environment per hour, flat reward), and the search (warm-start seeds + the raced
+group-move polish, `rl/polish.py`) finds placements 0.1-0.7x the human expert in seconds. So the
+policy is pretrained by behaviour cloning of those placements (expert iteration's first step):
+
+1. Targets: per training environment, the seeds and the polish run for `seconds` CPU seconds
+   (`bench_go`'s `seeds+polish` row, the control without a policy); its placement is the target.
+2. Canonical device labels: identical devices are interchangeable, so a target is relabelled so
+   that the first device used in topological order is the lowest-ordinal one, and so on; the
+   policy's contiguity prior and ordinal features then see one labelling, not D! of them.
+3. Loss: cross-entropy of the placement logits against the target at both refinement rounds:
+   round 1 from nothing, round 2 conditioned on round 1's greedy decisions (so the second round
+   learns to correct the first, through the placement context, `policy/context.py`). Nodes
+   whose target device is masked are skipped. Fusion and scheduling heads keep their priors
+   (their decoding, `fuse-by-priority`, has no per-node target to imitate).
+
+The checkpoint this writes is an ordinary policy checkpoint: zero-shot, fine-tune (which starts
+from it) and PPO pretraining read it as any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from compiler_opt.policy.network import GoPolicy
+from compiler_opt.rl.environment import GraphEnvironment
+from graph_ir._gc import gc_frozen
+from graph_ir.io.atomic import atomic_path
+
+__all__ = ["ImitationTarget", "canonical_devices", "imitation_loss", "imitate", "load_targets", "save_targets", "search_target"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ImitationTarget:
+    label: str  # the environment's label
+    device: np.ndarray  # (N,) int64, canonical labels
+    step_s: float  # the searched placement's step time
+    reference_s: float  # the environment's reference (human expert) step time
+    method: str  # the seed the search started from
+
+
+def canonical_devices(device: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """`device` (N,) relabelled among the devices every node may use (`mask` (N, D), columns in
+    ordinal order): the first used in row order becomes the lowest, and so on; the rest keep
+    their labels."""
+    device = np.asarray(device, dtype=np.int64)
+    usable = np.flatnonzero(np.asarray(mask, dtype=bool).all(axis=0))
+    if usable.size == 0:
+        return device.copy()
+    usable_set = set(usable.tolist())
+    seen = [d for d in dict.fromkeys(device.tolist()) if d in usable_set]
+    order = seen + [d for d in usable.tolist() if d not in seen]
+    remap = np.arange(mask.shape[1], dtype=np.int64)
+    remap[order] = usable
+    return remap[device]
+
+
+def search_target(env: GraphEnvironment, seconds: float, *, seed: int = 0, fusion_levels: int = 4, priority_levels: int = 8) -> ImitationTarget:
+    """The placement `seeds+polish` finds on `env` in `seconds` CPU seconds (module docstring)."""
+    from compiler_opt.rl.config import TrainConfig
+    from compiler_opt.rl.polish import polish, start_placements
+    from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
+
+    began = time.process_time()
+    config = TrainConfig(mode="fine-tune", workloads=[env.name], max_cpu_seconds=seconds)
+    with gc_frozen():
+        seeds = warm_start_seeds(
+            env, config.seed_methods(), fusion_levels=fusion_levels, priority_levels=priority_levels,
+            cpu_budget=seconds * config.warm_start_fraction,
+        )
+        fitting = fitting_seeds(seeds)
+        if not fitting:
+            raise ValueError(f"{env.label}: no warm-start seed fits in memory")
+        head = fitting[0]
+        left = max(seconds - (time.process_time() - began), 1e-3)
+        done = polish(
+            env, head.decisions, head.score, cpu_seconds=left, seed=seed,
+            others=start_placements(head.decisions.device, seeds, config.polish_starts - 1),
+        )
+    mask = env.inputs.device_mask.numpy()
+    return ImitationTarget(env.label, canonical_devices(done.decisions.device, mask), done.score.step_time_s, env.reference_step_s, head.method)
+
+
+def save_targets(path: str | Path, targets: Sequence[ImitationTarget]) -> None:
+    """All targets in one `.npz` (atomic)."""
+    arrays: dict[str, np.ndarray] = {}
+    for i, t in enumerate(targets):
+        arrays[f"device_{i}"] = t.device
+    arrays["labels"] = np.array([t.label for t in targets])
+    arrays["steps"] = np.array([[t.step_s, t.reference_s] for t in targets], dtype=np.float64).reshape(len(targets), 2)
+    arrays["methods"] = np.array([t.method for t in targets])
+    with atomic_path(Path(path)) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+
+def load_targets(path: str | Path) -> list[ImitationTarget]:
+    with np.load(path, allow_pickle=False) as data:
+        labels, steps, methods = data["labels"].tolist(), data["steps"], data["methods"].tolist()
+        return [ImitationTarget(str(labels[i]), data[f"device_{i}"], float(steps[i, 0]), float(steps[i, 1]), str(methods[i])) for i in range(len(labels))]
+
+
+def imitation_loss(policy: GoPolicy, env: GraphEnvironment, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy of the placement logits against `target` (N,) at round 1 and round 2
+    (conditioned on round 1's greedy decisions), over the nodes whose target is allowed."""
+    enc = policy.encode(env.inputs)
+    place, fusion, priority = policy._logits(enc, None, 1)
+    allowed = env.inputs.device_mask.gather(1, target[:, None]).squeeze(1)
+    if not bool(allowed.any()):
+        zero = place.sum() * 0.0
+        return zero, zero
+    first = torch.nn.functional.cross_entropy(place[0][allowed], target[allowed])
+    previous = torch.stack([place.argmax(-1), fusion.argmax(-1), priority.argmax(-1)], dim=-1).detach()
+    if policy.config.iterations < 2:
+        return first, first * 0.0
+    second_logits = policy._logits(enc, previous, 1)[0]
+    second = torch.nn.functional.cross_entropy(second_logits[0][allowed], target[allowed])
+    return first, second
+
+
+def imitate(
+    policy: GoPolicy,
+    envs: Sequence[GraphEnvironment],
+    targets: Sequence[ImitationTarget],
+    *,
+    steps: int,
+    learning_rate: float = 1e-3,
+    seed: int = 0,
+    max_grad_norm: float = 1.0,
+    progress: bool = True,
+) -> list[dict[str, float]]:
+    """`steps` Adam steps, each on one environment drawn at random; the history of losses."""
+    by_label = {t.label: t for t in targets}
+    pairs = []
+    for env in envs:
+        target = by_label.get(env.label)
+        if target is None:
+            raise ValueError(f"no imitation target for {env.label}")
+        if target.device.shape != (env.problem.num_nodes,):
+            raise ValueError(f"{env.label}: target of {target.device.shape[0]} nodes, the graph has {env.problem.num_nodes}")
+        pairs.append((env, torch.as_tensor(target.device, dtype=torch.int64)))
+    if not pairs:
+        raise ValueError("no environments to imitate")
+    policy.train()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    rng = np.random.default_rng(seed)
+    history: list[dict[str, float]] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps, desc="imitate", unit="step", leave=False)
+    began = time.process_time()
+    with gc_frozen():
+        for step in range(steps):
+            env, target = pairs[int(rng.integers(len(pairs)))]
+            first, second = imitation_loss(policy, env, target)
+            loss = first + second
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+            optimizer.step()
+            history.append({"step": step, "env": env.label, "round1": float(first.detach()), "round2": float(second.detach()), "cpu_s": time.process_time() - began})
+            if bar is not None:
+                recent = [h["round2"] for h in history[-20:]]
+                bar.set_postfix(loss=f"{np.mean(recent):.3f}")
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    policy.eval()
+    if history and not all(math.isfinite(h["round1"]) for h in history):
+        raise FloatingPointError("imitation loss is not finite")
+    return history

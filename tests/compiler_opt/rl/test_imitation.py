@@ -1,0 +1,90 @@
+"""Imitation pretraining (rl/imitation.py): canonical labels by hand, the policy learns a known
+placement, targets round-trip, and `compiler-opt train --mode imitate` runs end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from compiler_opt.cli.main import main
+from compiler_opt.policy import GoPolicy, PolicyConfig, load_checkpoint
+from compiler_opt.rl import GraphEnvironment
+from compiler_opt.rl.imitation import ImitationTarget, canonical_devices, imitate, imitation_loss, load_targets, save_targets
+from compiler_opt.workloads.synthetic import random_onnx_dag
+from cost_model.devices.loader import load_topology
+from graph_ir.io.onnx_import import import_onnx
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
+
+
+def test_canonical_labels_by_hand() -> None:
+    # Devices 0-2 usable by every node, device 3 (a host, say) by none but node 4.
+    mask = np.ones((5, 4), dtype=bool)
+    mask[:4, 3] = False
+    # First used in row order: 2, then 0; 1 unused. So 2 -> 0, 0 -> 1, 1 -> 2; device 3 keeps its label.
+    assert canonical_devices(np.array([2, 2, 0, 2, 3]), mask).tolist() == [0, 0, 1, 0, 3]
+    # Already canonical: unchanged; relabelling twice changes nothing.
+    once = canonical_devices(np.array([1, 0, 0, 2, 1]), mask)
+    assert once.tolist() == [0, 1, 1, 2, 0]
+    assert canonical_devices(once, mask).tolist() == once.tolist()
+
+
+def _env() -> GraphEnvironment:
+    graph = import_onnx(random_onnx_dag(60, seed=7))
+    return GraphEnvironment("dag", graph, load_topology("2xV100"))
+
+
+def test_the_policy_learns_a_known_placement(tmp_path: Path) -> None:
+    env = _env()
+    n = env.problem.num_nodes
+    # A placement the untrained policy does not make (it starts near a layer-wise split) but can
+    # express: by op kind, which the encoder embeds.
+    kinds = env.inputs.op_kind.numpy()
+    assert len(np.unique(kinds)) > 1 and n == kinds.size
+    mask = env.inputs.device_mask.numpy()
+    usable = np.flatnonzero(mask.all(0))  # the two GPUs (the host CPU is masked)
+    device = canonical_devices(usable[np.isin(kinds, np.unique(kinds)[::2]).astype(np.int64)], mask)
+    assert set(device.tolist()) == set(usable.tolist())
+    target = ImitationTarget(env.label, device, 1.0, 2.0, "hand")
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=2, attention_layers=1))
+    with torch.no_grad():
+        before = [float(x) for x in imitation_loss(policy, env, torch.as_tensor(device))]
+    history = imitate(policy, [env], [target], steps=150, learning_rate=1e-2, progress=False)
+    assert len(history) == 150 and history[-1]["round1"] < before[0] / 2 and history[-1]["round2"] < before[1] / 2
+    enc = policy.encode(env.inputs)
+    with torch.no_grad():
+        greedy = policy._logits(enc, None, 1)[0].argmax(-1)[0].numpy()
+    assert (greedy == device).mean() > 0.9
+    # Targets round-trip through their file.
+    save_targets(tmp_path / "t.npz", [target])
+    (loaded,) = load_targets(tmp_path / "t.npz")
+    assert loaded.label == env.label and loaded.method == "hand" and loaded.step_s == 1.0 and loaded.reference_s == 2.0
+    np.testing.assert_array_equal(loaded.device, device)
+    with pytest.raises(ValueError, match="no imitation target"):
+        imitate(policy, [env], [ImitationTarget("other", device, 1.0, 2.0, "hand")], steps=1, progress=False)
+
+
+def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "dag.onnx"
+    onnx.save(random_onnx_dag(40, seed=2), str(model))
+    out = tmp_path / "run"
+    argv = ["train", "--mode", "imitate", "--workloads", str(model), "--devices", "2xV100", "--iterations", "3",
+            "--imitation-seconds", "0.5", "--lr", "1e-3", "--checkpoint", "default", "--out", str(out), "--threads", "1"]
+    assert main(argv) == 0
+    assert "ratio to reference" in capsys.readouterr().out
+    (target,) = load_targets(out / "targets.npz")
+    assert target.label.endswith("@2xV100") and target.step_s <= target.reference_s * 1.000001
+    _, meta = load_checkpoint(out / "imitated.pt")
+    assert meta["command"].startswith("compiler-opt train --mode imitate") and meta["train_config"]["imitation_seconds"] == 0.5
+    assert target.label in meta["extra"]["imitation"]
+    # Reusing the targets searches nothing more: the file is read, not rewritten.
+    stamp = (out / "targets.npz").stat().st_mtime_ns
+    assert main([*argv[:-4], "--targets", str(out / "targets.npz"), "--out", str(out), "--threads", "1"]) == 0
+    assert (out / "targets.npz").stat().st_mtime_ns == stamp
+    assert main(["train", "--mode", "imitate", "--workloads", str(model), "--imitation-seconds", "0", "--out", str(out)]) == 2
+    assert "imitation_seconds" in capsys.readouterr().err
