@@ -19,7 +19,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs"]
+__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
 
 # The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
 FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
@@ -281,6 +281,19 @@ def fusion_graph_names(scales: tuple[int, ...] = (1, 2, 4), programs: Collection
     """The names `fusion_graphs(scales)` yields, in its order, without building any graph (only
     those of `programs`, e.g. `FIRST_PROGRAMS`, when given)."""
     return [f"{name}@{scale}" for name in _programs() if programs is None or name in programs for scale in scales]
+
+
+def fusion_workload(name: str) -> Any:
+    """One program at one scale ('embed@2') as a `Workload`: the imported graph with the JAX
+    function and the arguments it was lowered with (to check a fusion's outputs against JAX)."""
+    from cost_model.profiling.calibration import hlo_workload
+
+    program, scale = name.rsplit("@", 1)
+    programs = _programs()
+    if program not in programs:
+        raise KeyError(f"no fusion program named {name!r}; known: {fusion_graph_names((int(scale),))}")
+    fn, make_args = programs[program]
+    return hlo_workload(name, fn, *make_args(int(scale)))
 
 
 def fusion_graph(name: str) -> Any:

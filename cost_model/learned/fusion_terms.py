@@ -19,7 +19,8 @@ for the dataset and the autotuner's candidates):
 - `graph_gflops`: the graph's FLOPs (the same for every configuration: lets a model scale the
   arithmetic the roofline prices at peak);
 - `<class>_nodes` (`OP_CLASSES`): the graph's nodes of each op class (reduce, transpose, slice,
-  matmul, conv, broadcast/reshape, elementwise), also per graph;
+  matmul, conv, broadcast/reshape, elementwise; since the tenth session also pool, gather,
+  concat/pad), also per graph;
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -36,15 +37,21 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["BASE_TERMS", "OP_CLASSES", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+__all__ = ["BASE_TERMS", "OP_CLASSES", "S9_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
            "roofline_step_times"]
 
 # Op classes whose nodes are counted (per graph: the same for every configuration): what an op
 # costs inside XLA's loops at these sizes beyond its FLOPs (ninth session: lowered the held-out MAPE).
+# The tenth session's programs added three classes no graph of the first fifteen has (pooling
+# windows, gathers, pads / concatenations); a graph without them counts 0, so its terms are as before.
 OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "slice_nodes": ("slice",), "matmul_nodes": ("matmul",),
-              "conv_nodes": ("conv",), "broadcast_reshape_nodes": ("broadcast", "reshape"), "elementwise_nodes": ("binary", "unary")}
+              "conv_nodes": ("conv",), "broadcast_reshape_nodes": ("broadcast", "reshape"), "elementwise_nodes": ("binary", "unary"),
+              "pool_nodes": ("pool",), "gather_nodes": ("gather", "scatter", "dynamic_slice", "dynamic_update_slice"),
+              "concat_pad_nodes": ("concat", "pad")}
 BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
 TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + ("roofline_s",)
+# The ninth session's terms (the shipped model's until the tenth session): without the three new classes.
+S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes"))
 _LAYOUT_OPS = ("constant", "reshape", "broadcast", "transpose", "slice")
 _ELEMENTS = 6  # node_features: log2 of the output's element count
 _FLOPS = -1  # node_features: log2 of the node's FLOPs (0: none)

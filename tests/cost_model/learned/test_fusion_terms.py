@@ -12,7 +12,7 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import OP_CLASSES, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.fusion_terms import OP_CLASSES, S9_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -35,7 +35,7 @@ def test_config_terms_by_hand() -> None:
     kernels, inputs, outputs, in_mb, out_mb, fused, layout, gflops, *classes = terms
     counts = dict(zip(OP_CLASSES, classes))
     assert counts == {"reduce_nodes": 0, "transpose_nodes": 0, "slice_nodes": 0, "matmul_nodes": 1, "conv_nodes": 0, "broadcast_reshape_nodes": 1,
-                      "elementwise_nodes": 2}
+                      "elementwise_nodes": 2, "pool_nodes": 0, "gather_nodes": 0, "concat_pad_nodes": 0}
     assert kernels == 3 and fused == 1
     assert inputs == 2  # node 1 -> kernel {2}, node 0 -> kernel {3}
     assert outputs == 4  # 0 and 1 leave their kernel, 2 and 3 are graph outputs
@@ -51,6 +51,19 @@ def test_config_terms_by_hand() -> None:
     assert one[:3].tolist() == [1, 0, 2] and one[4] == pytest.approx(4e-6 * (64 + 8)) and one[6] == 0
     with pytest.raises(ValueError, match="shape"):
         config_terms(feat, ops, EDGES, np.zeros(3, dtype=int))
+
+
+def test_tenth_session_op_classes_are_counted_and_s9_terms_are_the_old_ones() -> None:
+    feat, _ = _graph()
+    ops = np.array([OPCODES.index(o) for o in ["pool", "gather", "concat", "pad"]])
+    terms = config_terms(feat, ops, EDGES, np.full(4, -1))
+    counts = dict(zip(OP_CLASSES, terms[8:]))
+    assert counts["pool_nodes"] == 1 and counts["gather_nodes"] == 1 and counts["concat_pad_nodes"] == 2
+    assert sum(counts.values()) == 4  # each node in exactly one class
+    assert S9_TERMS == ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops",
+                        "reduce_nodes", "transpose_nodes", "slice_nodes", "matmul_nodes", "conv_nodes", "broadcast_reshape_nodes",
+                        "elementwise_nodes", "roofline_s")
+    assert set(S9_TERMS) < set(TERM_NAMES) and TERM_NAMES[-1] == "roofline_s"
 
 
 def test_residual_round_trip() -> None:
