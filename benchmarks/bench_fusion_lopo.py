@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-programs", default="", metavar="P,...|first", help="use only these programs of the folder (default: all)")
     parser.add_argument("--xgboost", action="store_true", help="also the XGBoost residual model (GbdtBaseline objective=residual, depth 4)")
     parser.add_argument("--variants", default="signed,base,l1", help="additive variants beside the default: signed, base (no op-class "
-                        "counts), l1, s9 (the ninth session's terms, without the tenth session's op classes)")
+                        "counts), l1, s9 (the ninth session's terms, without the tenth session's op classes and class MB), s9l1, nomb (without the class MB)")
     args = parser.parse_args(argv)
 
     def programs_of(text: str) -> set[str] | None:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_costmodel import level_metrics
 
     from cost_model.learned.fusion_additive import AdditiveFusionModel
-    from cost_model.learned.fusion_terms import BASE_TERMS, S9_TERMS, TERM_NAMES, record_terms
+    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, S9_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     held = programs_of(args.held_out)
     programs = sorted(p for p in {r.program for r in records} if held is None or p in held)
     variants = {"signed": ("additive, signed weights", {"nonnegative": False}), "base": ("additive without op-class node counts", {"terms": BASE_TERMS}),
-                "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS})}
+                "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS}),
+                "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in TERM_NAMES if t not in CLASS_MB)}),
+                "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"})}
     rows = []
     for program in programs:
         train = [r for r in records if r.program != program]

@@ -12,7 +12,7 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import OP_CLASSES, S9_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.fusion_terms import CLASS_MB, OP_CLASSES, S9_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -36,6 +36,10 @@ def test_config_terms_by_hand() -> None:
     counts = dict(zip(OP_CLASSES, classes))
     assert counts == {"reduce_nodes": 0, "transpose_nodes": 0, "slice_nodes": 0, "matmul_nodes": 1, "conv_nodes": 0, "broadcast_reshape_nodes": 1,
                       "elementwise_nodes": 2, "pool_nodes": 0, "gather_nodes": 0, "concat_pad_nodes": 0}
+    megabytes = dict(zip(CLASS_MB, classes[len(OP_CLASSES):]))
+    assert megabytes["matmul_mb"] == pytest.approx(4e-6 * 16) and megabytes["elementwise_mb"] == pytest.approx(4e-6 * (32 + 64))
+    assert megabytes["broadcast_reshape_mb"] == pytest.approx(4e-6 * 8) and megabytes["conv_mb"] == 0
+    assert len(terms) == len(TERM_NAMES) - 1  # all but roofline_s
     assert kernels == 3 and fused == 1
     assert inputs == 2  # node 1 -> kernel {2}, node 0 -> kernel {3}
     assert outputs == 4  # 0 and 1 leave their kernel, 2 and 3 are graph outputs
@@ -60,6 +64,8 @@ def test_tenth_session_op_classes_are_counted_and_s9_terms_are_the_old_ones() ->
     counts = dict(zip(OP_CLASSES, terms[8:]))
     assert counts["pool_nodes"] == 1 and counts["gather_nodes"] == 1 and counts["concat_pad_nodes"] == 2
     assert sum(counts.values()) == 4  # each node in exactly one class
+    megabytes = dict(zip(CLASS_MB, terms[8 + len(OP_CLASSES):]))
+    assert megabytes["pool_mb"] == pytest.approx(4e-6 * 16) and megabytes["concat_pad_mb"] == pytest.approx(4e-6 * (64 + 8))
     assert S9_TERMS == ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops",
                         "reduce_nodes", "transpose_nodes", "slice_nodes", "matmul_nodes", "conv_nodes", "broadcast_reshape_nodes",
                         "elementwise_nodes", "roofline_s")
