@@ -138,7 +138,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model == "additive":
         from cost_model.learned.fusion_additive import train_additive_and_save
 
-        report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed)
+        report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
+                                         loss=args.additive_loss)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -304,6 +305,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt; "
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
     train.add_argument("--layers", type=int, default=3)

@@ -206,3 +206,15 @@ def test_l1_fit_ignores_an_outlier_the_l2_fit_follows() -> None:
     assert abs(l2.weights[0] / 10e-6 - 1) > 0.01  # one in 20 rows 3x off moves it 1.2%
     with pytest.raises(ValueError, match="loss"):
         AdditiveFusionModel(loss="huber")
+
+
+def test_train_additive_and_save_with_the_l1_loss(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.fusion_additive import train_additive_and_save
+    from cost_model.learned.tpugraphs import save_npz
+
+    for i, record in enumerate(_fusion_records()):
+        save_npz(record, tmp_path / "data" / f"g{i}.npz")
+    report = train_additive_and_save(str(tmp_path / "data"), str(tmp_path / "m.json"), test_fraction=0.0, loss="l1")
+    assert report["train_config"]["loss"] == "l1" and report["test_kernels"] == 1  # a split keeps one test graph
+    assert AdditiveFusionModel.load(tmp_path / "m.json").loss == "l1"
+    assert report["metrics"]["train"]["mape"] < 1e-3
