@@ -219,10 +219,17 @@ def main(argv: list[str] | None = None) -> int:
             # fusion: learned corrections of the roofline simulator (ninth session)
             from cost_model.learned.fusion_additive import AdditiveFusionModel
 
-            from cost_model.learned.fusion_terms import BASE_TERMS
+            from cost_model.learned.fusion_terms import BASE_TERMS, S9_TERMS, TERM_NAMES, record_terms
 
             variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS}),
                                       (", l1 fit", {"loss": "l1"})] if args.additive_signed else [])
+            variants += [(", ninth-session terms", {"terms": S9_TERMS}), (", ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"})]
+            # roofline x c, c minimising the relative error on the training graphs: c = sum(r) / sum(r^2), r = roofline / label
+            roof = TERM_NAMES.index("roofline_s")
+            ratio = np.concatenate([record_terms(r)[:, roof] / r.config_runtime for r in train])
+            c = float(ratio.sum() / (ratio**2).sum())
+            rows.append(score("roofline x constant (fitted on the training graphs)", [np.log(c * record_terms(r)[:, roof]) for r in test], test,
+                              random_needs, spread) | {"train_s": 0.0})
             for suffix, options in variants:
                 began = time.perf_counter()
                 additive = AdditiveFusionModel(**options).fit(train)

@@ -11,6 +11,12 @@ MAPE (configurations >= 5 us), Kendall tau, top-1 slowdown, the level |median(pr
 and the MAPE with the level removed; beside it the roofline simulator scaled by one constant
 fitted on the same training graphs (the simplest learned correction). Prints a markdown table,
 one row per held-out graph, and the means.
+
+`--held-out mlp,conv,...` (or `first`: the fifteen programs of `fusion_s8`,
+`fusion_graphs.FIRST_PROGRAMS`) holds out only those programs, one at a time, still training on
+every other program of the folder (tenth session: the old programs scored with the new ones in
+training). `--train-programs first` drops every other program from the folder first (the ninth
+session's setting on a merged folder). `--xgboost` adds the XGBoost residual model.
 """
 
 from __future__ import annotations
@@ -29,27 +35,49 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", help="fusion dataset folder (layout-form .npz with meta.roofline_s)")
     parser.add_argument("--json", default=str(RESULTS))
+    parser.add_argument("--held-out", default="", metavar="P,...|first", help="hold out only these programs (default: every program)")
+    parser.add_argument("--train-programs", default="", metavar="P,...|first", help="use only these programs of the folder (default: all)")
+    parser.add_argument("--xgboost", action="store_true", help="also the XGBoost residual model (GbdtBaseline objective=residual, depth 4)")
+    parser.add_argument("--variants", default="signed,base,l1", help="additive variants beside the default: signed, base (no op-class "
+                        "counts), l1, s9 (the ninth session's terms, without the tenth session's op classes and class MB), s9l1, nomb (without the class MB)")
     args = parser.parse_args(argv)
+
+    def programs_of(text: str) -> set[str] | None:
+        from compiler_opt.costmodel.fusion_graphs import FIRST_PROGRAMS
+
+        return None if not text else set(FIRST_PROGRAMS) if text == "first" else set(text.split(","))
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_costmodel import level_metrics
 
     from cost_model.learned.fusion_additive import AdditiveFusionModel
-    from cost_model.learned.fusion_terms import BASE_TERMS, TERM_NAMES, record_terms
+    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, S9_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
     records = load_dir(args.data)
+    keep = programs_of(args.train_programs)
+    records = [r for r in records if keep is None or r.program in keep]
     terms = {r.name: record_terms(r) for r in records}
     roof = TERM_NAMES.index("roofline_s")
-    programs = sorted({r.program for r in records})
+    held = programs_of(args.held_out)
+    programs = sorted(p for p in {r.program for r in records} if held is None or p in held)
+    variants = {"signed": ("additive, signed weights", {"nonnegative": False}), "base": ("additive without op-class node counts", {"terms": BASE_TERMS}),
+                "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS}),
+                "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in TERM_NAMES if t not in CLASS_MB)}),
+                "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"})}
     rows = []
     for program in programs:
         train = [r for r in records if r.program != program]
         test = [r for r in records if r.program == program]
-        models = {"additive": AdditiveFusionModel().fit(train), "additive, signed weights": AdditiveFusionModel(nonnegative=False).fit(train),
-                  "additive without op-class node counts": AdditiveFusionModel(terms=BASE_TERMS).fit(train),
-                  "additive, l1 fit": AdditiveFusionModel(loss="l1").fit(train)}
+        models = {"additive": AdditiveFusionModel().fit(train)}
+        for key in [v for v in args.variants.split(",") if v]:
+            name, options = variants[key]
+            models[name] = AdditiveFusionModel(**options).fit(train)
+        if args.xgboost:
+            from cost_model.learned.baselines import GbdtBaseline
+
+            models["XGBoost residual"] = GbdtBaseline(seed=0, objective="residual", depth=4).fit(train)
         # roofline x c, c minimising the relative error on the training graphs: c = sum(r) / sum(r^2), r = roofline / label
         ratio = np.concatenate([terms[r.name][:, roof] / r.config_runtime for r in train])
         scale = float(ratio.sum() / (ratio**2).sum())
@@ -59,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"program": program, "graph": record.name, "method": method, "configs": record.num_configs}
                             | kernel_metrics(pred, record.config_runtime) | level_metrics(pred, record.config_runtime))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    print(f"leave one program out on {Path(args.data).name}: {len(programs)} programs, {len(records)} graphs")
+    print(f"leave one program out on {Path(args.data).name}: {len(programs)} programs held out one at a time, "
+          f"{len({r.program for r in records})} programs / {len(records)} graphs in the folder")
     print("| held-out graph (configs) | " + " | ".join(f"{m}: MAPE / level / tau" for m in methods) + " |")
     print("|---|" + "---|" * len(methods))
-    for record in records:
+    for record in [r for r in records if r.program in programs]:
         cells = []
         for method in methods:
             (row,) = [r for r in rows if r["graph"] == record.name and r["method"] == method]

@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from passes.autotune.fusion import draw_fusions
 
     name, scale = args.graph.split("@")
-    graphs = fusion_graphs((int(scale),))
-    graph = graphs[args.graph]
+    graph = fusion_graphs((int(scale),), names={args.graph})[args.graph]
     nodes = node_order(graph)
     rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{args.seed}:{args.graph}".encode()).digest()[:8], "little"))
     drawn = draw_fusions(graph, nodes, rng, args.configs)
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return ref_fn(ref_a).block_until_ready()
 
     if args.ref_graph:  # a reference of the workload's own kind: a fixed fusion of another graph
-        ref_graph = fusion_graphs((int(args.ref_graph.split("@")[1]),))[args.ref_graph]
+        ref_graph = fusion_graphs((int(args.ref_graph.split("@")[1]),), names={args.ref_graph})[args.ref_graph]
         ref_nodes = node_order(ref_graph)
         ref_drawn = draw_fusions(ref_graph, ref_nodes, np.random.default_rng(0), 1)
         reference = GroupExecutor(ref_graph, ref_nodes, seed=args.seed).plan(next(iter(ref_drawn.values()))).run  # noqa: F811

@@ -85,6 +85,18 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from compiler_opt.costmodel.fusion_merge import merge_fusion_collections
+
+    summary = merge_fusion_collections(args.sources, args.out, scale_s=args.scale_s)
+    for source in summary["merged_from"]:
+        print(f"{source['folder']}: {source['kernels']} graphs, scale {source['scale_s'] * 1e6:.2f} us, labels x {source['factor']:.4f}")
+    noise = summary["noise_floor"]
+    print(f"fusion: {summary['kernels']} files in {args.out}, scale {summary['reference']['scale_s'] * 1e6:.2f} us per reference ratio; "
+          f"noise floor median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
+    return 0
+
+
 def _cmd_noise(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -126,7 +138,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model == "additive":
         from cost_model.learned.fusion_additive import train_additive_and_save
 
-        report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed)
+        report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
+                                         loss=args.additive_loss)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -260,6 +273,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--no-progress", action="store_true")
     collect.set_defaults(handler=_cmd_collect, file_arg=None)
 
+    merge = cm_sub.add_parser("merge", parents=[common], help="fusion: merge referenced collections into one folder, labels in one scale")
+    merge.add_argument("out", metavar="OUT", help="merged dataset folder (must not be a source)")
+    merge.add_argument("sources", nargs="+", metavar="DIR", help="fusion collections with the same --reference and --seed")
+    merge.add_argument("--scale-s", type=float, default=None, help="seconds per reference ratio (default: the first source's scale)")
+    merge.set_defaults(handler=_cmd_merge, file_arg=None)
+
     noise = cm_sub.add_parser("noise", parents=[common], help="label quality of a tile dataset: per-kernel timing noise, noisiest first")
     noise.add_argument("data", metavar="DIR")
     noise.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
@@ -286,6 +305,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt; "
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
     train.add_argument("--layers", type=int, default=3)

@@ -5,7 +5,13 @@ The first five (MLP, conv block, attention, LSTM cell, layer norm + GELU) are th
 `_more_programs` adds ten patterns that dominate the workload suite and the HLO testdata
 (SwiGLU MLP, GRU cell, RMS norm + projection, softmax cross-entropy, multi-head attention with
 reshapes/transposes, batched matmul, conv + batch norm + residual, MLP-Mixer token mixing,
-log-softmax + mean, a strided conv stem), so that `fusion_graphs((1, 2))` yields 30 graphs."""
+log-softmax + mean, a strided conv stem): `FIRST_PROGRAMS`, the 30 graphs of `fusion_s8`.
+`_extra_programs` (tenth session) adds fourteen more op mixes (depthwise + pointwise conv, max
+and average pooling, batch norm in training form, group norm, embedding gather, attention in a
+transposed layout with softmax over axis 1, a transformer MLP block, dilated and transposed
+convs, pads / slices / concatenations, a two-step RNN, reductions over several axes, a
+broadcasting chain), so that `fusion_graphs((1, 2))` yields 58 graphs;
+`fusion_graph_names(scales, programs=FIRST_PROGRAMS)` keeps the old set reachable."""
 
 from __future__ import annotations
 
@@ -13,7 +19,14 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["fusion_graph", "fusion_graph_names", "fusion_graphs"]
+__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
+
+# The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
+FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
+                  "mlp", "conv", "attention", "lstm", "norm_gelu")
+# The tenth session's fourteen (`_extra_programs`).
+EXTRA_PROGRAMS = ("dw_sep", "maxpool", "avgpool", "bn_train", "group_norm", "embed", "attn_cols", "tblock", "dilated", "conv_t",
+                  "pad_concat", "rnn2", "multi_reduce", "bcast_chain")
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -58,7 +71,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
         "attention": (attention, lambda s: (lambda r: (arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(np.random.default_rng(s))),
         "lstm": (lstm, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 32 * s, 128 * s)))(np.random.default_rng(s))),
         "norm_gelu": (norm_gelu, lambda s: (lambda r: (arr(r, 16 * s, 64 * s), arr(r, 64 * s, 64 * s)))(np.random.default_rng(s))),
-    }
+    } | _extra_programs(arr)
 
 
 def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -138,6 +151,119 @@ def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[.
     }
 
 
+def _extra_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
+    """The tenth session's fourteen: op mixes the first fifteen lack (depthwise and dilated and
+    transposed convs, pooling windows, training-form batch / group norm, gathers, pads and
+    concatenations, softmax over another axis, reductions over several axes, broadcasting), so a
+    held-out program's op classes have been priced on more than a handful of programs."""
+    import jax
+    import jax.numpy as jnp
+
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def dw_sep(x, kd, kp):  # depthwise 3x3 + pointwise 1x1, as in MobileNet blocks
+        c = x.shape[-1]
+        h = jax.lax.conv_general_dilated(x, kd, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=c)
+        h = jnp.minimum(jnp.maximum(h * 0.5 + 0.1, 0.0), 6.0)  # relu6, inline (jnp.clip lowers to an opaque call)
+        y = jax.lax.conv_general_dilated(h, kp, (1, 1), "SAME", dimension_numbers=dn)
+        return jnp.tanh(jnp.maximum(y, 0.0)) * y + 0.1
+
+    def maxpool(x, k, w):  # conv, max pool 2x2 stride 2 (reduce_window max), global mean, dense
+        h = jnp.maximum(jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=dn), 0.0)
+        h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        return jnp.mean(h, axis=(1, 2)) @ w
+
+    def avgpool(x, w):  # 3x3 stride 1 average pool (reduce_window add), residual, channel dense
+        s = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME") * np.float32(1 / 9)
+        return jnp.tanh(s - x) @ w
+
+    def bn_train(x, w, gamma, beta):  # dense + batch norm in training form (batch statistics) + relu
+        h = x @ w
+        mu = jnp.mean(h, axis=0)
+        var = jnp.mean((h - mu) ** 2, axis=0)
+        return jnp.maximum((h - mu) * jax.lax.rsqrt(var + 1e-5) * gamma + beta, 0.0)
+
+    def group_norm(x, gamma):  # NHWC group norm (4 groups), SiLU
+        n, hh, ww, c = x.shape
+        g = x.reshape(n, hh, ww, 4, c // 4)
+        mu = jnp.mean(g, axis=(1, 2, 4), keepdims=True)
+        var = jnp.mean((g - mu) ** 2, axis=(1, 2, 4), keepdims=True)
+        y = ((g - mu) * jax.lax.rsqrt(var + 1e-5)).reshape(n, hh, ww, c) * gamma
+        return y * jax.nn.sigmoid(y)  # SiLU inline (jax.nn.silu lowers to an opaque call)
+
+    def embed(table, ids, pos, w):  # embedding gather (+ positions), sum over the sequence, dense
+        e = jnp.tanh(table[ids] * 2.0 + pos)
+        return jax.nn.sigmoid(jnp.sum(e, axis=1) @ w) * 0.5 + 0.1
+
+    def attn_cols(x, wq, wk):  # batched attention laid out (B, D, T): transposes, softmax over axis 1
+        q = jnp.einsum("bdt,de->bet", x, wq)
+        k = jnp.einsum("bdt,de->bet", x, wk)
+        s = jnp.einsum("bes,bet->bst", q, k)
+        p = jax.nn.softmax(s, axis=1)
+        return jnp.einsum("bds,bst->bdt", x, p) + x
+
+    def tblock(x, g1, w1, w2, g2):  # pre-LN transformer MLP block: LN, dense, GELU(tanh), dense, residual, LN
+        def ln(v, g):
+            mu = jnp.mean(v, axis=-1, keepdims=True)
+            return (v - mu) * jax.lax.rsqrt(jnp.mean((v - mu) ** 2, axis=-1, keepdims=True) + 1e-5) * g
+        h = jax.nn.gelu(ln(x, g1) @ w1, approximate=True) @ w2 + x
+        return ln(h, g2)
+
+    def dilated(x, k, w):  # 3x3 conv with dilation 2, tanh, mean over space, dense
+        h = jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=dn)
+        return jnp.mean(jnp.tanh(h), axis=(1, 2)) @ w
+
+    def conv_t(x, k, b):  # 2x upsampling transposed conv, bias, relu, a gated output
+        h = jnp.maximum(jax.lax.conv_transpose(x, k, (2, 2), "SAME", dimension_numbers=dn) + b, 0.0)
+        return h * jax.nn.sigmoid(h - 0.1) + jnp.tanh(h)
+
+    def pad_concat(x, y):  # slices, pads and concatenations around a little arithmetic
+        n = x.shape[1]
+        a, b = x[:, : n // 2], x[:, n // 2 :]
+        zero = np.float32(0.0)  # lax.pad: jnp.pad lowers to an opaque call
+        z = jnp.concatenate([jax.lax.pad(a * b, zero, ((0, 0, 0), (1, 1, 0))), jax.lax.pad(a + b, zero, ((0, 0, 0), (2, 0, 0)))], axis=1)
+        return jnp.concatenate([z[:, 2:-2] * y, jnp.exp(z[:, :n // 2] - 1.0)], axis=1)
+
+    def rnn2(x1, x2, h, w, u, v):  # an Elman RNN unrolled two steps (no scan), with a readout
+        h1 = jnp.tanh(x1 @ w + h @ u)
+        h2 = jnp.tanh(x2 @ w + h1 @ u)
+        return (h1 + h2) @ v
+
+    def multi_reduce(x):  # reductions over several axes of one 3-d tensor, broadcast back
+        s = jnp.sum(x, axis=(0, 2), keepdims=True)
+        m = jnp.max(x, axis=1, keepdims=True)
+        v = jnp.mean(x * x, axis=(1, 2), keepdims=True)
+        return jnp.sum(jnp.exp(x - m) * s / (v + 1.0), axis=2)
+
+    def bcast_chain(x, y, z):  # elementwise chain with broadcasting (N,1,D) x (1,M,D) + (D,), reduced
+        t = x[:, None, :] * y[None, :, :] + z
+        return jnp.sum(jax.nn.sigmoid(t) * jnp.tanh(t * 0.5 - z), axis=-1)
+
+    def rng(s: int) -> np.random.Generator:
+        return np.random.default_rng(200 + s)
+
+    def ids(r: np.random.Generator, *shape: int, high: int) -> np.ndarray:
+        return r.integers(0, high, shape).astype(np.int32)
+
+    return {
+        "dw_sep": (dw_sep, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 16), arr(r, 3, 3, 1, 16), arr(r, 1, 1, 16, 16 * s)))(rng(s))),
+        "maxpool": (maxpool, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 8), arr(r, 3, 3, 8, 8 * s), arr(r, 8 * s, 10)))(rng(s))),
+        "avgpool": (avgpool, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 16), arr(r, 16, 16 * s)))(rng(s))),
+        "bn_train": (bn_train, lambda s: (lambda r: (arr(r, 32 * s, 64 * s), arr(r, 64 * s, 64 * s), arr(r, 64 * s), arr(r, 64 * s)))(rng(s))),
+        "group_norm": (group_norm, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 16), arr(r, 16)))(rng(s))),
+        "embed": (embed, lambda s: (lambda r: (arr(r, 256 * s, 32 * s), ids(r, 8 * s, 16, high=256 * s), arr(r, 16, 32 * s), arr(r, 32 * s, 32 * s)))(rng(s))),
+        "attn_cols": (attn_cols, lambda s: (lambda r: (arr(r, 2, 32 * s, 16 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(rng(s))),
+        "tblock": (tblock, lambda s: (lambda r: (arr(r, 16 * s, 32 * s), arr(r, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 128 * s, 32 * s), arr(r, 32 * s)))(rng(s))),
+        "dilated": (dilated, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 8), arr(r, 3, 3, 8, 8 * s), arr(r, 8 * s, 10)))(rng(s))),
+        "conv_t": (conv_t, lambda s: (lambda r: (arr(r, 2, 4 * s, 4 * s, 16), arr(r, 3, 3, 16, 8 * s), arr(r, 8 * s)))(rng(s))),
+        "pad_concat": (pad_concat, lambda s: (lambda r: (arr(r, 32 * s, 64 * s), arr(r, 32 * s, 64 * s)))(rng(s))),
+        "rnn2": (rnn2, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 64 * s), arr(r, 32 * s, 64 * s),
+                                             arr(r, 64 * s, 64 * s), arr(r, 64 * s, 16)))(rng(s))),
+        "multi_reduce": (multi_reduce, lambda s: (lambda r: (arr(r, 8 * s, 16 * s, 32 * s),))(rng(s))),
+        "bcast_chain": (bcast_chain, lambda s: (lambda r: (arr(r, 16 * s, 32), arr(r, 24 * s, 32), arr(r, 32)))(rng(s))),
+    }
+
+
 def fusion_graphs(scales: tuple[int, ...] = (1, 2, 4), names: Collection[str] | None = None) -> dict[str, Any]:
     """name ('mlp@2') -> Graph imported from the program's unoptimized HLO (only `names`, when given)."""
     from cost_model.profiling.calibration import hlo_workload
@@ -151,9 +277,23 @@ def fusion_graphs(scales: tuple[int, ...] = (1, 2, 4), names: Collection[str] | 
     return graphs
 
 
-def fusion_graph_names(scales: tuple[int, ...] = (1, 2, 4)) -> list[str]:
-    """The names `fusion_graphs(scales)` yields, in its order, without building any graph."""
-    return [f"{name}@{scale}" for name in _programs() for scale in scales]
+def fusion_graph_names(scales: tuple[int, ...] = (1, 2, 4), programs: Collection[str] | None = None) -> list[str]:
+    """The names `fusion_graphs(scales)` yields, in its order, without building any graph (only
+    those of `programs`, e.g. `FIRST_PROGRAMS`, when given)."""
+    return [f"{name}@{scale}" for name in _programs() if programs is None or name in programs for scale in scales]
+
+
+def fusion_workload(name: str) -> Any:
+    """One program at one scale ('embed@2') as a `Workload`: the imported graph with the JAX
+    function and the arguments it was lowered with (to check a fusion's outputs against JAX)."""
+    from cost_model.profiling.calibration import hlo_workload
+
+    program, scale = name.rsplit("@", 1)
+    programs = _programs()
+    if program not in programs:
+        raise KeyError(f"no fusion program named {name!r}; known: {fusion_graph_names((int(scale),))}")
+    fn, make_args = programs[program]
+    return hlo_workload(name, fn, *make_args(int(scale)))
 
 
 def fusion_graph(name: str) -> Any:

@@ -141,7 +141,7 @@ class AdditiveFusionModel:
 
 
 def train_additive_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                            nonnegative: bool = True) -> dict[str, Any]:
+                            nonnegative: bool = True, loss: str = "l2") -> dict[str, Any]:
     """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
@@ -149,13 +149,13 @@ def train_additive_and_save(data_dir: str, output: str, *, split: str = "random"
 
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
-    model = AdditiveFusionModel(nonnegative=nonnegative).fit([records[i] for i in train_idx])
+    model = AdditiveFusionModel(nonnegative=nonnegative, loss=loss).fit([records[i] for i in train_idx])
 
     def scores(indices: list[int]) -> dict[str, float]:
         return mean_metrics(kernel_metrics(model.predict(records[i]), records[i].config_runtime) for i in indices)
 
     report = {"metrics": {"train": scores(train_idx), "test": scores(test_idx)},
-              "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative},
+              "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative, "loss": loss},
               "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
               "data": os.path.basename(os.path.normpath(data_dir))}
     model.save(output, extra=report)

@@ -19,7 +19,9 @@ for the dataset and the autotuner's candidates):
 - `graph_gflops`: the graph's FLOPs (the same for every configuration: lets a model scale the
   arithmetic the roofline prices at peak);
 - `<class>_nodes` (`OP_CLASSES`): the graph's nodes of each op class (reduce, transpose, slice,
-  matmul, conv, broadcast/reshape, elementwise), also per graph;
+  matmul, conv, broadcast/reshape, elementwise; since the tenth session also pool, gather,
+  concat/pad), also per graph; `<class>_mb` (`CLASS_MB`, tenth session): the megabytes the
+  graph's nodes of each class write, per graph;
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -36,15 +38,25 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["BASE_TERMS", "OP_CLASSES", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+__all__ = ["BASE_TERMS", "CLASS_MB", "OP_CLASSES", "S9_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
            "roofline_step_times"]
 
 # Op classes whose nodes are counted (per graph: the same for every configuration): what an op
 # costs inside XLA's loops at these sizes beyond its FLOPs (ninth session: lowered the held-out MAPE).
+# The tenth session's programs added three classes no graph of the first fifteen has (pooling
+# windows, gathers, pads / concatenations); a graph without them counts 0, so its terms are as before.
 OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "slice_nodes": ("slice",), "matmul_nodes": ("matmul",),
-              "conv_nodes": ("conv",), "broadcast_reshape_nodes": ("broadcast", "reshape"), "elementwise_nodes": ("binary", "unary")}
+              "conv_nodes": ("conv",), "broadcast_reshape_nodes": ("broadcast", "reshape"), "elementwise_nodes": ("binary", "unary"),
+              "pool_nodes": ("pool",), "gather_nodes": ("gather", "scatter", "dynamic_slice", "dynamic_update_slice"),
+              "concat_pad_nodes": ("concat", "pad")}
+# Megabytes the graph's nodes of each class write (4 bytes per output element, per graph): the
+# tenth session's terms, a cost per byte an op class touches beside its per-node cost (held out,
+# one program at a time, 5.2% -> 4.7% on the first fifteen programs; RESULTS (i), tenth session).
+CLASS_MB = tuple(name.replace("_nodes", "_mb") for name in OP_CLASSES)
 BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
-TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + ("roofline_s",)
+TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + ("roofline_s",)
+# The ninth session's terms (the shipped model's until the tenth session): without the three new classes.
+S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB)
 _LAYOUT_OPS = ("constant", "reshape", "broadcast", "transpose", "slice")
 _ELEMENTS = 6  # node_features: log2 of the output's element count
 _FLOPS = -1  # node_features: log2 of the node's FLOPs (0: none)
@@ -65,7 +77,8 @@ def residual_seconds(residual: np.ndarray, roofline_s: np.ndarray) -> np.ndarray
 
 def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, list[int]]:
     """What `config_terms` reads of the graph alone, the same under every grouping: output
-    elements per node, the layout-only flags, the graph's GFLOPs, the `OP_CLASSES` node counts."""
+    elements per node, the layout-only flags, the graph's GFLOPs, the `OP_CLASSES` node counts
+    followed by the `CLASS_MB` megabytes."""
     from cost_model.learned.features import OPCODES
 
     elements = np.exp2(np.asarray(node_feat, dtype=np.float64)[:, _ELEMENTS])
@@ -74,6 +87,7 @@ def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray) -> tuple[np.nda
     log_flops = np.asarray(node_feat, dtype=np.float64)[:, _FLOPS]
     gflops = 1e-9 * np.where(log_flops > 0, np.exp2(log_flops), 0.0).sum()
     classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
+    classes += [4e-6 * float(sum(e for e, name in zip(elements, names) if name in ops)) for ops in OP_CLASSES.values()]  # CLASS_MB
     return elements, layout, float(gflops), classes
 
 

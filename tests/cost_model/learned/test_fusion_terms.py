@@ -12,7 +12,7 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import OP_CLASSES, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.fusion_terms import CLASS_MB, OP_CLASSES, S9_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -35,7 +35,11 @@ def test_config_terms_by_hand() -> None:
     kernels, inputs, outputs, in_mb, out_mb, fused, layout, gflops, *classes = terms
     counts = dict(zip(OP_CLASSES, classes))
     assert counts == {"reduce_nodes": 0, "transpose_nodes": 0, "slice_nodes": 0, "matmul_nodes": 1, "conv_nodes": 0, "broadcast_reshape_nodes": 1,
-                      "elementwise_nodes": 2}
+                      "elementwise_nodes": 2, "pool_nodes": 0, "gather_nodes": 0, "concat_pad_nodes": 0}
+    megabytes = dict(zip(CLASS_MB, classes[len(OP_CLASSES):]))
+    assert megabytes["matmul_mb"] == pytest.approx(4e-6 * 16) and megabytes["elementwise_mb"] == pytest.approx(4e-6 * (32 + 64))
+    assert megabytes["broadcast_reshape_mb"] == pytest.approx(4e-6 * 8) and megabytes["conv_mb"] == 0
+    assert len(terms) == len(TERM_NAMES) - 1  # all but roofline_s
     assert kernels == 3 and fused == 1
     assert inputs == 2  # node 1 -> kernel {2}, node 0 -> kernel {3}
     assert outputs == 4  # 0 and 1 leave their kernel, 2 and 3 are graph outputs
@@ -51,6 +55,21 @@ def test_config_terms_by_hand() -> None:
     assert one[:3].tolist() == [1, 0, 2] and one[4] == pytest.approx(4e-6 * (64 + 8)) and one[6] == 0
     with pytest.raises(ValueError, match="shape"):
         config_terms(feat, ops, EDGES, np.zeros(3, dtype=int))
+
+
+def test_tenth_session_op_classes_are_counted_and_s9_terms_are_the_old_ones() -> None:
+    feat, _ = _graph()
+    ops = np.array([OPCODES.index(o) for o in ["pool", "gather", "concat", "pad"]])
+    terms = config_terms(feat, ops, EDGES, np.full(4, -1))
+    counts = dict(zip(OP_CLASSES, terms[8:]))
+    assert counts["pool_nodes"] == 1 and counts["gather_nodes"] == 1 and counts["concat_pad_nodes"] == 2
+    assert sum(counts.values()) == 4  # each node in exactly one class
+    megabytes = dict(zip(CLASS_MB, terms[8 + len(OP_CLASSES):]))
+    assert megabytes["pool_mb"] == pytest.approx(4e-6 * 16) and megabytes["concat_pad_mb"] == pytest.approx(4e-6 * (64 + 8))
+    assert S9_TERMS == ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops",
+                        "reduce_nodes", "transpose_nodes", "slice_nodes", "matmul_nodes", "conv_nodes", "broadcast_reshape_nodes",
+                        "elementwise_nodes", "roofline_s")
+    assert set(S9_TERMS) < set(TERM_NAMES) and TERM_NAMES[-1] == "roofline_s"
 
 
 def test_residual_round_trip() -> None:
@@ -187,3 +206,15 @@ def test_l1_fit_ignores_an_outlier_the_l2_fit_follows() -> None:
     assert abs(l2.weights[0] / 10e-6 - 1) > 0.01  # one in 20 rows 3x off moves it 1.2%
     with pytest.raises(ValueError, match="loss"):
         AdditiveFusionModel(loss="huber")
+
+
+def test_train_additive_and_save_with_the_l1_loss(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.fusion_additive import train_additive_and_save
+    from cost_model.learned.tpugraphs import save_npz
+
+    for i, record in enumerate(_fusion_records()):
+        save_npz(record, tmp_path / "data" / f"g{i}.npz")
+    report = train_additive_and_save(str(tmp_path / "data"), str(tmp_path / "m.json"), test_fraction=0.0, loss="l1")
+    assert report["train_config"]["loss"] == "l1" and report["test_kernels"] == 1  # a split keeps one test graph
+    assert AdditiveFusionModel.load(tmp_path / "m.json").loss == "l1"
+    assert report["metrics"]["train"]["mape"] < 1e-3

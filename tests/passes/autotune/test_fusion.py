@@ -98,7 +98,7 @@ def test_cli_autotunes_a_jax_program_on_xla(tmp_path, capsys) -> None:  # type: 
     from compiler_opt.costmodel.fusion_graphs import fusion_graphs
 
     source = tmp_path / "attention.hlo"
-    graph_ir.save(fusion_graphs((1,))["attention@1"], str(source))
+    graph_ir.save(fusion_graphs((1,), names={"attention@1"})["attention@1"], str(source))
     out = tmp_path / "tuned.hlo"
     args = ["autotune", str(source), "--task", "fusion", "--budget", "30", "--top-k", "4", "--cache", str(tmp_path / "c.sqlite"), "-o", str(out), "--no-progress"]
     assert main(args) == 0

@@ -1,0 +1,96 @@
+"""Merge fusion collections that share a paired reference into one dataset folder.
+
+A referenced fusion collection (`collect_fusion_dataset(..., reference_graph=...)`) labels every
+configuration by the median ratio of its time to the reference fusion's, times ONE scale per
+collection: the `SCALE_QUANTILE` quantile over its graphs of the reference's median seconds. Two
+collections with the same reference graph and seed time the same reference fusion, so their
+ratios are comparable, but their scales are not the same number (each is a percentile over a
+different set of graph processes, taken at a different time of the machine). Merging therefore
+re-expresses every file in one scale: label x (target scale / the file's own scale), i.e. the
+same ratio times the target's seconds. The default target is the first source's scale, so the
+first collection's labels are copied unchanged and the others are moved onto its unit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.tpugraphs import DatasetError, load_dir, save_npz
+from cost_model.measure.harness import noise_floor
+
+__all__ = ["merge_fusion_collections"]
+
+logger = logging.getLogger(__name__)
+
+
+def _summary(folder: Path) -> dict[str, Any]:
+    path = folder / "dataset.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise DatasetError(f"cannot read the collection summary ({error})", file=os.fspath(path)) from error
+    reference = summary.get("reference") or {}
+    if not reference.get("graph") or not reference.get("scale_s"):
+        raise DatasetError("not a referenced fusion collection (no reference.graph / reference.scale_s)", file=os.fspath(path))
+    return summary
+
+
+def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str], *,
+                             scale_s: float | None = None) -> dict[str, Any]:
+    """Copy every graph file of `sources` into `out_dir` with its labels in one scale (`scale_s`,
+    default the first source's `reference.scale_s`) and write a `dataset.json` naming the sources,
+    their scales and the factor each was multiplied by. Raises `DatasetError` when the sources'
+    reference graphs or seeds differ, a graph name occurs twice, or a file's scale is not its
+    collection's."""
+    folders = [Path(s) for s in sources]
+    if not folders:
+        raise DatasetError("no source collections to merge", file=os.fspath(out_dir))
+    summaries = [_summary(f) for f in folders]
+    refs = {(s["reference"]["graph"], s.get("seed")) for s in summaries}
+    if len(refs) != 1:
+        raise DatasetError(f"the sources were collected against different references / seeds: {sorted(map(str, refs))}", file=os.fspath(folders[1]))
+    target = float(scale_s if scale_s is not None else summaries[0]["reference"]["scale_s"])
+    out = Path(out_dir)
+    if out.resolve() in {f.resolve() for f in folders}:
+        raise DatasetError("the merged folder must not be one of the sources", file=os.fspath(out))
+    out.mkdir(parents=True, exist_ok=True)
+    seen: dict[str, str] = {}
+    retest: list[tuple[float, float]] = []
+    per_graph: dict[str, float] = {}
+    described = []
+    for folder, summary in zip(folders, summaries):
+        own = float(summary["reference"]["scale_s"])
+        factor = target / own
+        records = load_dir(folder)
+        for record in records:
+            name = record.name
+            if name in seen:
+                raise DatasetError(f"graph {name} is in two sources ({seen[name]} and {folder})", file=os.fspath(folder / f"{name}.npz"))
+            seen[name] = os.fspath(folder)
+            reference = dict(record.meta.get("reference") or {})
+            if reference.get("scale") is None or not np.isclose(float(reference["scale"]), own, rtol=1e-9):
+                raise DatasetError(f"labels not in the collection's scale {own!r} (file says {reference.get('scale')!r})",
+                                   file=os.fspath(folder / f"{name}.npz"))
+            record.config_runtime = np.asarray(record.config_runtime, dtype=np.float64) * factor
+            record.config_runtime_normalizers = np.full_like(record.config_runtime, record.config_runtime.min())
+            for key in ("config_runtime_median", "config_runtime_min"):
+                record.meta[key] = [float(v) * factor for v in record.meta.get(key, [])]
+            record.meta["retest"] = [[float(a) * factor, float(b) * factor] for a, b in record.meta.get("retest", [])]
+            record.meta["reference"] = reference | {"scale": target, "collection_scale": own, "collection": folder.name}
+            retest += [(a, b) for a, b in record.meta["retest"]]
+            save_npz(record, out / f"{name}.npz")
+        per_graph |= summary["reference"].get("per_graph_s", {})
+        described.append({"folder": folder.name, "kernels": len(records), "scale_s": own, "factor": factor,
+                          "configs_per_kernel": summary.get("configs_per_kernel"), "noise_floor": summary.get("noise_floor")})
+        logger.info("%s: %d graphs, labels x %.4f (scale %.3g s -> %.3g s)", folder, len(records), factor, own, target)
+    merged = {"kernels": len(seen), "seed": summaries[0].get("seed"), "merged_from": described,
+              "reference": {"graph": summaries[0]["reference"]["graph"], "scale_s": target, "per_graph_s": per_graph},
+              "machine": summaries[0].get("machine"), "noise_floor": noise_floor(retest)}
+    (out / "dataset.json").write_text(json.dumps(merged, indent=1), encoding="utf-8")
+    return merged

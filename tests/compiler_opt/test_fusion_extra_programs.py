@@ -1,0 +1,92 @@
+"""The tenth session's fusion programs: each imports as a valid graph, and random legal fusions of
+it, run group by group through XLA, compute what the JAX program computes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+
+from compiler_opt.costmodel.fusion_graphs import EXTRA_PROGRAMS, FIRST_PROGRAMS, fusion_graph_names, fusion_workload  # noqa: E402
+from cost_model.decisions import node_order  # noqa: E402
+from cost_model.profiling.calibration import GroupExecutor  # noqa: E402
+from passes.autotune.fusion import draw_fusions  # noqa: E402
+
+
+def _check(name: str, fusions: int) -> set[str]:
+    import jax
+
+    workload = fusion_workload(name)
+    graph = workload.graph
+    graph.verify()
+    nodes = node_order(graph)
+    executor = GroupExecutor(graph, nodes, seed=0)
+    for value, arg in zip(graph.inputs, workload.args):  # the program's own arguments, not random ones
+        executor.input_arrays[value] = np.asarray(arg)
+    want = np.asarray(jax.jit(workload.reference)(*workload.args))
+    drawn = draw_fusions(graph, nodes, np.random.default_rng(0), 30)
+    assert len(drawn) >= 20  # enough distinct legal fusions to rank
+    for decisions in list(drawn.values())[:fusions]:
+        (got,) = executor.plan(decisions).run()
+        np.testing.assert_allclose(np.asarray(got).reshape(want.shape), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
+    return {n.op_type for n in nodes}
+
+
+def test_the_extra_programs_are_new_names_after_the_first_fifteen() -> None:
+    assert len(EXTRA_PROGRAMS) == 14 and not set(EXTRA_PROGRAMS) & set(FIRST_PROGRAMS)
+    assert fusion_graph_names((1,)) == [f"{p}@1" for p in FIRST_PROGRAMS + EXTRA_PROGRAMS]
+    with pytest.raises(KeyError, match="no fusion program"):
+        fusion_workload("nope@1")
+
+
+def test_extra_programs_at_scale_1_fuse_and_match_jax() -> None:
+    ops: set[str] = set()
+    for program in EXTRA_PROGRAMS:
+        ops |= _check(f"{program}@1", fusions=2)
+    # what the first fifteen lack: pooling windows, gathers, pads, concatenations, slices
+    assert {"reduce-window", "gather", "pad", "concatenate", "slice", "convolution", "transpose"} <= ops
+    assert "call" not in ops  # no opaque calls: every op is priced by its class
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", EXTRA_PROGRAMS)
+def test_extra_programs_at_scale_2_fuse_and_match_jax(program: str) -> None:
+    _check(f"{program}@2", fusions=3)
+
+
+def test_merge_moves_a_collection_onto_the_first_ones_scale(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.costmodel.fusion_merge import merge_fusion_collections
+    from cost_model.learned.tpugraphs import DatasetError, KernelRecord, load_dir, save_npz
+
+    def collection(folder, scale, names):  # type: ignore[no-untyped-def]
+        folder.mkdir()
+        for i, name in enumerate(names):
+            ratios = np.array([1.0, 2.0, 1.5]) * (i + 1)
+            record = KernelRecord(np.zeros((2, 3), np.float32), np.zeros(2, np.int32), np.zeros((1, 2), np.int64), ratios * scale,
+                                  np.full(3, scale), node_config_ids=np.arange(2), node_config_feat=np.zeros((3, 2, 4), np.float32),
+                                  config_text=["a", "b", "c"],
+                                  meta={"kernel": name, "program": name.split("@")[0], "reference": {"graph": "mlp@1", "scale": scale},
+                                        "retest": [[ratios[0] * scale, ratios[0] * scale * 1.02]], "config_runtime_median": list(ratios * scale)})
+            save_npz(record, folder / f"{name}.npz")
+        (folder / "dataset.json").write_text(json.dumps({"seed": 0, "configs_per_kernel": 3,
+                                                         "reference": {"graph": "mlp@1", "scale_s": scale, "per_graph_s": {n: scale for n in names}}}))
+
+    collection(tmp_path / "old", 3e-4, ["a@1", "a@2"])
+    collection(tmp_path / "new", 4e-4, ["b@1"])
+    summary = merge_fusion_collections([tmp_path / "old", tmp_path / "new"], tmp_path / "merged")
+    assert summary["kernels"] == 3 and summary["reference"]["scale_s"] == 3e-4
+    assert [s["factor"] for s in summary["merged_from"]] == pytest.approx([1.0, 0.75])
+    merged = {r.name: r for r in load_dir(tmp_path / "merged")}
+    np.testing.assert_allclose(merged["a@2"].config_runtime, np.array([2.0, 4.0, 3.0]) * 3e-4)  # the first source: unchanged
+    np.testing.assert_allclose(merged["b@1"].config_runtime, np.array([1.0, 2.0, 1.5]) * 3e-4)  # same ratios, the first one's seconds
+    np.testing.assert_allclose(merged["b@1"].config_runtime_normalizers, np.full(3, 3e-4))
+    np.testing.assert_allclose(merged["b@1"].meta["retest"], [[3e-4, 3.06e-4]])
+    assert merged["b@1"].meta["reference"]["collection_scale"] == 4e-4
+    assert summary["noise_floor"]["pairs"] == 3 and abs(summary["noise_floor"]["median"] - 0.02) < 1e-9
+    with pytest.raises(DatasetError, match="in two sources"):
+        merge_fusion_collections([tmp_path / "old", tmp_path / "old"], tmp_path / "twice")
+    with pytest.raises(DatasetError, match="must not be one of the sources"):
+        merge_fusion_collections([tmp_path / "old", tmp_path / "new"], tmp_path / "new")
