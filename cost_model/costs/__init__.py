@@ -28,6 +28,7 @@ from cost_model.costs.target import DEFAULT_DEVICES, OBJECTIVES, TARGET_FIELDS, 
 from cost_model.simulator.problem import VALUE_CONSTANT, VALUE_INPUT, VALUE_OUTPUT, SimulationProblem
 from cost_model.simulator.result import SimulationResult
 from cost_model.simulator.simulate import device_loads, simulate, throughput_objective
+from cost_model.simulator.slack import node_slack
 from cost_model.simulator.tasks import kernel_durations
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "device_loads",
     "kernel_durations",
     "make_cost_source",
+    "node_slack",
     "register_cost_source",
     "resolve_topology",
     "same_devices",

@@ -137,7 +137,7 @@ class _Search:
 
     def _group_slack(self) -> np.ndarray:
         """(groups,) the least slack of each group's members under the current simulation."""
-        from cost_model.simulator.slack import node_slack
+        from cost_model.costs import node_slack
 
         slack = np.full(len(self.groups), np.inf)
         np.minimum.at(slack, self.group_of, node_slack(self.result))
