@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from compiler_opt.policy import GoPolicy, PolicyConfig, load_checkpoint, policy_inputs
+from compiler_opt.policy import GoPolicy, PolicyConfig, load_checkpoint, policy_inputs, save_checkpoint
 from compiler_opt.policy.context import CONTEXT_FEATURES, context_features, context_graph
 from compiler_opt.policy.features import PolicyInputs
 from compiler_opt.workloads.synthetic import random_onnx_dag
@@ -82,9 +82,20 @@ def test_zero_initialised_context_changes_no_logit(inputs: PolicyInputs) -> None
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def test_context_layers_learn_and_old_checkpoints_load(inputs: PolicyInputs) -> None:
-    policy, _ = load_checkpoint(None)  # shipped before the context existed: its layers start at zero
-    assert float(policy.heads.context_score[-1].weight.abs().sum()) == 0.0
+def test_context_layers_learn_and_old_checkpoints_load(inputs: PolicyInputs, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A file written before the context existed (its keys dropped) loads with the layers at zero.
+    torch.manual_seed(0)
+    trained = GoPolicy(SMALL)
+    with torch.no_grad():
+        trained.heads.context_score[-1].weight.fill_(0.5)
+    save_checkpoint(tmp_path / "p.pt", trained)
+    payload = torch.load(tmp_path / "p.pt", weights_only=True)
+    payload["state_dict"] = {k: v for k, v in payload["state_dict"].items() if not k.startswith("heads.context_")}
+    torch.save(payload, tmp_path / "old.pt")
+    policy, _ = load_checkpoint(tmp_path / "old.pt")
+    assert float(policy.heads.context_score[-1].weight.detach().abs().sum()) == 0.0
+    assert float(load_checkpoint(tmp_path / "p.pt")[0].heads.context_score[-1].weight.detach().abs().sum()) > 0
+    # Gradients reach the context layers through PPO's evaluate.
     actions = policy.sample(inputs, 2, generator=torch.Generator().manual_seed(0)).actions
     log_prob, _, _ = policy.evaluate(inputs, actions)
     log_prob.sum().backward()
