@@ -79,10 +79,13 @@ def test_the_shipped_checkpoint_works_zero_shot() -> None:
 
     assert DEFAULT_CHECKPOINT.is_file() and DEFAULT_CHECKPOINT.stat().st_size < 8 * 2**20
     _, meta = load_checkpoint()
-    assert meta["command"].startswith("compiler-opt train --mode pretrain")
+    # Imitation pretraining (rl/imitation.py) from the PPO-pretrained checkpoint before it
+    # (WORKSPACE.md "Pretraining record"), on the training split only.
+    assert meta["command"].startswith("compiler-opt train --mode imitate") and meta["train_config"]["mode"] == "imitate"
     held_out = {"inception-v3", "amoebanet", "rnnlm-8", "gnmt-8"}
     trained_on = {w.split(":")[0] for w in meta["train_config"]["workloads"]}
-    assert not trained_on & held_out
+    imitated = {label.split(":")[0].split("@")[0] for label in meta["extra"]["imitation"]}
+    assert trained_on and imitated == trained_on and not trained_on & held_out
     graph = import_onnx(random_onnx_dag(40, seed=9))
     run_pipeline(graph, "go{mode=zero-shot,budget=1,devices=4xV100}")
     graph.verify()
