@@ -17,7 +17,9 @@ this is the refinement that finds such placements.
   least-slack member under the current placement's simulation (`cost_model.simulator.slack`:
   0 = on the critical path), ties in random order. A move off the critical path cannot shorten
   the step, and on held-out polish traces the least-slack order ranked improving moves at AUC
-  0.56-0.99 (random 0.45-0.60; RESULTS.md h9).
+  0.56-0.99 (random 0.45-0.60). As the search's order it is faster on 17 of 30 paper-size cells
+  but slower overall (0.547x vs 0.536x the expert; rnnlm-8 up to 49% slower: first improvement
+  keeps taking small critical-path gains), so `random` stays the default (RESULTS.md h9).
 - At a local optimum, a kick (2 to 4 random groups to random devices) and a new descent from the
   best placement so far (iterated local search), until the budget is spent or `max_rounds`
   kicks in a row bring nothing.
