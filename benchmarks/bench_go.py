@@ -59,6 +59,7 @@ from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
 from graph_ir._gc import gc_frozen
+from passes.placement.local_search import MOVE_ORDERS
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH_CONTROL = "seeds+polish"  # GO fine-tune without the policy: its seeds and polish only (_seeds_and_polish)
@@ -340,26 +341,15 @@ def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[
     seeds, the same share of `--seconds`) and its polish (rl/polish.py: the same starts, moves and
     joint variants) on every CPU second left, with no policy and no PPO."""
     from compiler_opt.policy.config import PolicyConfig
-    from compiler_opt.rl.polish import polish, start_placements
-    from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
+    from compiler_opt.rl.polish import seeds_and_polish
 
     began = time.process_time()
-    config, levels = TrainConfig(mode="fine-tune", workloads=[env.name], max_cpu_seconds=args.seconds), PolicyConfig()
-    seeds = warm_start_seeds(
-        env, config.seed_methods(), fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
-        cpu_budget=args.seconds * config.warm_start_fraction,
+    levels = PolicyConfig()
+    found = seeds_and_polish(
+        env, args.seconds, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
+        starts=args.polish_starts, group_moves=not args.polish_node_moves, move_order=args.polish_move_order,
     )
-    fitting = fitting_seeds(seeds)
-    if not fitting:
-        raise ValueError(f"{env.label}: no warm-start seed fits in memory")
-    seed_cpu = time.process_time() - began
-    head = fitting[0]
-    left = max(args.seconds - seed_cpu, 1e-3)
-    done = polish(
-        env, head.decisions, head.score, cpu_seconds=left, seed=args.seed, fusion_levels=levels.fusion_levels,
-        priority_levels=levels.priority_levels, others=start_placements(head.decisions.device, seeds, args.polish_starts - 1),
-        group_moves=not args.polish_node_moves, move_order=args.polish_move_order,
-    )
+    seeds, head, done, seed_cpu = found.seeds, found.head, found.polished, found.seed_cpu_seconds
     curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
     extra = {
         "seeds": [[s.method, s.score.step_time_s, s.cpu_seconds, bool(s.fits)] for s in seeds], "seed_cpu_seconds": seed_cpu,
@@ -577,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="PPO learning rate (default: TrainConfig's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--polish-starts", type=int, default=TrainConfig.polish_starts, help="start placements the final local search races: the answer's and the fastest distinct seeds' (1: the answer's only)")
-    parser.add_argument("--polish-move-order", choices=("random", "slack"), default=TrainConfig.polish_move_order, help="the final local search's move order (slack: least-slack groups first)")
+    parser.add_argument("--polish-move-order", choices=MOVE_ORDERS, default=TrainConfig.polish_move_order, help="the final local search's move order (slack: least-slack groups first)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")
     parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")
     parser.add_argument("--threads", type=int, default=1)

@@ -35,6 +35,7 @@ from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import noise_floor
 from cost_model.measure.machine import machine_record
 from cost_model.profiling.cache import ProfileCache
+from graph_ir.io.atomic import atomic_path
 from passes.autotune.fusion import (FUSION_REPEATS, MIN_SAMPLE_S, draw_fusions, fusion_config_text as _config_text, fusion_harness, fusion_runner,
                                     random_fusion)
 
@@ -203,5 +204,6 @@ def collect_fusion_dataset(graphs: Mapping[str, Any], out_dir: str | os.PathLike
         retest = [(a * scale, b * scale) for a, b in retest]
         summary["reference"] = {"graph": reference_graph, "scale_s": scale, "per_graph_s": references}
     summary["noise_floor"] = noise_floor(retest)
-    (out / "dataset.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    with atomic_path(out / "dataset.json") as tmp:  # never a half-written summary beside the files
+        tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary

@@ -23,6 +23,7 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, load_dir, save_npz
 from cost_model.measure.harness import noise_floor
+from graph_ir.io.atomic import atomic_path
 
 __all__ = ["merge_fusion_collections"]
 
@@ -92,5 +93,6 @@ def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir:
     merged = {"kernels": len(seen), "seed": summaries[0].get("seed"), "merged_from": described,
               "reference": {"graph": summaries[0]["reference"]["graph"], "scale_s": target, "per_graph_s": per_graph},
               "machine": summaries[0].get("machine"), "noise_floor": noise_floor(retest)}
-    (out / "dataset.json").write_text(json.dumps(merged, indent=1), encoding="utf-8")
+    with atomic_path(out / "dataset.json") as tmp:  # never a half-written summary beside the files
+        tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
     return merged

@@ -115,8 +115,12 @@ class TrainConfig:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
         if not self.imitation_seconds > 0:
             raise TrainConfigError(f"imitation_seconds must be > 0, got {self.imitation_seconds}", field="imitation_seconds")
-        if self.polish_move_order not in ("random", "slack"):
-            raise TrainConfigError(f"polish_move_order must be random or slack, got {self.polish_move_order!r}", field="polish_move_order")
+        from passes.placement.local_search import MOVE_ORDERS
+
+        if self.polish_move_order not in MOVE_ORDERS:
+            raise TrainConfigError(
+                f"polish_move_order must be one of {', '.join(MOVE_ORDERS)}, got {self.polish_move_order!r}", field="polish_move_order"
+            )
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
         if self.seed_replay < 0:

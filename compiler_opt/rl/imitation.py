@@ -68,29 +68,14 @@ def canonical_devices(device: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def search_target(env: GraphEnvironment, seconds: float, *, seed: int = 0, fusion_levels: int = 4, priority_levels: int = 8) -> ImitationTarget:
-    """The placement `seeds+polish` finds on `env` in `seconds` CPU seconds (module docstring)."""
-    from compiler_opt.rl.config import TrainConfig
-    from compiler_opt.rl.polish import polish, start_placements
-    from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
+    """The placement `seeds+polish` finds on `env` in `seconds` CPU seconds (module docstring;
+    only the placement is imitated, so the polish scores no joint variants)."""
+    from compiler_opt.rl.polish import seeds_and_polish
 
-    began = time.process_time()
-    config = TrainConfig(mode="fine-tune", workloads=[env.name], max_cpu_seconds=seconds)
-    with gc_frozen():
-        seeds = warm_start_seeds(
-            env, config.seed_methods(), fusion_levels=fusion_levels, priority_levels=priority_levels,
-            cpu_budget=seconds * config.warm_start_fraction,
-        )
-        fitting = fitting_seeds(seeds)
-        if not fitting:
-            raise ValueError(f"{env.label}: no warm-start seed fits in memory")
-        head = fitting[0]
-        left = max(seconds - (time.process_time() - began), 1e-3)
-        done = polish(
-            env, head.decisions, head.score, cpu_seconds=left, seed=seed,
-            others=start_placements(head.decisions.device, seeds, config.polish_starts - 1),
-        )
+    found = seeds_and_polish(env, seconds, seed=seed, fusion_levels=fusion_levels, priority_levels=priority_levels, joint=False)
+    done = found.polished
     mask = env.inputs.device_mask.numpy()
-    return ImitationTarget(env.label, canonical_devices(done.decisions.device, mask), done.score.step_time_s, env.reference_step_s, head.method)
+    return ImitationTarget(env.label, canonical_devices(done.decisions.device, mask), done.score.step_time_s, env.reference_step_s, found.head.method)
 
 
 def save_targets(path: str | Path, targets: Sequence[ImitationTarget]) -> None:

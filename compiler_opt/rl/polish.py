@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from compiler_opt.rl.warm_start import Seed
 
-__all__ = ["MIN_SLICE", "Polished", "polish", "start_placements"]
+__all__ = ["MIN_SLICE", "Polished", "SeedsAndPolish", "polish", "seeds_and_polish", "start_placements"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +167,57 @@ def polish(
         env.label, start_score.step_time_s, best[1].step_time_s, len(starts), ctx.evaluations, race.variants, spent,
     )
     return Polished(best[0], best[1], start_score.step_time_s, ctx.evaluations, spent, len(starts), alive[0], max(cpu_seconds, 0.0))
+
+
+@dataclass(frozen=True)
+class SeedsAndPolish:
+    seeds: list[Seed]  # every warm-start seed run
+    head: Seed  # the best fitting one: the polish's first start
+    polished: Polished
+    seed_cpu_seconds: float  # CPU seconds of the seeds (the polish had the rest)
+
+
+def seeds_and_polish(
+    env: GraphEnvironment,
+    seconds: float,
+    *,
+    seed: int = 0,
+    fusion_levels: int = 4,
+    priority_levels: int = 8,
+    joint: bool = True,
+    starts: int | None = None,
+    group_moves: bool = True,
+    move_order: str = "random",
+) -> SeedsAndPolish:
+    """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
+    and joint seeds, within its share of the budget) and the polish from the best fitting seed,
+    raced against the other seeds' placements, on every second left. `fusion_levels` /
+    `priority_levels`: the levels the joint seeds are expressed in; `joint`: the polish scores
+    each result's joint variants in those levels too; `starts`: the starts raced (default
+    `TrainConfig.polish_starts`). `bench_go`'s `seeds+polish` control and imitation targets."""
+    from compiler_opt.rl.config import TrainConfig
+    from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
+    from graph_ir._gc import gc_frozen
+
+    began = time.process_time()
+    config = TrainConfig(mode="fine-tune", workloads=[env.name], max_cpu_seconds=seconds)
+    with gc_frozen():
+        seeds = warm_start_seeds(
+            env, config.seed_methods(), fusion_levels=fusion_levels, priority_levels=priority_levels,
+            cpu_budget=seconds * config.warm_start_fraction,
+        )
+        fitting = fitting_seeds(seeds)
+        if not fitting:
+            raise ValueError(f"{env.label}: no warm-start seed fits in memory")
+        seed_cpu = time.process_time() - began
+        head = fitting[0]
+        done = polish(
+            env, head.decisions, head.score, cpu_seconds=max(seconds - seed_cpu, 1e-3), seed=seed,
+            fusion_levels=fusion_levels if joint else 0, priority_levels=priority_levels if joint else 0,
+            others=start_placements(head.decisions.device, seeds, (config.polish_starts if starts is None else starts) - 1),
+            group_moves=group_moves, move_order=move_order,
+        )
+    return SeedsAndPolish(seeds, head, done, seed_cpu)
 
 
 def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> list[np.ndarray]:

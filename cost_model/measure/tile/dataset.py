@@ -26,6 +26,7 @@ from cost_model.measure.machine import load_average, machine_key, machine_record
 from cost_model.measure.tile.collect import KernelResult, collect_kernel
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
 from cost_model.profiling.cache import ProfileCache
+from graph_ir.io.atomic import atomic_path
 
 __all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "write_spec_list", "read_spec_list"]
 
@@ -136,5 +137,6 @@ def collect_tile_dataset(
     bar.close()
     summary = {"kernels": done, "configs_per_kernel": configs, "seed": seed, "failures": failures,
                "noise_floor": noise_floor(retest), "machine": machine}
-    (out / "dataset.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    with atomic_path(out / "dataset.json") as tmp:  # never a half-written summary beside the files
+        tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary
