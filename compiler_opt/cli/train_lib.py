@@ -48,6 +48,10 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         help="imitate: pretrain by cloning the placements seeds + polish find (--iterations = gradient steps)",
     )
     p.add_argument("--imitation-seconds", type=float, default=10.0, metavar="S", help="imitate: CPU seconds of search per graph for its target")
+    p.add_argument(
+        "--imitation-sampled", type=float, default=0.0, metavar="F",
+        help="imitate: fraction of steps whose second round is conditioned on a sampled first round, not the greedy one",
+    )
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
@@ -108,6 +112,7 @@ def config_from_args(args: Any) -> TrainConfig:
         init_checkpoint=args.checkpoint,
         imitation_seconds=getattr(args, "imitation_seconds", 10.0),
         imitation_targets=getattr(args, "targets", ""),
+        imitation_sampled=getattr(args, "imitation_sampled", 0.0),
     )
 
 

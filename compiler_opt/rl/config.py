@@ -89,6 +89,9 @@ class TrainConfig:
     # environment; `imitation_targets`: a targets file to reuse (written to out_dir otherwise).
     imitation_seconds: float = 10.0
     imitation_targets: str = ""
+    # The fraction of imitation steps whose round 2 is conditioned on a sampled round 1 (the
+    # zero-shot's sampled episodes), not the greedy one.
+    imitation_sampled: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -113,6 +116,8 @@ class TrainConfig:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
         if self.ppo_cpu_per_node_sample < 0:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
+        if not 0.0 <= self.imitation_sampled <= 1.0:
+            raise TrainConfigError(f"imitation_sampled must be within [0, 1], got {self.imitation_sampled}", field="imitation_sampled")
         if not self.imitation_seconds > 0:
             raise TrainConfigError(f"imitation_seconds must be > 0, got {self.imitation_seconds}", field="imitation_seconds")
         from passes.placement.local_search import MOVE_ORDERS

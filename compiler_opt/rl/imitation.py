@@ -97,9 +97,13 @@ def load_targets(path: str | Path) -> list[ImitationTarget]:
         return [ImitationTarget(str(labels[i]), data[f"device_{i}"], float(steps[i, 0]), float(steps[i, 1]), str(methods[i])) for i in range(len(labels))]
 
 
-def imitation_loss(policy: GoPolicy, env: GraphEnvironment, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def imitation_loss(
+    policy: GoPolicy, env: GraphEnvironment, target: torch.Tensor, *, sampled: bool = False, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the placement logits against `target` (N,) at round 1 and round 2
-    (conditioned on round 1's greedy decisions), over the nodes whose target is allowed."""
+    (conditioned on round 1's greedy decisions, or with `sampled` on decisions drawn from round
+    1's distribution, as the zero-shot's sampled episodes are), over the nodes whose target is
+    allowed."""
     enc = policy.encode(env.inputs)
     place, fusion, priority = policy._logits(enc, None, 1)
     allowed = env.inputs.device_mask.gather(1, target[:, None]).squeeze(1)
@@ -107,7 +111,15 @@ def imitation_loss(policy: GoPolicy, env: GraphEnvironment, target: torch.Tensor
         zero = place.sum() * 0.0
         return zero, zero
     first = torch.nn.functional.cross_entropy(place[0][allowed], target[allowed])
-    previous = torch.stack([place.argmax(-1), fusion.argmax(-1), priority.argmax(-1)], dim=-1).detach()
+    if sampled:
+        # Gumbel-max as GoPolicy.sample draws: a masked device (-inf) is never drawn.
+        def draw(logits: torch.Tensor) -> torch.Tensor:
+            uniform = torch.rand(logits.shape, generator=generator).clamp_(1e-20, 1.0)
+            return (logits.detach() - torch.log(-torch.log(uniform))).argmax(-1)
+
+        previous = torch.stack([draw(place), draw(fusion), draw(priority)], dim=-1)
+    else:
+        previous = torch.stack([place.argmax(-1), fusion.argmax(-1), priority.argmax(-1)], dim=-1).detach()
     if policy.config.iterations < 2:
         return first, first * 0.0
     second_logits = policy._logits(enc, previous, 1)[0]
@@ -125,8 +137,13 @@ def imitate(
     seed: int = 0,
     max_grad_norm: float = 1.0,
     progress: bool = True,
+    sampled_fraction: float = 0.0,
 ) -> list[dict[str, float]]:
-    """`steps` Adam steps, each on one environment drawn at random; the history of losses."""
+    """`steps` Adam steps, each on one environment drawn at random; the history of losses. A
+    `sampled_fraction` of the steps (drawn at random) condition round 2 on a sampled round 1
+    (`imitation_loss`), so the second round also learns to mend the first round's samples."""
+    if not 0.0 <= sampled_fraction <= 1.0:
+        raise ValueError(f"sampled_fraction must be within [0, 1], got {sampled_fraction}")
     by_label = {t.label: t for t in targets}
     pairs = []
     for env in envs:
@@ -141,6 +158,7 @@ def imitate(
     policy.train()
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
     history: list[dict[str, float]] = []
     bar = None
     if progress:
@@ -151,13 +169,14 @@ def imitate(
     with gc_frozen():
         for step in range(steps):
             env, target = pairs[int(rng.integers(len(pairs)))]
-            first, second = imitation_loss(policy, env, target)
+            sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
+            first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator)
             loss = first + second
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
             optimizer.step()
-            history.append({"step": step, "env": env.label, "round1": float(first.detach()), "round2": float(second.detach()), "cpu_s": time.process_time() - began})
+            history.append({"step": step, "env": env.label, "round1": float(first.detach()), "round2": float(second.detach()), "sampled": sampled, "cpu_s": time.process_time() - began})
             if bar is not None:
                 recent = [h["round2"] for h in history[-20:]]
                 bar.set_postfix(loss=f"{np.mean(recent):.3f}")

@@ -319,7 +319,10 @@ def _run_imitation(
         logger.info("%s: target %.4g s (%.3fx the reference, from %s)", env.label, target.step_s, target.step_s / target.reference_s, target.method)
         if save:
             save_targets(out / "targets.npz", targets)  # after each: a stopped run keeps what it searched
-    history = imitate(policy, envs, targets, steps=config.iterations, learning_rate=config.learning_rate, seed=config.seed, progress=progress)
+    history = imitate(
+        policy, envs, targets, steps=config.iterations, learning_rate=config.learning_rate, seed=config.seed, progress=progress,
+        sampled_fraction=config.imitation_sampled,
+    )
     if save:
         save_checkpoint(
             out / "imitated.pt", policy, train_config=config.to_dict(), command=command,

@@ -69,6 +69,30 @@ def test_the_policy_learns_a_known_placement(tmp_path: Path) -> None:
         imitate(policy, [env], [ImitationTarget("other", device, 1.0, 2.0, "hand")], steps=1, progress=False)
 
 
+def test_round_two_learns_from_sampled_first_rounds() -> None:
+    env = _env()
+    mask = env.inputs.device_mask.numpy()
+    usable = np.flatnonzero(mask.all(0))
+    depth_split = (np.arange(env.problem.num_nodes) >= env.problem.num_nodes // 2).astype(np.int64)
+    device = canonical_devices(usable[depth_split], mask)
+    target = ImitationTarget(env.label, device, 1.0, 2.0, "hand")
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=2, attention_layers=1))
+    tensor = torch.as_tensor(device)
+    # A sampled first round differs from the greedy one, and the same generator seed draws it again.
+    with torch.no_grad():
+        greedy = imitation_loss(policy, env, tensor)[1]
+        drawn = [imitation_loss(policy, env, tensor, sampled=True, generator=torch.Generator().manual_seed(3))[1] for _ in range(2)]
+    assert float(drawn[0]) == float(drawn[1]) and float(drawn[0]) != float(greedy)
+    history = imitate(policy, [env], [target], steps=120, learning_rate=1e-2, progress=False, sampled_fraction=1.0)
+    assert all(h["sampled"] for h in history)
+    assert np.mean([h["round2"] for h in history[-10:]]) < np.mean([h["round2"] for h in history[:10]]) / 2
+    mixed = imitate(policy, [env], [target], steps=40, learning_rate=1e-3, progress=False, sampled_fraction=0.5, seed=1)
+    assert 0 < sum(h["sampled"] for h in mixed) < 40
+    with pytest.raises(ValueError, match="sampled_fraction"):
+        imitate(policy, [env], [target], steps=1, progress=False, sampled_fraction=1.5)
+
+
 def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = tmp_path / "dag.onnx"
     onnx.save(random_onnx_dag(40, seed=2), str(model))
@@ -84,7 +108,9 @@ def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pyt
     assert target.label in meta["extra"]["imitation"]
     # Reusing the targets searches nothing more: the file is read, not rewritten.
     stamp = (out / "targets.npz").stat().st_mtime_ns
-    assert main([*argv[:-4], "--targets", str(out / "targets.npz"), "--out", str(out), "--threads", "1"]) == 0
+    assert main([*argv[:-4], "--targets", str(out / "targets.npz"), "--imitation-sampled", "0.5", "--out", str(out), "--threads", "1"]) == 0
     assert (out / "targets.npz").stat().st_mtime_ns == stamp
     assert main(["train", "--mode", "imitate", "--workloads", str(model), "--imitation-seconds", "0", "--out", str(out)]) == 2
     assert "imitation_seconds" in capsys.readouterr().err
+    assert main(["train", "--mode", "imitate", "--workloads", str(model), "--imitation-sampled", "2", "--out", str(out)]) == 2
+    assert "imitation_sampled" in capsys.readouterr().err
