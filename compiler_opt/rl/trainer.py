@@ -145,7 +145,10 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
 @gc_frozen()  # the graph's objects out of the collector's scans (graph_ir._gc)
 def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = ()) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
-    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Needs no reference
+    `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
+    round's decision is a candidate, not only the last round's: the second round, trained to
+    mend the first, sometimes undoes a better first answer (rnnlm-8 at 2xV100: greedy round 1
+    0.81x the expert, round 2 0.94x). Needs no reference
     unless `seeds` names warm-start methods: then they run first, the episodes edit the best
     fitting seed (still no training), and the seed itself and the policy's unseeded greedy
     decision are candidates too, so a warm zero-shot is never worse than a cold one's greedy
@@ -161,14 +164,33 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     start = {env.label: head.actions} if head is not None else None
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
-    found = BestFound(rollout.decisions[index], score, env)
+    found = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env))
     if head is not None:
         cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
         cold_index, cold_score = cold.best()
         if cold_score.rank_key < found.score.rank_key:
             found = BestFound(cold.decisions[cold_index], cold_score, env)
+        found = _best_of_rounds(cold, found)
         if head.score.rank_key <= found.score.rank_key:
             found = BestFound(head.decisions, head.score, env)
+    return found
+
+
+def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> BestFound:
+    """`found`, or a faster decision of an earlier refinement round of `rollout`'s episodes
+    (each distinct one simulated once)."""
+    env = rollout.env
+    seen: set[bytes] = set()
+    for step in rollout.actions[:-1]:
+        for actions in step.numpy():
+            key = actions.tobytes()
+            if key in seen:
+                continue
+            seen.add(key)
+            decisions = env.decisions(actions)
+            score = env.score_decisions(decisions, with_reward=False)
+            if score.rank_key < found.score.rank_key:
+                found = BestFound(decisions, score, env)
     return found
 
 
