@@ -321,7 +321,7 @@ class Bench:
             began = time.process_time()
             seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
             found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds)
-            decisions, seconds, evals = found.decisions, time.process_time() - began, args.zero_shot_samples + 1 + len(seeds)
+            decisions, seconds, evals = found.decisions, time.process_time() - began, found.evaluations
         elif method == SEARCH_CONTROL:
             decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
         elif method.startswith(("go-fine-tune", "go-one")):

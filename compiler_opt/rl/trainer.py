@@ -56,6 +56,7 @@ class BestFound:
     decisions: Decisions
     score: EpisodeScore
     env: GraphEnvironment
+    evaluations: int = 0  # zero-shot: the candidates it simulated (0: not counted)
 
     @property
     def reference_step_s(self) -> float:
@@ -164,21 +165,24 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     start = {env.label: head.actions} if head is not None else None
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
-    found = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env))
+    found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env))
+    evaluations += len(rollout.scores)
     if head is not None:
+        evaluations += len(seeds)
         cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
         cold_index, cold_score = cold.best()
         if cold_score.rank_key < found.score.rank_key:
             found = BestFound(cold.decisions[cold_index], cold_score, env)
-        found = _best_of_rounds(cold, found)
+        found, more = _best_of_rounds(cold, found)
+        evaluations += more + len(cold.scores)
         if head.score.rank_key <= found.score.rank_key:
             found = BestFound(head.decisions, head.score, env)
-    return found
+    return BestFound(found.decisions, found.score, env, evaluations)
 
 
-def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> BestFound:
+def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
     """`found`, or a faster decision of an earlier refinement round of `rollout`'s episodes
-    (each distinct one simulated once)."""
+    (each distinct one simulated once), and how many were simulated."""
     env = rollout.env
     seen: set[bytes] = set()
     for step in rollout.actions[:-1]:
@@ -191,7 +195,7 @@ def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> BestFound:
             score = env.score_decisions(decisions, with_reward=False)
             if score.rank_key < found.score.rank_key:
                 found = BestFound(decisions, score, env)
-    return found
+    return found, len(seen)
 
 
 @gc_frozen()

@@ -25,3 +25,5 @@ def test_the_answer_is_the_fastest_decision_of_any_round() -> None:
     assert found.score.step_time_s == min(min(s) for s in steps)
     assert min(steps[1]) < min(steps[-1])  # so the test sees an earlier round win
     assert env.score_decisions(found.decisions, with_reward=False).step_time_s == found.score.step_time_s
+    distinct = {a.tobytes() for t in range(2) for a in rollout.actions[t].numpy()}
+    assert found.evaluations == 6 + len(distinct)
