@@ -52,6 +52,10 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--imitation-sampled", type=float, default=0.0, metavar="F",
         help="imitate: fraction of steps whose second round is conditioned on a sampled first round, not the greedy one",
     )
+    p.add_argument(
+        "--imitation-by-gain", action="store_true",
+        help="imitate: draw graphs in proportion to log(reference / target step), so targets the search barely improved are rarely cloned",
+    )
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
@@ -113,6 +117,7 @@ def config_from_args(args: Any) -> TrainConfig:
         imitation_seconds=getattr(args, "imitation_seconds", 10.0),
         imitation_targets=getattr(args, "targets", ""),
         imitation_sampled=getattr(args, "imitation_sampled", 0.0),
+        imitation_by_gain=getattr(args, "imitation_by_gain", False),
     )
 
 

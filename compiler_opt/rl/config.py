@@ -92,6 +92,8 @@ class TrainConfig:
     # The fraction of imitation steps whose round 2 is conditioned on a sampled round 1 (the
     # zero-shot's sampled episodes), not the greedy one.
     imitation_sampled: float = 0.0
+    # Draw imitation environments in proportion to their target's gain over the reference.
+    imitation_by_gain: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

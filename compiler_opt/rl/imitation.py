@@ -108,7 +108,7 @@ def imitation_loss(
     place, fusion, priority = policy._logits(enc, None, 1)
     allowed = env.inputs.device_mask.gather(1, target[:, None]).squeeze(1)
     if not bool(allowed.any()):
-        zero = place.sum() * 0.0
+        zero = place[torch.isfinite(place)].sum() * 0.0  # masked logits are -inf: -inf * 0 is nan
         return zero, zero
     first = torch.nn.functional.cross_entropy(place[0][allowed], target[allowed])
     if sampled:
@@ -138,14 +138,19 @@ def imitate(
     max_grad_norm: float = 1.0,
     progress: bool = True,
     sampled_fraction: float = 0.0,
+    by_gain: bool = False,
 ) -> list[dict[str, float]]:
     """`steps` Adam steps, each on one environment drawn at random; the history of losses. A
     `sampled_fraction` of the steps (drawn at random) condition round 2 on a sampled round 1
-    (`imitation_loss`), so the second round also learns to mend the first round's samples."""
+    (`imitation_loss`), so the second round also learns to mend the first round's samples.
+    `by_gain`: environments are drawn in proportion to their target's gain over the reference,
+    log(reference / target step), floored at 0.01 (advantage-weighted cloning: a target the
+    search barely improved, often the expert's own split on a large graph, is rarely drawn)."""
     if not 0.0 <= sampled_fraction <= 1.0:
         raise ValueError(f"sampled_fraction must be within [0, 1], got {sampled_fraction}")
     by_label = {t.label: t for t in targets}
     pairs = []
+    gains = []
     for env in envs:
         target = by_label.get(env.label)
         if target is None:
@@ -153,12 +158,14 @@ def imitate(
         if target.device.shape != (env.problem.num_nodes,):
             raise ValueError(f"{env.label}: target of {target.device.shape[0]} nodes, the graph has {env.problem.num_nodes}")
         pairs.append((env, torch.as_tensor(target.device, dtype=torch.int64)))
+        gains.append(max(math.log(target.reference_s / target.step_s), 0.01) if target.step_s > 0 and target.reference_s > 0 else 0.01)
     if not pairs:
         raise ValueError("no environments to imitate")
     policy.train()
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
+    draw = np.asarray(gains) / np.sum(gains)
     history: list[dict[str, float]] = []
     bar = None
     if progress:
@@ -168,7 +175,7 @@ def imitate(
     began = time.process_time()
     with gc_frozen():
         for step in range(steps):
-            env, target = pairs[int(rng.integers(len(pairs)))]
+            env, target = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
             sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
             first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator)
             loss = first + second

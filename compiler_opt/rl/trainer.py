@@ -347,7 +347,7 @@ def _run_imitation(
             save_targets(out / "targets.npz", targets)  # after each: a stopped run keeps what it searched
     history = imitate(
         policy, envs, targets, steps=config.iterations, learning_rate=config.learning_rate, seed=config.seed, progress=progress,
-        sampled_fraction=config.imitation_sampled,
+        sampled_fraction=config.imitation_sampled, by_gain=config.imitation_by_gain,
     )
     if save:
         save_checkpoint(

@@ -3,6 +3,7 @@ placement, targets round-trip, and `compiler-opt train --mode imitate` runs end 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,27 @@ def test_round_two_learns_from_sampled_first_rounds() -> None:
         imitate(policy, [env], [target], steps=1, progress=False, sampled_fraction=1.5)
 
 
+def test_draws_by_gain_favour_targets_the_search_improved() -> None:
+    graph = import_onnx(random_onnx_dag(40, seed=5))
+    envs = [GraphEnvironment("dag", graph, load_topology(t)) for t in ("2xV100", "4xV100")]
+    targets = []
+    for env, ratio in zip(envs, (1.0, math.exp(-1.0))):  # gains log(1/ratio): 0 (floored at 0.01) and 1
+        mask = env.inputs.device_mask.numpy()
+        device = np.full(env.problem.num_nodes, np.flatnonzero(mask.all(0))[0], dtype=np.int64)  # all on the first GPU
+        targets.append(ImitationTarget(env.label, device, ratio, 1.0, "hand"))
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1))
+    drawn = [h["env"] for h in imitate(policy, envs, targets, steps=60, progress=False, by_gain=True)]
+    assert drawn.count(envs[1].label) >= 55  # expected 60 x 1 / 1.01
+    uniform = [h["env"] for h in imitate(policy, envs, targets, steps=60, progress=False)]
+    assert 15 <= uniform.count(envs[1].label) <= 45
+    # A target on a device no node may use (the host) teaches nothing, and its loss is 0, not nan.
+    host = np.zeros(envs[0].problem.num_nodes, dtype=np.int64)
+    assert not envs[0].inputs.device_mask.numpy()[:, 0].any()
+    first, second = imitation_loss(policy, envs[0], torch.as_tensor(host))
+    assert float(first.detach()) == 0.0 and float(second.detach()) == 0.0
+
+
 def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = tmp_path / "dag.onnx"
     onnx.save(random_onnx_dag(40, seed=2), str(model))
@@ -108,7 +130,7 @@ def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pyt
     assert target.label in meta["extra"]["imitation"]
     # Reusing the targets searches nothing more: the file is read, not rewritten.
     stamp = (out / "targets.npz").stat().st_mtime_ns
-    assert main([*argv[:-4], "--targets", str(out / "targets.npz"), "--imitation-sampled", "0.5", "--out", str(out), "--threads", "1"]) == 0
+    assert main([*argv[:-4], "--targets", str(out / "targets.npz"), "--imitation-sampled", "0.5", "--imitation-by-gain", "--out", str(out), "--threads", "1"]) == 0
     assert (out / "targets.npz").stat().st_mtime_ns == stamp
     assert main(["train", "--mode", "imitate", "--workloads", str(model), "--imitation-seconds", "0", "--out", str(out)]) == 2
     assert "imitation_seconds" in capsys.readouterr().err
