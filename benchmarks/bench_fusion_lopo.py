@@ -62,13 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     roof = TERM_NAMES.index("roofline_s")
     held = programs_of(args.held_out)
     programs = sorted(p for p in {r.program for r in records} if held is None or p in held)
-    grouped = tuple(t for t in TERM_NAMES if t in S10_TERMS or t.startswith("grouped_conv"))
     variants = {"signed": ("additive, signed weights", {"nonnegative": False}), "base": ("additive without op-class node counts", {"terms": BASE_TERMS}),
                 "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS}),
                 "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in TERM_NAMES if t not in CLASS_MB)}),
                 "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"}),
-                "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"}),
-                "grp": ("additive, + grouped-conv terms only", {"terms": grouped}), "grpl1": ("additive, + grouped-conv terms only, l1 fit", {"terms": grouped, "loss": "l1"})}
+                "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"})}
     rows = []
     for program in programs:
         train = [r for r in records if r.program != program]

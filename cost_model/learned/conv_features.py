@@ -13,7 +13,8 @@ what the importer knows, per node (zeros for every node that is not a convolutio
 - `stride`, `kernel_dilation`, `input_dilation`: the largest over the spatial dimensions
   (input dilation > 1: a transposed / input-gradient convolution);
 - `mmacs`: multiply-adds (millions) the conv does, counting only taps that hit real input
-  (`conv_flops.ConvGeometry.macs(valid_only=True)`).
+  (`conv_flops.ConvGeometry.macs(valid_only=True)`);
+- `in_features`, `out_features`: input and output channels (all groups).
 
 XLA nodes (HLO, StableHLO) are read through `conv_flops.conv_geometry` (one parser for both the
 FLOP count and these features); ONNX / aten `Conv` from its `group`, `strides`, `dilations`
@@ -30,7 +31,7 @@ import numpy as np
 
 __all__ = ["CONV_FEATURE_NAMES", "conv_node_features", "fusion_conv_features"]
 
-CONV_FEATURE_NAMES = ("feature_groups", "depthwise", "window", "stride", "kernel_dilation", "input_dilation", "mmacs")
+CONV_FEATURE_NAMES = ("feature_groups", "depthwise", "window", "stride", "kernel_dilation", "input_dilation", "mmacs", "in_features", "out_features")
 _TF_DEPTHWISE = ("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative")
 
 
@@ -61,7 +62,8 @@ def conv_node_features(node: Any) -> np.ndarray:
     if geometry is not None:
         groups = geometry.feature_groups
         out[:] = [groups, float(groups > 1 and groups == geometry.in_features), math.prod(geometry.kernel), max(geometry.stride, default=1),
-                  max(geometry.kernel_dilation, default=1), max(geometry.input_dilation, default=1), 1e-6 * geometry.macs(valid_only=True)]
+                  max(geometry.kernel_dilation, default=1), max(geometry.input_dilation, default=1), 1e-6 * geometry.macs(valid_only=True),
+                  geometry.in_features, geometry.out_features]
         return out
     # other frontends: the attributes their importers keep (ONNX / aten channels-first weights)
     weight = _shape(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
@@ -69,15 +71,17 @@ def conv_node_features(node: Any) -> np.ndarray:
     if node.op_type in _TF_DEPTHWISE:  # filter HWIM: depthwise by construction
         channels = x[-1] if x else 0
         groups, window = channels, math.prod(weight[:-2]) if weight else 0
+        out_features = channels * weight[-1] if weight else 0
     else:
         groups = int(node.attr("group", 1) or 1)
         window = math.prod(weight[2:]) if weight and len(weight) > 2 else 0
         channels = x[1] if x and len(x) > 1 else 0
+        out_features = (weight[1] * groups if kind == "conv_transpose" else weight[0]) if weight and len(weight) > 1 else 0
     stride = max(_ints(node.attr("strides")), default=1)
     dilation = max(_ints(node.attr("dilations")), default=1)
     transposed = kind == "conv_transpose"
     out[:] = [groups, float(groups > 1 and groups == channels), window, 1 if transposed else stride, dilation, stride if transposed else 1,
-              0.5e-6 * conv_flops(node)]
+              0.5e-6 * conv_flops(node), channels, out_features]
     return out
 
 

@@ -24,10 +24,11 @@ for the dataset and the autotuner's candidates):
   graph's nodes of each class write, per graph;
 - `CONV_TERMS` (eleventh session, from the record's `node_conv_feat`, `conv_features`): grouped
   convolutions (feature_group_count > 1: XLA's CPU runs them on a slow generic loop) counted, the
-  MB they write and the multiply-adds (millions) they do; strided and dilated (kernel or input
-  dilation) convolutions counted. Per graph; 0 on graphs without such convs, and on files
-  collected before the column existed (read as dense convs: re-featurize them with
-  `costmodel merge --refeaturize`);
+  MB they write and the multiply-adds (millions) they do. Per graph; 0 on graphs without grouped
+  convs, and on files collected before the column existed (read as dense convs: re-featurize
+  them with `costmodel merge --refeaturize`). Counts of strided and of dilated convs were tried
+  and left out: with one strided dense program (stem) held out, a stride term fitted on the
+  strided depthwise one priced it 30-45% off (RESULTS (i), eleventh session);
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -61,8 +62,8 @@ OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "s
 # tenth session's terms, a cost per byte an op class touches beside its per-node cost (held out,
 # one program at a time, 5.2% -> 4.7% on the first fifteen programs; RESULTS (i), tenth session).
 CLASS_MB = tuple(name.replace("_nodes", "_mb") for name in OP_CLASSES)
-# Grouped / strided / dilated convolutions (eleventh session; `conv_features.CONV_FEATURE_NAMES`).
-CONV_TERMS = ("grouped_conv_nodes", "grouped_conv_mb", "grouped_conv_mmacs", "strided_conv_nodes", "dilated_conv_nodes")
+# Grouped convolutions (eleventh session; from `conv_features.CONV_FEATURE_NAMES`).
+CONV_TERMS = ("grouped_conv_nodes", "grouped_conv_mb", "grouped_conv_mmacs")
 BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
 TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + CONV_TERMS + ("roofline_s",)
 # The tenth session's terms (the shipped model's form until the eleventh session): without CONV_TERMS.
@@ -102,8 +103,7 @@ def _conv_terms(node_conv_feat: np.ndarray | None, elements: np.ndarray) -> list
         raise ValueError(f"node_conv_feat has shape {conv.shape}, want ({len(elements)}, {len(CONV_FEATURE_NAMES)})")
     col = {name: conv[:, i] for i, name in enumerate(CONV_FEATURE_NAMES)}
     grouped = col["feature_groups"] > 1
-    return [float(grouped.sum()), 4e-6 * float(elements[grouped].sum()), float(col["mmacs"][grouped].sum()),
-            float((col["stride"] > 1).sum()), float(((col["kernel_dilation"] > 1) | (col["input_dilation"] > 1)).sum())]
+    return [float(grouped.sum()), 4e-6 * float(elements[grouped].sum()), float(col["mmacs"][grouped].sum())]
 
 
 def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray, node_conv_feat: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, list[float]]:

@@ -32,7 +32,7 @@ def test_hlo_depthwise_strided_dilated_and_transposed_convs() -> None:
     assert pointwise[[COL["feature_groups"], COL["depthwise"], COL["window"], COL["stride"]]].tolist() == [1, 0, 1, 1]
     assert pointwise[COL["mmacs"]] == pytest.approx(1e-6 * 2 * 8 * 8 * 16 * 16, rel=1e-5)
     (grouped,) = [r for r in _convs(node_order(fusion_graph("grouped@1"))) if r[COL["window"]] == 9]
-    assert grouped[COL["feature_groups"]] == 4 and grouped[COL["depthwise"]] == 0
+    assert grouped[COL["feature_groups"]] == 4 and grouped[COL["depthwise"]] == 0 and grouped[[COL["in_features"], COL["out_features"]]].tolist() == [16, 16]
     (dilated,) = _convs(node_order(fusion_graph("dilated@1")))
     assert dilated[COL["kernel_dilation"]] == 2 and dilated[COL["input_dilation"]] == 1 and dilated[COL["feature_groups"]] == 1
     (transposed,) = _convs(node_order(fusion_graph("conv_t@1")))
@@ -57,6 +57,7 @@ def test_onnx_grouped_conv(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (row,) = _convs([n for n in graph.nodes])
     assert row[[COL["feature_groups"], COL["depthwise"], COL["window"], COL["stride"], COL["kernel_dilation"]]].tolist() == [8, 1, 9, 2, 1]
     assert row[COL["mmacs"]] == pytest.approx(1e-6 * 8 * 5 * 5 * 9, rel=1e-5)
+    assert row[COL["in_features"]] == 8 and row[COL["out_features"]] == 8
 
 
 def test_npz_round_trip_and_refeaturize(tmp_path) -> None:  # type: ignore[no-untyped-def]
