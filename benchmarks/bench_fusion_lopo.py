@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_costmodel import level_metrics
 
     from cost_model.learned.fusion_additive import AdditiveFusionModel
-    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, S9_TERMS, TERM_NAMES, record_terms
+    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, S9_TERMS, S10_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"signed": ("additive, signed weights", {"nonnegative": False}), "base": ("additive without op-class node counts", {"terms": BASE_TERMS}),
                 "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS}),
                 "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in TERM_NAMES if t not in CLASS_MB)}),
-                "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"})}
+                "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"}),
+                "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"})}
     rows = []
     for program in programs:
         train = [r for r in records if r.program != program]

@@ -88,7 +88,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 def _cmd_merge(args: argparse.Namespace) -> int:
     from compiler_opt.costmodel.fusion_merge import merge_fusion_collections
 
-    summary = merge_fusion_collections(args.sources, args.out, scale_s=args.scale_s)
+    summary = merge_fusion_collections(args.sources, args.out, scale_s=args.scale_s, refeaturize=args.refeaturize)
     for source in summary["merged_from"]:
         print(f"{source['folder']}: {source['kernels']} graphs, scale {source['scale_s'] * 1e6:.2f} us, labels x {source['factor']:.4f}")
     noise = summary["noise_floor"]
@@ -277,6 +277,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     merge.add_argument("out", metavar="OUT", help="merged dataset folder (must not be a source)")
     merge.add_argument("sources", nargs="+", metavar="DIR", help="fusion collections with the same --reference and --seed")
     merge.add_argument("--scale-s", type=float, default=None, help="seconds per reference ratio (default: the first source's scale)")
+    merge.add_argument("--refeaturize", action="store_true",
+                       help="recompute each graph's conv attributes (node_conv_feat) from the program rebuilt by name (files collected before they existed)")
     merge.set_defaults(handler=_cmd_merge, file_arg=None)
 
     noise = cm_sub.add_parser("noise", parents=[common], help="label quality of a tile dataset: per-kernel timing noise, noisiest first")

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from cost_model.decisions import Decisions
+from cost_model.learned.conv_features import fusion_conv_features
 from cost_model.learned.fusion_features import NODE_CONFIG_FEATURES, fusion_config_features, fusion_graph_arrays
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import noise_floor
@@ -53,7 +54,7 @@ def fusion_record(graph_name: str, nodes: Sequence[Any], configs: Sequence[Decis
     node_config = np.stack([fusion_config_features(nodes, d.fusion_group) for d in configs]).astype(np.float32)
     runtime = np.asarray(runtimes, dtype=np.float64)
     return KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()), node_config_ids=np.arange(len(nodes)),
-                        node_config_feat=node_config, config_text=[_config_text(d) for d in configs],
+                        node_config_feat=node_config, config_text=[_config_text(d) for d in configs], node_conv_feat=fusion_conv_features(nodes),
                         meta=meta | {"kernel": graph_name, "program": graph_name.split("@")[0]})
 
 

@@ -10,7 +10,9 @@ log-softmax + mean, a strided conv stem): `FIRST_PROGRAMS`, the 30 graphs of `fu
 and average pooling, batch norm in training form, group norm, embedding gather, attention in a
 transposed layout with softmax over axis 1, a transformer MLP block, dilated and transposed
 convs, pads / slices / concatenations, a two-step RNN, reductions over several axes, a
-broadcasting chain), so that `fusion_graphs((1, 2))` yields 58 graphs;
+broadcasting chain); `_grouped_programs` (eleventh session) four with grouped, depthwise and
+strided convs (a MobileNet-v2 inverted residual, a strided depthwise, a 4-group conv, a depthwise
+5x5 with channel multiplier 2), so that `fusion_graphs((1, 2))` yields 66 graphs;
 `fusion_graph_names(scales, programs=FIRST_PROGRAMS)` keeps the old set reachable."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
+__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "GROUPED_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
 
 # The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
 FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
@@ -27,6 +29,9 @@ FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", 
 # The tenth session's fourteen (`_extra_programs`).
 EXTRA_PROGRAMS = ("dw_sep", "maxpool", "avgpool", "bn_train", "group_norm", "embed", "attn_cols", "tblock", "dilated", "conv_t",
                   "pad_concat", "rnn2", "multi_reduce", "bcast_chain")
+# The eleventh session's four (`_grouped_programs`): grouped / depthwise / strided convs, so a
+# held-out depthwise program is priced from others of its kind.
+GROUPED_PROGRAMS = ("mbv2", "dw_stride", "grouped", "dw_mult")
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -71,7 +76,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
         "attention": (attention, lambda s: (lambda r: (arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(np.random.default_rng(s))),
         "lstm": (lstm, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 32 * s, 128 * s)))(np.random.default_rng(s))),
         "norm_gelu": (norm_gelu, lambda s: (lambda r: (arr(r, 16 * s, 64 * s), arr(r, 64 * s, 64 * s)))(np.random.default_rng(s))),
-    } | _extra_programs(arr)
+    } | _extra_programs(arr) | _grouped_programs(arr)
 
 
 def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -261,6 +266,49 @@ def _extra_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[
                                              arr(r, 64 * s, 64 * s), arr(r, 64 * s, 16)))(rng(s))),
         "multi_reduce": (multi_reduce, lambda s: (lambda r: (arr(r, 8 * s, 16 * s, 32 * s),))(rng(s))),
         "bcast_chain": (bcast_chain, lambda s: (lambda r: (arr(r, 16 * s, 32), arr(r, 24 * s, 32), arr(r, 32)))(rng(s))),
+    }
+
+
+def _grouped_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
+    """The eleventh session's four: XLA's CPU runs a grouped convolution (feature_group_count > 1)
+    on a far slower path than a dense one of many times its FLOPs, so `dw_sep` alone, held out,
+    could not be priced; these give the grouped-conv terms several programs to be fitted on."""
+    import jax
+    import jax.numpy as jnp
+
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def relu6(v):  # inline (jnp.clip lowers to an opaque call)
+        return jnp.minimum(jnp.maximum(v, 0.0), 6.0)
+
+    def mbv2(x, ke, kd, kp):  # MobileNet-v2 inverted residual: expand 1x1, depthwise 3x3, project 1x1, residual
+        h = relu6(jax.lax.conv_general_dilated(x, ke, (1, 1), "SAME", dimension_numbers=dn))
+        h = relu6(jax.lax.conv_general_dilated(h, kd, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=h.shape[-1]))
+        return jax.lax.conv_general_dilated(h, kp, (1, 1), "SAME", dimension_numbers=dn) + x
+
+    def dw_stride(x, kd, kp, w):  # depthwise 3x3 stride 2, relu, pointwise 1x1, global mean, dense
+        h = jnp.maximum(jax.lax.conv_general_dilated(x, kd, (2, 2), "SAME", dimension_numbers=dn, feature_group_count=x.shape[-1]), 0.0)
+        h = jnp.tanh(jax.lax.conv_general_dilated(h, kp, (1, 1), "SAME", dimension_numbers=dn))
+        return jnp.mean(h, axis=(1, 2)) @ w
+
+    def grouped(x, k, b, kp):  # 3x3 conv in 4 groups (ResNeXt-style), bias, relu, pointwise 1x1 mixing the groups
+        h = jnp.maximum(jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=4) + b, 0.0)
+        return jax.nn.sigmoid(jax.lax.conv_general_dilated(h, kp, (1, 1), "SAME", dimension_numbers=dn)) * h
+
+    def dw_mult(x, kd, b):  # depthwise 5x5 with channel multiplier 2 (out = 2 x in channels), bias, gated output
+        h = jax.lax.conv_general_dilated(x, kd, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=x.shape[-1]) + b
+        return jnp.tanh(h) * jax.nn.sigmoid(h * 0.5)
+
+    def rng(s: int) -> np.random.Generator:
+        return np.random.default_rng(300 + s)
+
+    return {
+        "mbv2": (mbv2, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 8), arr(r, 1, 1, 8, 32), arr(r, 3, 3, 1, 32), arr(r, 1, 1, 32, 8)))(rng(s))),
+        "dw_stride": (dw_stride, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s, 16), arr(r, 3, 3, 1, 16), arr(r, 1, 1, 16, 16 * s),
+                                                       arr(r, 16 * s, 10)))(rng(s))),
+        "grouped": (grouped, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 16), arr(r, 3, 3, 4, 16 * s), arr(r, 16 * s),
+                                                   arr(r, 1, 1, 16 * s, 16 * s)))(rng(s))),
+        "dw_mult": (dw_mult, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 8 * s), arr(r, 5, 5, 1, 16 * s), arr(r, 16 * s)))(rng(s))),
     }
 
 

@@ -9,6 +9,12 @@ different set of graph processes, taken at a different time of the machine). Mer
 re-expresses every file in one scale: label x (target scale / the file's own scale), i.e. the
 same ratio times the target's seconds. The default target is the first source's scale, so the
 first collection's labels are copied unchanged and the others are moved onto its unit.
+
+`refeaturize=True` (`costmodel merge --refeaturize`, eleventh session) also recomputes every
+file's per-node convolution attributes (`node_conv_feat`, `conv_features`) from the graph
+rebuilt by name (`fusion_graphs.fusion_graph`: the programs are deterministic), after checking
+that the rebuilt graph's node features, opcodes and edges equal the file's, so files collected
+before the column existed gain it without being measured again.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from cost_model.learned.tpugraphs import DatasetError, load_dir, save_npz
 from cost_model.measure.harness import noise_floor
 from graph_ir.io.atomic import atomic_path
 
-__all__ = ["merge_fusion_collections"]
+__all__ = ["merge_fusion_collections", "refeaturize_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +48,29 @@ def _summary(folder: Path) -> dict[str, Any]:
     return summary
 
 
+def refeaturize_record(record: Any) -> Any:
+    """Set `record.node_conv_feat` from its graph rebuilt by name; `DatasetError` when the graph is
+    not a known fusion program or no longer matches the file (node features, opcodes, edges)."""
+    from compiler_opt.costmodel.fusion_graphs import fusion_graph
+    from cost_model.decisions import node_order
+    from cost_model.learned.conv_features import fusion_conv_features
+    from cost_model.learned.fusion_features import fusion_graph_arrays
+
+    try:
+        nodes = node_order(fusion_graph(record.name))
+    except (KeyError, ValueError) as error:
+        raise DatasetError(f"cannot rebuild graph {record.name!r} to re-featurize it: {error}", file=record.path) from error
+    feats, opcodes, edges = fusion_graph_arrays(nodes)
+    if (opcodes.shape != record.node_opcode.shape or not (opcodes == record.node_opcode).all() or edges.shape != record.edge_index.shape
+            or not (edges == record.edge_index).all() or not np.allclose(feats, record.node_feat, atol=1e-5)):
+        raise DatasetError(f"graph {record.name!r} rebuilt today differs from the file's (node_feat / node_opcode / edge_index): "
+                           "not re-featurized", file=record.path)
+    record.node_conv_feat = fusion_conv_features(nodes)
+    return record
+
+
 def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str], *,
-                             scale_s: float | None = None) -> dict[str, Any]:
+                             scale_s: float | None = None, refeaturize: bool = False) -> dict[str, Any]:
     """Copy every graph file of `sources` into `out_dir` with its labels in one scale (`scale_s`,
     default the first source's `reference.scale_s`) and write a `dataset.json` naming the sources,
     their scales and the factor each was multiplied by. Raises `DatasetError` when the sources'
@@ -85,12 +112,14 @@ def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir:
             record.meta["retest"] = [[float(a) * factor, float(b) * factor] for a, b in record.meta.get("retest", [])]
             record.meta["reference"] = reference | {"scale": target, "collection_scale": own, "collection": folder.name}
             retest += [(a, b) for a, b in record.meta["retest"]]
+            if refeaturize:
+                refeaturize_record(record)
             save_npz(record, out / f"{name}.npz")
         per_graph |= summary["reference"].get("per_graph_s", {})
         described.append({"folder": folder.name, "kernels": len(records), "scale_s": own, "factor": factor,
                           "configs_per_kernel": summary.get("configs_per_kernel"), "noise_floor": summary.get("noise_floor")})
         logger.info("%s: %d graphs, labels x %.4f (scale %.3g s -> %.3g s)", folder, len(records), factor, own, target)
-    merged = {"kernels": len(seen), "seed": summaries[0].get("seed"), "merged_from": described,
+    merged = {"kernels": len(seen), "seed": summaries[0].get("seed"), "merged_from": described, "refeaturized": refeaturize,
               "reference": {"graph": summaries[0]["reference"]["graph"], "scale_s": target, "per_graph_s": per_graph},
               "machine": summaries[0].get("machine"), "noise_floor": noise_floor(retest)}
     with atomic_path(out / "dataset.json") as tmp:  # never a half-written summary beside the files

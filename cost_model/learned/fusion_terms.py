@@ -22,6 +22,13 @@ for the dataset and the autotuner's candidates):
   matmul, conv, broadcast/reshape, elementwise; since the tenth session also pool, gather,
   concat/pad), also per graph; `<class>_mb` (`CLASS_MB`, tenth session): the megabytes the
   graph's nodes of each class write, per graph;
+- `CONV_TERMS` (eleventh session, from the record's `node_conv_feat`, `conv_features`): grouped
+  convolutions (feature_group_count > 1: XLA's CPU runs them on a slow generic loop) counted, the
+  MB they write and the multiply-adds (millions) they do. Per graph; 0 on graphs without grouped
+  convs, and on files collected before the column existed (read as dense convs: re-featurize
+  them with `costmodel merge --refeaturize`). Counts of strided and of dilated convs were tried
+  and left out: with one strided dense program (stem) held out, a stride term fitted on the
+  strided depthwise one priced it 30-45% off (RESULTS (i), eleventh session);
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -32,13 +39,15 @@ The residual target of a learned correction to the simulator: log(runtime / roof
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Sequence
 
 import numpy as np
 
+from cost_model.learned.features import opcode_id
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["BASE_TERMS", "CLASS_MB", "OP_CLASSES", "S9_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+__all__ = ["BASE_TERMS", "CLASS_MB", "CONV_TERMS", "OP_CLASSES", "S9_TERMS", "S10_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
            "roofline_step_times"]
 
 # Op classes whose nodes are counted (per graph: the same for every configuration): what an op
@@ -53,10 +62,17 @@ OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "s
 # tenth session's terms, a cost per byte an op class touches beside its per-node cost (held out,
 # one program at a time, 5.2% -> 4.7% on the first fifteen programs; RESULTS (i), tenth session).
 CLASS_MB = tuple(name.replace("_nodes", "_mb") for name in OP_CLASSES)
+# Grouped convolutions (eleventh session; from `conv_features.CONV_FEATURE_NAMES`).
+CONV_TERMS = ("grouped_conv_nodes", "grouped_conv_mb", "grouped_conv_mmacs")
 BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
-TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + ("roofline_s",)
+TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + CONV_TERMS + ("roofline_s",)
+# The tenth session's terms (the shipped model's form until the eleventh session): without CONV_TERMS.
+S10_TERMS = tuple(t for t in TERM_NAMES if t not in CONV_TERMS)
 # The ninth session's terms (the shipped model's until the tenth session): without the three new classes.
-S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB)
+S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB + CONV_TERMS)
+logger = logging.getLogger(__name__)
+_CONV_OPCODE = opcode_id("conv")
+_WARNED: set[str] = set()  # files already warned about (once per process)
 _LAYOUT_OPS = ("constant", "reshape", "broadcast", "transpose", "slice")
 _ELEMENTS = 6  # node_features: log2 of the output's element count
 _FLOPS = -1  # node_features: log2 of the node's FLOPs (0: none)
@@ -75,10 +91,25 @@ def residual_seconds(residual: np.ndarray, roofline_s: np.ndarray) -> np.ndarray
     return np.asarray(roofline_s, dtype=np.float64) * np.exp(np.asarray(residual, dtype=np.float64))
 
 
-def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, list[int]]:
+def _conv_terms(node_conv_feat: np.ndarray | None, elements: np.ndarray) -> list[float]:
+    """The `CONV_TERMS` of a graph from its (N, K) `conv_features` rows (None: no conv attributes
+    known, every term 0)."""
+    from cost_model.learned.conv_features import CONV_FEATURE_NAMES
+
+    if node_conv_feat is None:
+        return [0.0] * len(CONV_TERMS)
+    conv = np.asarray(node_conv_feat, dtype=np.float64)
+    if conv.shape != (len(elements), len(CONV_FEATURE_NAMES)):
+        raise ValueError(f"node_conv_feat has shape {conv.shape}, want ({len(elements)}, {len(CONV_FEATURE_NAMES)})")
+    col = {name: conv[:, i] for i, name in enumerate(CONV_FEATURE_NAMES)}
+    grouped = col["feature_groups"] > 1
+    return [float(grouped.sum()), 4e-6 * float(elements[grouped].sum()), float(col["mmacs"][grouped].sum())]
+
+
+def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray, node_conv_feat: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, list[float]]:
     """What `config_terms` reads of the graph alone, the same under every grouping: output
     elements per node, the layout-only flags, the graph's GFLOPs, the `OP_CLASSES` node counts
-    followed by the `CLASS_MB` megabytes."""
+    followed by the `CLASS_MB` megabytes and the `CONV_TERMS` (from `node_conv_feat`)."""
     from cost_model.learned.features import OPCODES
 
     elements = np.exp2(np.asarray(node_feat, dtype=np.float64)[:, _ELEMENTS])
@@ -88,15 +119,18 @@ def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray) -> tuple[np.nda
     gflops = 1e-9 * np.where(log_flops > 0, np.exp2(log_flops), 0.0).sum()
     classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
     classes += [4e-6 * float(sum(e for e, name in zip(elements, names) if name in ops)) for ops in OP_CLASSES.values()]  # CLASS_MB
+    classes += _conv_terms(node_conv_feat, elements)
     return elements, layout, float(gflops), classes
 
 
 def config_terms(
-    node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, groups: np.ndarray, *, graph_parts: tuple | None = None
+    node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, groups: np.ndarray, *, graph_parts: tuple | None = None,
+    node_conv_feat: np.ndarray | None = None,
 ) -> np.ndarray:
     """The `TERM_NAMES` but roofline_s of one configuration. `edge_index`: (E, 2)
     rows [consumer, producer] (the TpuGraphs convention); `groups[i]`: node i's group, -1 alone.
-    `graph_parts`: `_graph_parts` of the graph, when the caller scores many groupings of it."""
+    `graph_parts`: `_graph_parts` of the graph, when the caller scores many groupings of it;
+    `node_conv_feat`: the graph's `conv_features` rows (None: convs priced as dense)."""
     n = len(node_feat)
     groups = np.asarray(groups, dtype=np.int64)
     if groups.shape != (n,):
@@ -104,7 +138,7 @@ def config_terms(
     kernel = np.where(groups >= 0, groups, -1 - np.arange(n))
     _, kernel = np.unique(kernel, return_inverse=True)
     count = int(kernel.max()) + 1 if n else 0
-    elements, layout, gflops, classes = graph_parts if graph_parts is not None else _graph_parts(node_feat, node_opcode)
+    elements, layout, gflops, classes = graph_parts if graph_parts is not None else _graph_parts(node_feat, node_opcode, node_conv_feat)
     edges = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
     crossing = edges[kernel[edges[:, 0]] != kernel[edges[:, 1]]] if edges.size else edges
     pairs = np.unique(np.stack([kernel[crossing[:, 0]], crossing[:, 1]], axis=1), axis=0) if crossing.size else np.zeros((0, 2), dtype=np.int64)
@@ -135,7 +169,11 @@ def record_terms(record: KernelRecord) -> np.ndarray:
     roofline = record.meta.get("roofline_s")
     if roofline is None or len(roofline) != record.num_configs:
         raise DatasetError("meta.roofline_s (the simulator's step time per configuration) is missing or has the wrong length", file=record.path)
-    parts = _graph_parts(record.node_feat, record.node_opcode)
+    if record.node_conv_feat is None and (np.asarray(record.node_opcode) == _CONV_OPCODE).any() and record.path not in _WARNED:
+        _WARNED.add(record.path)
+        logger.warning("%s: conv nodes but no node_conv_feat (collected before the eleventh session): priced as dense convs; "
+                       "`costmodel merge --refeaturize` adds the column", record.path or record.name)
+    parts = _graph_parts(record.node_feat, record.node_opcode, record.node_conv_feat)
     rows = [config_terms(record.node_feat, record.node_opcode, record.edge_index, g, graph_parts=parts) for g in record_groups(record)]
     return np.concatenate([np.stack(rows), np.asarray(roofline, dtype=np.float64)[:, None]], axis=1)
 
@@ -158,10 +196,11 @@ def roofline_step_times(graph: Any, groups: Sequence[np.ndarray], *, problem: An
 def graph_terms(nodes: Sequence[Any], groups: Sequence[np.ndarray], *, graph: Any = None) -> np.ndarray:
     """(C, len(TERM_NAMES)) for candidate groupings of a graph (`nodes` in `node_order`): the
     features a model trained on `record_terms` reads, with the roofline computed here."""
+    from cost_model.learned.conv_features import fusion_conv_features
     from cost_model.learned.fusion_features import fusion_graph_arrays
 
     graph = graph if graph is not None else nodes[0].graph
     feats, opcodes, edges = fusion_graph_arrays(nodes)
-    parts = _graph_parts(feats, opcodes)
+    parts = _graph_parts(feats, opcodes, fusion_conv_features(nodes))
     rows = np.stack([config_terms(feats, opcodes, edges, g, graph_parts=parts) for g in groups]) if len(groups) else np.zeros((0, len(TERM_NAMES) - 1))
     return np.concatenate([rows, roofline_step_times(graph, groups)[:, None]], axis=1)

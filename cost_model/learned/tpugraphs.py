@@ -9,8 +9,10 @@ One file per kernel (tile task) or per graph (layout-style task, used here for f
 - `config_runtime` (C,) and `config_runtime_normalizers` (C,): the runtime of every
   configuration and a per-configuration normalizer (TpuGraphs tile: the default config's time;
   here the kernel's best measured time, so runtime / normalizer >= 1).
-Files written here add `meta` (a JSON string: kernel signature, program, machine, seeds, noise)
-and `config_text` (the configuration of each row); a real TpuGraphs file lacks them and loads
+Files written here add `meta` (a JSON string: kernel signature, program, machine, seeds, noise),
+`config_text` (the configuration of each row) and, in fusion files since the eleventh session,
+`node_conv_feat` float32 (N, K): per node the convolution attributes of
+`conv_features.CONV_FEATURE_NAMES` (optional: files without it load with None); a real TpuGraphs file lacks them and loads
 the same, with `program` taken from the file name.
 """
 
@@ -47,6 +49,7 @@ class KernelRecord:
     config_text: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    node_conv_feat: np.ndarray | None = None  # optional per-node conv attributes (conv_features)
 
     @property
     def num_configs(self) -> int:
@@ -85,6 +88,8 @@ def save_npz(record: KernelRecord, path: str | os.PathLike[str]) -> Path:
     if record.node_config_ids is not None:
         arrays["node_config_ids"] = np.asarray(record.node_config_ids, dtype=np.int64)
         arrays["node_config_feat"] = np.asarray(record.node_config_feat, dtype=np.float32)
+    if record.node_conv_feat is not None:
+        arrays["node_conv_feat"] = np.asarray(record.node_conv_feat, dtype=np.float32)
     _check(arrays, str(path))
     target = Path(path)
     with atomic_path(target) as tmp:
@@ -103,6 +108,9 @@ def _check(arrays: dict[str, np.ndarray], path: str) -> None:
     edges = arrays["edge_index"]
     if edges.ndim != 2 or edges.shape[1] != 2 or (edges.size and (edges.min() < 0 or edges.max() >= nodes)):
         raise DatasetError(f"edge_index must be (E, 2) with node ids below {nodes}", file=path)
+    conv = arrays.get("node_conv_feat")
+    if conv is not None and (conv.ndim != 2 or conv.shape[0] != nodes):
+        raise DatasetError(f"node_conv_feat {conv.shape} must be ({nodes}, K): one row per node", file=path)
     configs = arrays["config_runtime"].shape[0]
     if "config_feat" in arrays:
         if arrays["config_feat"].shape[0] != configs:
@@ -159,6 +167,7 @@ def load_npz(path: str | os.PathLike[str]) -> KernelRecord:
         config_text=[str(t) for t in arrays["config_text"]] if "config_text" in arrays else [],
         meta=meta,
         path=path,
+        node_conv_feat=arrays["node_conv_feat"].astype(np.float32) if "node_conv_feat" in arrays else None,
     )
 
 

@@ -1,5 +1,5 @@
-"""The tenth session's fusion programs: each imports as a valid graph, and random legal fusions of
-it, run group by group through XLA, compute what the JAX program computes."""
+"""The tenth and eleventh sessions' fusion programs: each imports as a valid graph, and random legal
+fusions of it, run group by group through XLA, compute what the JAX program computes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from compiler_opt.costmodel.fusion_graphs import EXTRA_PROGRAMS, FIRST_PROGRAMS, fusion_graph_names, fusion_workload  # noqa: E402
+from compiler_opt.costmodel.fusion_graphs import EXTRA_PROGRAMS, FIRST_PROGRAMS, GROUPED_PROGRAMS, fusion_graph_names, fusion_workload  # noqa: E402
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.profiling.calibration import GroupExecutor  # noqa: E402
 from passes.autotune.fusion import draw_fusions  # noqa: E402
@@ -37,7 +37,8 @@ def _check(name: str, fusions: int) -> set[str]:
 
 def test_the_extra_programs_are_new_names_after_the_first_fifteen() -> None:
     assert len(EXTRA_PROGRAMS) == 14 and not set(EXTRA_PROGRAMS) & set(FIRST_PROGRAMS)
-    assert fusion_graph_names((1,)) == [f"{p}@1" for p in FIRST_PROGRAMS + EXTRA_PROGRAMS]
+    assert len(GROUPED_PROGRAMS) == 4 and not set(GROUPED_PROGRAMS) & set(FIRST_PROGRAMS + EXTRA_PROGRAMS)
+    assert fusion_graph_names((1,)) == [f"{p}@1" for p in FIRST_PROGRAMS + EXTRA_PROGRAMS + GROUPED_PROGRAMS]
     with pytest.raises(KeyError, match="no fusion program"):
         fusion_workload("nope@1")
 
@@ -51,8 +52,13 @@ def test_extra_programs_at_scale_1_fuse_and_match_jax() -> None:
     assert "call" not in ops  # no opaque calls: every op is priced by its class
 
 
+def test_grouped_programs_at_scale_1_fuse_and_match_jax() -> None:
+    for program in GROUPED_PROGRAMS:
+        assert "convolution" in _check(f"{program}@1", fusions=2)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("program", EXTRA_PROGRAMS)
+@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS)
 def test_extra_programs_at_scale_2_fuse_and_match_jax(program: str) -> None:
     _check(f"{program}@2", fusions=3)
 

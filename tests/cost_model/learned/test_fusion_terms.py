@@ -12,7 +12,7 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import CLASS_MB, OP_CLASSES, S9_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.fusion_terms import CLASS_MB, CONV_TERMS, OP_CLASSES, S9_TERMS, S10_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -70,6 +70,30 @@ def test_tenth_session_op_classes_are_counted_and_s9_terms_are_the_old_ones() ->
                         "reduce_nodes", "transpose_nodes", "slice_nodes", "matmul_nodes", "conv_nodes", "broadcast_reshape_nodes",
                         "elementwise_nodes", "roofline_s")
     assert set(S9_TERMS) < set(TERM_NAMES) and TERM_NAMES[-1] == "roofline_s"
+
+
+def test_eleventh_session_conv_terms_by_hand() -> None:
+    from cost_model.learned.conv_features import CONV_FEATURE_NAMES
+
+    feat, _ = _graph()
+    ops = np.array([OPCODES.index(o) for o in ["conv", "conv", "conv", "binary"]])
+    conv = np.zeros((4, len(CONV_FEATURE_NAMES)), dtype=np.float32)
+    col = {name: i for i, name in enumerate(CONV_FEATURE_NAMES)}
+    # node 0: depthwise 3x3 (16 groups), 0.5 M MACs; node 1: 4 groups, stride 2, 2 M MACs; node 2: dense, kernel dilation 2
+    conv[0, [col["feature_groups"], col["depthwise"], col["window"], col["stride"], col["kernel_dilation"], col["input_dilation"], col["mmacs"]]] = [16, 1, 9, 1, 1, 1, 0.5]
+    conv[1, [col["feature_groups"], col["window"], col["stride"], col["kernel_dilation"], col["input_dilation"], col["mmacs"]]] = [4, 9, 2, 1, 1, 2.0]
+    conv[2, [col["feature_groups"], col["window"], col["stride"], col["kernel_dilation"], col["input_dilation"], col["mmacs"]]] = [1, 9, 1, 2, 1, 7.0]
+    terms = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_feat=conv)))
+    assert terms["grouped_conv_nodes"] == 2 and terms["conv_nodes"] == 3
+    assert terms["grouped_conv_mb"] == pytest.approx(4e-6 * (16 + 32))  # what nodes 0 and 1 write
+    assert terms["grouped_conv_mmacs"] == pytest.approx(2.5)  # the dense conv's 7 M MACs are not in it
+    assert CONV_TERMS == ("grouped_conv_nodes", "grouped_conv_mb", "grouped_conv_mmacs")  # strides / dilations: features, not terms
+    # without the column (files collected before it): every conv term 0, the rest unchanged
+    old = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, np.full(4, -1))))
+    assert all(old[t] == 0 for t in CONV_TERMS) and all(old[t] == terms[t] for t in S10_TERMS if t != "roofline_s")
+    with pytest.raises(ValueError, match="node_conv_feat"):
+        config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_feat=conv[:3])
+    assert S10_TERMS == tuple(t for t in TERM_NAMES if t not in CONV_TERMS) and TERM_NAMES[-1] == "roofline_s"
 
 
 def test_residual_round_trip() -> None:
