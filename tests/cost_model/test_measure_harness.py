@@ -127,10 +127,11 @@ def test_per_call_timer_divides_a_batched_sample_by_its_calls() -> None:
             pass
         spent["s"] += 1
 
-    once = per_call_timer(Batched(slow, 1))
-    many = per_call_timer(Batched(slow, 10))
-    assert spent["s"] == 11
-    assert 2e-4 <= many < 2 * once + 2e-4  # per call, not per sample of ten calls
+    # The fastest of three samples: one preemption on a loaded machine (CI) can stretch a single
+    # 2 ms sample several-fold, but not every one. Undivided, a sample of ten calls is >= 2 ms.
+    many = min(per_call_timer(Batched(slow, 10)) for _ in range(3))
+    assert spent["s"] == 30
+    assert 2e-4 <= many < 1e-3  # per call, not per sample of ten calls
 
 
 class LevelTimer:
