@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -31,23 +30,11 @@ SHAPES = [(16, 16, 16, 8, 3, 1), (16, 16, 16, 16, 3, 1), (16, 16, 16, 32, 3, 1),
 def _seconds(fn, *args) -> float:  # type: ignore[no-untyped-def]
     import jax
 
+    from cost_model.measure.harness import batched, per_call_timer
+
     jitted = jax.jit(fn)
-    jax.block_until_ready(jitted(*args))
-    calls = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(calls):
-            jax.block_until_ready(jitted(*args))
-        if time.perf_counter() - start > 0.01:
-            break
-        calls *= 2
-    samples = []
-    for _ in range(9):
-        start = time.perf_counter()
-        for _ in range(calls):
-            jax.block_until_ready(jitted(*args))
-        samples.append((time.perf_counter() - start) / calls)
-    return float(np.median(samples))
+    runner = batched(lambda: jax.block_until_ready(jitted(*args)), 0.01)  # warmed up; samples of >= 10 ms
+    return float(np.median([per_call_timer(runner) for _ in range(9)]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,13 @@ from compiler_opt.policy.encoder import GraphEncoder
 from compiler_opt.policy.features import DEVICE_FEATURE_NAMES, PolicyInputs
 from compiler_opt.policy.heads import JointHeads, ValueHead
 
-__all__ = ["Encoded", "GoPolicy", "Sampled"]
+__all__ = ["Encoded", "GoPolicy", "Sampled", "gumbel_argmax"]
+
+
+def gumbel_argmax(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One draw per row from softmax(`logits`) by Gumbel-max: a masked action (-inf) never wins."""
+    uniform = torch.rand(logits.shape, generator=generator).clamp_(1e-20, 1.0)
+    return (logits - torch.log(-torch.log(uniform))).argmax(-1)
 
 
 @dataclass
@@ -119,9 +125,7 @@ class GoPolicy(nn.Module):
                 if greedy:
                     action = logits.argmax(-1)
                 else:
-                    uniform = torch.rand(logits.shape, generator=generator).clamp_(1e-20, 1.0)
-                    # Gumbel-max: a masked device (-inf) can never win.
-                    action = (logits - torch.log(-torch.log(uniform))).argmax(-1)
+                    action = gumbel_argmax(logits, generator)
                 chosen_logp.append(logp.gather(-1, action.unsqueeze(-1)).squeeze(-1))
                 chosen.append(action)
             previous = torch.stack(chosen, dim=-1)

@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from compiler_opt.policy.network import GoPolicy
+from compiler_opt.policy.network import GoPolicy, gumbel_argmax
 from compiler_opt.rl.environment import GraphEnvironment
 from graph_ir._gc import gc_frozen
 from graph_ir.io.atomic import atomic_path
@@ -111,13 +111,8 @@ def imitation_loss(
         zero = place[torch.isfinite(place)].sum() * 0.0  # masked logits are -inf: -inf * 0 is nan
         return zero, zero
     first = torch.nn.functional.cross_entropy(place[0][allowed], target[allowed])
-    if sampled:
-        # Gumbel-max as GoPolicy.sample draws: a masked device (-inf) is never drawn.
-        def draw(logits: torch.Tensor) -> torch.Tensor:
-            uniform = torch.rand(logits.shape, generator=generator).clamp_(1e-20, 1.0)
-            return (logits.detach() - torch.log(-torch.log(uniform))).argmax(-1)
-
-        previous = torch.stack([draw(place), draw(fusion), draw(priority)], dim=-1)
+    if sampled:  # drawn as GoPolicy.sample draws
+        previous = torch.stack([gumbel_argmax(logits.detach(), generator) for logits in (place, fusion, priority)], dim=-1)
     else:
         previous = torch.stack([place.argmax(-1), fusion.argmax(-1), priority.argmax(-1)], dim=-1).detach()
     if policy.config.iterations < 2:

@@ -24,7 +24,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -339,7 +339,9 @@ def _run_imitation(
     targets = load_targets(config.imitation_targets) if config.imitation_targets else []
     known = {t.label for t in targets}
     missing = [env for env in envs if env.label not in known]
-    for env in _progress_items(missing, progress, "imitation targets"):
+    from tqdm import tqdm
+
+    for env in tqdm(missing, desc="imitation targets", unit="graph", leave=False, disable=not progress or not missing):
         target = search_target(env, config.imitation_seconds, seed=config.seed)
         targets.append(target)
         logger.info("%s: target %.4g s (%.3fx the reference, from %s)", env.label, target.step_s, target.step_s / target.reference_s, target.method)
@@ -356,14 +358,6 @@ def _run_imitation(
         )
     best = {env.label: zero_shot(policy, env, 0, seed=config.seed) for env in envs}
     return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
-
-
-def _progress_items(items: list, progress: bool, desc: str) -> Iterator:
-    if not progress or not items:
-        return iter(items)
-    from tqdm import tqdm
-
-    return iter(tqdm(items, desc=desc, unit="graph", leave=False))
 
 
 def _polish(
