@@ -254,10 +254,9 @@ class Bench:
 
     def _name(self, spec: str) -> str:
         """The row label `load_graph` will give `spec`, without building it."""
-        from compiler_opt.workloads.registry import parse_workload_spec
+        from compiler_opt.workloads.registry import workload_spec_label
 
-        parsed = parse_workload_spec(spec)
-        return f"{parsed[0].name}:{parsed[1]}" if parsed is not None else spec
+        return workload_spec_label(spec)
 
     def row(self, env: GraphEnvironment, devices: str, key: str, method: str) -> None:
         args = self.args

@@ -155,13 +155,13 @@ def _target_graph(spec: str) -> tuple[Graph, str]:
     if spec == "synthetic":
         return layered_dag(9300, seed=9300), "synthetic layered DAG"
     from compiler_opt.workloads import build_workload
-    from compiler_opt.workloads.registry import parse_workload_spec
+    from compiler_opt.workloads.registry import parse_workload_spec, workload_spec_label, workload_spec_sizes
 
     parsed = parse_workload_spec(spec)
     if parsed is None:
         raise SystemExit(f"--target {spec!r}: not a workload name (see `compiler-opt workloads`) nor 'synthetic'")
     workload, mode = parsed
-    return build_workload(workload.name, mode=mode), f"{workload.name}:{mode}"
+    return build_workload(workload.name, mode=mode, **workload_spec_sizes(spec)), workload_spec_label(spec)
 
 
 def main(argv: list[str] | None = None) -> int:

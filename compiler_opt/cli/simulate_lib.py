@@ -59,7 +59,9 @@ def load_simulation_graph(
 ) -> tuple[Graph, str]:
     """The graph for MODEL (a file, else a workload name) and a label for reports."""
     if not os.path.exists(model):
-        from compiler_opt.workloads.registry import WorkloadError, is_cached, list_workloads, parse_workload_spec
+        from compiler_opt.workloads.registry import (
+            WorkloadError, is_cached, list_workloads, parse_workload_spec, workload_spec_label, workload_spec_sizes,
+        )
 
         parsed = parse_workload_spec(model)
         if parsed is None:
@@ -68,7 +70,8 @@ def load_simulation_graph(
                 raise WorkloadError(f"{model!r} is neither a file nor a workload (workloads: {known})", file=model)
             raise FileNotFoundError(2, "no such file", model)
         workload, mode = parsed
-        label = f"{workload.name}:{mode}"
+        label = workload_spec_label(model)
+        sizes = {**workload_spec_sizes(model), **(sizes or {})}
         if not is_cached(workload.name, mode, paper=paper, **(sizes or {})) and sys.stderr.isatty():
             from rich.console import Console
 

@@ -59,6 +59,10 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
+    p.add_argument(
+        "--generated", type=int, default=0, metavar="N",
+        help="add N generated graphs (random NASNet-space cell networks and RNN LMs, workloads/variants.py; drawn with --seed)",
+    )
     p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies (default 4xV100)")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--graphs-per-iteration", type=int, default=4)
@@ -87,12 +91,19 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     return p
 
 
+def _generated(count: int, seed: int) -> list[str]:
+    """The specs of `--generated`, written out so the config and the checkpoint name each graph."""
+    from compiler_opt.workloads.variants import random_variants
+
+    return random_variants(count, seed=seed) if count else []
+
+
 def config_from_args(args: Any) -> TrainConfig:
     from compiler_opt.rl.config import TrainConfig
 
     return TrainConfig(
         mode=args.mode,
-        workloads=_split(args.workloads),
+        workloads=_split(args.workloads) + _generated(getattr(args, "generated", 0), args.seed),
         paper_sizes=args.paper_sizes,
         devices=_split(args.devices) or ["4xV100"],
         iterations=args.iterations,

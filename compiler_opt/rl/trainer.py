@@ -83,15 +83,17 @@ class TrainResult:
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
-    """A suite workload (`name` or `name:mode`; default sizes, or the paper's with `paper`) or a
-    model file; an XLA graph's cheap calls inlined, as `bench` does before its default fusion."""
+    """A suite workload (`name`, `name:mode`, `name:mode@size=value...`; default sizes, or the
+    paper's with `paper`, updated by the spec's) or a model file; an XLA graph's cheap calls
+    inlined, as `bench` does before its default fusion."""
     from compiler_opt.workloads import build_workload
-    from compiler_opt.workloads.registry import parse_workload_spec
+    from compiler_opt.workloads.registry import parse_workload_spec, workload_spec_label, workload_spec_sizes
 
     parsed = parse_workload_spec(spec)
     if parsed is not None:
         workload, mode = parsed
-        name, graph = f"{workload.name}:{mode}", build_workload(workload.name, mode, paper=paper)
+        graph = build_workload(workload.name, mode, paper=paper, **workload_spec_sizes(spec))
+        name = workload_spec_label(spec)
     else:
         import graph_ir
 

@@ -22,7 +22,7 @@ from jax import lax
 
 from compiler_opt.workloads._jax import Params, lower_hlo, softmax_cross_entropy, spec
 
-__all__ = ["DEFAULT_SIZES", "PAPER_SIZES", "GENOTYPES", "hlo_text"]
+__all__ = ["DEFAULT_SIZES", "PAPER_SIZES", "GENOTYPES", "RANDOM_OPS", "hlo_text", "random_genotype", "resolve_genotype"]
 
 DEFAULT_SIZES: dict[str, Any] = {
     "genotype": "nasnet", "cells_per_stage": 1, "filters": 32, "image_size": 32, "classes": 10, "batch": 32,
@@ -155,10 +155,43 @@ def _forward(s: _Scope, images: jax.Array, genotype: dict[str, Any], cells_per_s
     return pooled @ s.param("fc/w", (pooled.shape[-1], classes)) + s.param("fc/b", (classes,))
 
 
+# The NASNet search space's operations (Zoph et al., 2018, sec. 3; those this module builds).
+RANDOM_OPS = ("sep3", "sep5", "sep7", "avg3", "max3", "skip", "conv7x1")
+
+
+def random_genotype(seed: int) -> dict[str, Any]:
+    """A genotype drawn uniformly from the NASNet search space: per cell 5 blocks, each summing two
+    operations on any earlier state (the cell's two inputs and the blocks before it), the unused
+    states concatenated (all blocks when every one is used), as NASNet does.
+    Deterministic in `seed`; the workload `randcell` builds these."""
+    import random
+
+    rng = random.Random(seed)
+    genotype: dict[str, Any] = {}
+    for kind in ("normal", "reduce"):
+        ops, used = [], set()
+        for block in range(5):
+            for _ in range(2):
+                source = rng.randrange(2 + block)
+                ops.append((rng.choice(RANDOM_OPS), source))
+                used.add(source)
+        genotype[kind] = ops
+        genotype[f"{kind}_concat"] = [i for i in range(2, 7) if i not in used] or list(range(2, 7))
+    return genotype
+
+
+def resolve_genotype(genotype: str) -> dict[str, Any]:
+    """A published genotype by name, or `random-<seed>` (`random_genotype`)."""
+    if genotype in GENOTYPES:
+        return GENOTYPES[genotype]
+    prefix, _, seed = genotype.partition("-")
+    if prefix == "random" and seed.isdigit():
+        return random_genotype(int(seed))
+    raise ValueError(f"genotype must be one of {sorted(GENOTYPES)} or random-<seed>, got {genotype!r}")
+
+
 def hlo_text(mode: str, *, genotype: str, cells_per_stage: int, filters: int, image_size: int, classes: int, batch: int) -> str:
-    if genotype not in GENOTYPES:
-        raise ValueError(f"genotype must be one of {sorted(GENOTYPES)}, got {genotype!r}")
-    cells = GENOTYPES[genotype]
+    cells = resolve_genotype(genotype)
     images = spec(batch, image_size, image_size, 3)
     recorder = _Scope(None, None, train=False)
     jax.eval_shape(lambda im: _forward(recorder, im, cells, cells_per_stage, filters, classes), images)

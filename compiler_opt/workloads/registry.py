@@ -44,6 +44,8 @@ __all__ = [
     "parse_workload_spec",
     "register_workload",
     "source_path",
+    "workload_spec_label",
+    "workload_spec_sizes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -131,14 +133,52 @@ def get_workload(name: str) -> Workload:
 
 
 def parse_workload_spec(text: str) -> tuple[Workload, str] | None:
-    """`resnet-50` or `resnet-50:train` -> (workload, mode); None when the name is not registered."""
-    name, _, mode = text.partition(":")
+    """`resnet-50` or `resnet-50:train` -> (workload, mode); None when the name is not registered.
+    Sizes after the mode (`rnnlm:inference@layers=5@batch=32`) are checked here and read by
+    `workload_spec_sizes`."""
+    head, _, _ = text.partition("@")
+    name, _, mode = head.partition(":")
     if name not in _REGISTRY:
         return None
     workload = _REGISTRY[name]
     mode = mode or workload.modes[0]
     workload.check_mode(mode)
+    workload.sizes(_spec_overrides(text))  # unknown or mistyped sizes fail here, naming the field
     return workload, mode
+
+
+def _spec_overrides(text: str) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for item in text.split("@")[1:]:
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value:
+            raise WorkloadError(f"size {item!r} in {text!r} is not KEY=VALUE", field="sizes")
+        if key in overrides:
+            raise WorkloadError(f"size {key!r} is given twice in {text!r}", field=key)
+        overrides[key] = value
+    return overrides
+
+
+def workload_spec_sizes(text: str) -> dict[str, Any]:
+    """The sizes a spec names (`@key=value` after the name and mode), coerced to the workload's
+    types; {} for a plain name."""
+    parsed = parse_workload_spec(text)
+    if parsed is None:
+        raise WorkloadError(f"{text!r} is not a workload spec", file=text)
+    workload, _ = parsed
+    overrides = _spec_overrides(text)
+    sizes = workload.sizes(overrides)
+    return {key: sizes[key] for key in overrides if key not in workload.fixed_sizes}
+
+
+def workload_spec_label(text: str) -> str:
+    """The label a spec's graph is reported under: `name:mode`, then its sizes in key order."""
+    parsed = parse_workload_spec(text)
+    if parsed is None:
+        return text
+    workload, mode = parsed
+    sizes = workload_spec_sizes(text)
+    return f"{workload.name}:{mode}" + "".join(f"@{key}={sizes[key]}" for key in sorted(sizes))
 
 
 # -- cache -----------------------------------------------------------------------------------
@@ -329,6 +369,10 @@ def _register_builtin() -> None:
     # a test checks they agree with the modules.
     rnn = {"hidden": 256, "vocab": 2000, "steps": 8, "batch": 16}
     rnn_paper = {"hidden": 2048, "vocab": 10000, "steps": 40, "batch": 64}
+    _jax_workload(
+        "rnnlm", "rnn", "rnnlm", "RNNLM with the layer count as a size (`rnnlm:inference@layers=3`); rnnlm-2/4/8 pin it",
+        default_sizes={**rnn, "layers": 2}, paper_sizes=rnn_paper, paper_source=_RNNLM_SOURCE,
+    )
     for layers in (2, 4, 8):
         _jax_workload(
             f"rnnlm-{layers}", "rnn", "rnnlm", f"RNNLM: {layers} LSTM layers unrolled over time, softmax over the vocabulary",
@@ -371,6 +415,13 @@ def _register_builtin() -> None:
             default_sizes=cells, fixed_sizes={"genotype": genotype}, paper_sizes={"cells_per_stage": 6},
             paper_source=_CELL_SOURCES[genotype],
         )
+    _jax_workload(
+        "randcell", "cnn", "nasnet",
+        "a cell network of the NASNet layout whose cells are drawn at random from NASNet's search space "
+        "(`genotype=random-<seed>`): branchy CNNs for training the policy on graphs nobody designed",
+        default_sizes={**cells, "genotype": "random-0"}, paper_sizes={"cells_per_stage": 6},
+        paper_source="ours: the NASNet-A 6@768 layout (see nasnet) with random cells",
+    )
     wave = {"residual_channels": 64, "skip_channels": 256, "classes": 256, "length": 4096, "batch": 4}
     for stacks, layers in ((2, 18), (4, 36)):
         _jax_workload(
