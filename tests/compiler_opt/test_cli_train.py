@@ -56,3 +56,15 @@ def test_seeds_and_entropy_target_reach_the_config(model: Path, tmp_path: Path, 
     assert meta["train_config"]["polish_fraction"] == 0.0 and "polish:" not in capsys.readouterr().out
     assert main(["train", "--mode", "go-one", "--workloads", str(model), "--seeds", "nope", "--out", str(tmp_path), "--threads", "1"]) == 2
     assert "warm-start" in capsys.readouterr().err
+
+
+def test_generated_graphs_are_written_into_the_config() -> None:
+    from compiler_opt.cli.main import build_parser
+    from compiler_opt.cli.train_lib import config_from_args
+    from compiler_opt.workloads.variants import random_variants
+
+    args = build_parser().parse_args(["train", "--mode", "imitate", "--workloads", "rnnlm-2:inference", "--generated", "4", "--seed", "5"])
+    config = config_from_args(args)
+    assert config.workloads == ["rnnlm-2:inference", *random_variants(4, seed=5)]
+    args = build_parser().parse_args(["train", "--workloads", "rnnlm-2:inference"])
+    assert config_from_args(args).workloads == ["rnnlm-2:inference"]

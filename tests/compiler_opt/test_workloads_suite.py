@@ -23,6 +23,8 @@ pytest.importorskip("jax")
 # narrow enough to catch a missing layer or an unrolled loop that stopped unrolling.
 NODE_RANGES = {
     "rnnlm-2": ((900, 2500), (350, 1000)),
+    "rnnlm": ((900, 2500), (350, 1000)),
+    "randcell": ((2500, 9000), (800, 2600)),
     "gnmt-2": ((2500, 6000), (1000, 2500)),
     "transformer-xl": ((1400, 3500), (400, 1000)),
     "resnet-50": ((3000, 6500), (900, 2000)),
@@ -138,6 +140,63 @@ def test_bad_names_modes_and_sizes_are_clear_errors() -> None:
         build_workload("rnnlm-2", batch="many")
     with pytest.raises(WorkloadError, match="transformer-xl: d_model 250 must split into 4 heads"):
         build_workload("transformer-xl", "inference", d_model=250)
+
+
+def test_spec_sizes_build_the_named_variant() -> None:
+    from compiler_opt.rl.trainer import load_graph
+    from compiler_opt.workloads.registry import parse_workload_spec, workload_spec_label, workload_spec_sizes
+
+    spec = "rnnlm:inference@steps=4@layers=3"
+    assert workload_spec_sizes(spec) == {"steps": 4, "layers": 3}
+    assert workload_spec_label(spec) == "rnnlm:inference@layers=3@steps=4"
+    label, graph = load_graph(spec)
+    assert label == "rnnlm:inference@layers=3@steps=4"
+    assert graph.meta["workload"]["sizes"]["layers"] == 3 and graph.meta["workload"]["sizes"]["steps"] == 4
+    assert len(graph) == len(build_workload("rnnlm", "inference", layers=3, steps=4))
+    assert workload_spec_sizes("rnnlm-4:inference") == {}
+    for bad, message in (
+        ("rnnlm-4@layers=5", "'layers' is fixed to 4"),
+        ("rnnlm@depth=1", "no size 'depth'"),
+        ("rnnlm@layers=x", "layers='x' is not a int"),
+        ("rnnlm@layers", "'layers' in 'rnnlm@layers' is not KEY=VALUE"),
+        ("rnnlm@batch=1@batch=2", "'batch' is given twice"),
+    ):
+        with pytest.raises(WorkloadError, match=message):
+            parse_workload_spec(bad)
+
+
+def test_random_cells_are_drawn_from_the_search_space_and_seeded() -> None:
+    from compiler_opt.workloads.nasnet import GENOTYPES, RANDOM_OPS, random_genotype, resolve_genotype
+
+    assert resolve_genotype("nasnet") is GENOTYPES["nasnet"]
+    assert random_genotype(7) == resolve_genotype("random-7") and random_genotype(7) != random_genotype(8)
+    for seed in range(20):
+        genotype = random_genotype(seed)
+        for kind in ("normal", "reduce"):
+            ops = genotype[kind]
+            assert len(ops) == 10 and all(name in RANDOM_OPS for name, _ in ops)
+            assert all(0 <= source < 2 + j // 2 for j, (_, source) in enumerate(ops))  # only earlier states
+            used = {source for _, source in ops}
+            concat = genotype[f"{kind}_concat"]
+            assert concat and all(2 <= i <= 6 for i in concat)
+            assert concat == ([i for i in range(2, 7) if i not in used] or list(range(2, 7)))
+    with pytest.raises(WorkloadError, match="random-<seed>"):
+        build_workload("randcell", "inference", genotype="random-x")
+    one, other = build_workload("randcell", "inference", genotype="random-1"), build_workload("randcell", "inference", genotype="random-2")
+    assert one.meta["workload"]["sizes"]["genotype"] == "random-1" and len(one) != len(other)
+
+
+def test_generated_variants_are_reproducible_distinct_and_build() -> None:
+    from compiler_opt.workloads.registry import parse_workload_spec
+    from compiler_opt.workloads.variants import random_variants
+
+    specs = random_variants(6, seed=3)
+    assert specs == random_variants(6, seed=3) and specs != random_variants(6, seed=4)
+    assert len(set(specs)) == 6 and [s.split(":")[0] for s in specs] == ["randcell", "rnnlm"] * 3
+    assert all(parse_workload_spec(s)[1] == "inference" for s in specs)
+    assert random_variants(0) == []
+    with pytest.raises(ValueError, match="families"):
+        random_variants(2, families=("vgg",))
 
 
 def test_export_hlo_round_trips_and_other_formats_are_refused(tmp_path: Path) -> None:
