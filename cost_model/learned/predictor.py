@@ -186,8 +186,9 @@ class AdditiveFusionPredictor:
         return any(term in MEASURED_CONV_TERMS and weight != 0 for term, weight in zip(self.model.terms, weights))
 
     def use_measurement_cache(self, cache: Any) -> None:
-        """Time convs into `cache` (a `ProfileCache`; the autotuner's) when the model needs them."""
-        if self.measures_convs and self.conv_timer is None:
+        """Time convs into `cache` (a `ProfileCache`; the autotuner's) when the model needs them
+        (a timer of another cache is replaced: the tuner's cache of this call is the one open)."""
+        if self.measures_convs and (self.conv_timer is None or self.conv_timer.harness.cache is not cache):
             from cost_model.measure.conv_timing import ConvTimer
 
             self.conv_timer = ConvTimer(cache)

@@ -157,6 +157,25 @@ def test_graph_terms_time_a_real_conv_once_per_graph(tmp_path) -> None:  # type:
         again = ConvTimer(cache, repeats=3, min_sample_s=2e-4)  # a new process on the same machine: read from the cache
         np.testing.assert_array_equal(again.node_times(nodes), seconds)
         assert again.measured == 0
+    # the additive predictor times them only when its model weighs a measured term, into the cache it is handed
+    from cost_model.learned.predictor import AdditiveFusionPredictor
+
+    weighted = AdditiveFusionModel().fit_terms(terms, np.array([2e-4, 1e-4]))
+    weighted.weights = np.where(np.isin(np.array(TERM_NAMES), MEASURED_CONV_TERMS), 0.5, 1e-9 * (np.array(TERM_NAMES) != "roofline_s"))
+    weighted.weights[TERM_NAMES.index("roofline_s")] = 1.0
+    predictor = AdditiveFusionPredictor(weighted)
+    assert predictor.measures_convs
+    with ProfileCache(tmp_path / "tuner.sqlite") as cache:
+        predictor.use_measurement_cache(cache)
+        first = predictor.predict_log(nodes, groups, graph=graph)
+        assert len(cache) == 2 and predictor.conv_timer.measured == 2
+        np.testing.assert_allclose(first, predictor.predict_log(nodes, groups, graph=graph))  # timed once: the same seconds again
+    unweighted = AdditiveFusionModel(terms=S11_TERMS)
+    unweighted.weights = np.ones(len(S11_TERMS))
+    idle = AdditiveFusionPredictor(unweighted)
+    assert not idle.measures_convs
+    idle.predict_log(nodes, groups, graph=graph)
+    assert idle.conv_timer is None
     plain = graph_terms(nodes, groups, graph=graph)  # no timer: the measured terms are 0, the rest the same
     assert (plain[:, list(column.values())] == 0).all()
     others = [i for i in range(len(TERM_NAMES)) if i not in column.values()]
