@@ -20,7 +20,8 @@ before the column existed gain it without being measured again.
 `node_conv_time` column: each graph rebuilt by name (the same check), its convs compiled and
 timed alone through XLA (`cost_model.measure.conv_timing.ConvTimer`: every distinct conv of the
 folder in one interleaved harness pass, cached in the folder's SQLite cache), the seconds written
-per node. The labels are not touched.
+per node. The labels are not touched. Merging moves referenced conv times onto the target scale
+with the labels and drops raw ones (not in any collection's unit).
 """
 
 from __future__ import annotations
@@ -162,6 +163,16 @@ def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir:
             record.meta["retest"] = [[float(a) * factor, float(b) * factor] for a, b in record.meta.get("retest", [])]
             record.meta["reference"] = reference | {"scale": target, "collection_scale": own, "collection": folder.name}
             retest += [(a, b) for a, b in record.meta["retest"]]
+            if record.node_conv_time is not None:  # conv times in the collection's unit move with the labels
+                timed = record.meta.get("conv_times") or {}
+                if np.isclose(float(timed.get("scale_s", 0.0)), own, rtol=1e-9):
+                    record.node_conv_time = record.node_conv_time * factor
+                    record.meta["conv_times"] = timed | {"scale_s": target}
+                else:  # raw seconds (no reference): not in any collection's unit
+                    logger.warning("%s: node_conv_time is not in the collection's unit (raw seconds): dropped; run `costmodel conv-times` "
+                                   "on the merged folder", name)
+                    record.node_conv_time = None
+                    record.meta.pop("conv_times", None)
             if refeaturize:
                 refeaturize_record(record)
             save_npz(record, out / f"{name}.npz")
