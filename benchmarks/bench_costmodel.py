@@ -219,13 +219,15 @@ def main(argv: list[str] | None = None) -> int:
             # fusion: learned corrections of the roofline simulator (ninth session)
             from cost_model.learned.fusion_additive import AdditiveFusionModel
 
-            from cost_model.learned.fusion_terms import BASE_TERMS, S9_TERMS, S10_TERMS, TERM_NAMES, record_terms
+            from cost_model.learned.fusion_terms import BASE_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, record_terms
 
             variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS}),
                                       (", l1 fit", {"loss": "l1"})] if args.additive_signed else [])
             variants += [(", ninth-session terms", {"terms": S9_TERMS}), (", ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"})]
             # eleventh session: the tenth session's terms (no grouped / strided / dilated conv terms), the shipped form until then
             variants += [(", tenth-session terms", {"terms": S10_TERMS}), (", tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"})]
+            # twelfth session: the eleventh session's terms (no measured conv seconds), the shipped form until then
+            variants += [(", eleventh-session terms", {"terms": S11_TERMS})]
             # roofline x c, c minimising the relative error on the training graphs: c = sum(r) / sum(r^2), r = roofline / label
             roof = TERM_NAMES.index("roofline_s")
             ratio = np.concatenate([record_terms(r)[:, roof] / r.config_runtime for r in train])

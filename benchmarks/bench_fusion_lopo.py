@@ -15,7 +15,12 @@ one row per held-out graph, and the means.
 `--held-out mlp,conv,...` (or `first`: the fifteen programs of `fusion_s8`,
 `fusion_graphs.FIRST_PROGRAMS`) holds out only those programs, one at a time, still training on
 every other program of the folder (tenth session: the old programs scored with the new ones in
-training). `--train-programs first` drops every other program from the folder first (the ninth
+training). Beside the mean over every held-out graph it prints the mean over the first fifteen
+programs' graphs and over the grouped / depthwise conv programs' (`GROUPED_PROGRAMS` + dw_sep).
+`--variants s11` is the eleventh session's terms (no measured conv terms; twelfth session:
+`measured` = the tenth session's terms + the measured conv seconds instead of the grouped-conv
+counts; `mgrouped` = the eleventh session's terms + the grouped convs' measured seconds only).
+`--train-programs first` drops every other program from the folder first (the ninth
 session's setting on a merged folder). `--xgboost` adds the XGBoost residual model.
 """
 
@@ -51,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench_costmodel import level_metrics
 
     from cost_model.learned.fusion_additive import AdditiveFusionModel
-    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, S9_TERMS, S10_TERMS, TERM_NAMES, record_terms
+    from compiler_opt.costmodel.fusion_graphs import FIRST_PROGRAMS, GROUPED_PROGRAMS
+    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, MEASURED_CONV_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
@@ -66,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
                 "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS}),
                 "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in TERM_NAMES if t not in CLASS_MB)}),
                 "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"}),
-                "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"})}
+                "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"}),
+                "s11": ("additive, eleventh-session terms", {"terms": S11_TERMS}), "s11l1": ("additive, eleventh-session terms, l1 fit", {"terms": S11_TERMS, "loss": "l1"}),
+                "measured": ("additive, tenth-session terms + measured convs", {"terms": S10_TERMS[:-1] + MEASURED_CONV_TERMS + ("roofline_s",)}),
+                "mgrouped": ("additive, eleventh-session terms + measured grouped convs", {"terms": S11_TERMS[:-1] + ("measured_grouped_conv_s", "roofline_s")})}
     rows = []
     for program in programs:
         train = [r for r in records if r.program != program]
@@ -103,9 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["method"] == method]
         summary[method] = {k: float(np.mean([r[k] for r in mine])) for k in ("mape", "kendall", "top1", "top5", "level_error", "mape_level_removed")}
         summary[method]["graphs_mape_over_5pct"] = sum(r["mape"] > 0.05 for r in mine)
+        grouped_programs = set(GROUPED_PROGRAMS) | {"dw_sep"}
+        for key, subset in (("first", [r for r in mine if r["program"] in FIRST_PROGRAMS]), ("grouped", [r for r in mine if r["program"] in grouped_programs])):
+            summary[method][f"mape_{key}"] = float(np.mean([r["mape"] for r in subset])) if subset else float("nan")
+            summary[method][f"graphs_{key}"] = len(subset)
         s = summary[method]
         print(f"| **mean, {method}** | MAPE {s['mape']:.1%}, level {s['level_error']:.1%}, level removed {s['mape_level_removed']:.1%}, "
-              f"tau {s['kendall']:.3f}, top-1 {s['top1']:.1%}; {s['graphs_mape_over_5pct']} of {len(mine)} graphs over 5% |")
+              f"tau {s['kendall']:.3f}, top-1 {s['top1']:.1%}; {s['graphs_mape_over_5pct']} of {len(mine)} graphs over 5%; "
+              f"first fifteen programs {s['mape_first']:.1%} ({s['graphs_first']} graphs), grouped conv programs {s['mape_grouped']:.1%} "
+              f"({s['graphs_grouped']} graphs) |")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"data": Path(args.data).name, "rows": rows, "summary": summary}, indent=1), encoding="utf-8")

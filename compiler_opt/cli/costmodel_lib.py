@@ -79,6 +79,14 @@ def _cmd_collect(args: argparse.Namespace) -> int:
                                              repeats=args.repeats or 31, isolate=not args.in_process,
                                              retest_fraction=args.retest_fraction, reference_graph=None if args.reference in ("", "none") else args.reference,
                                              progress=not args.no_progress)
+            if not args.no_conv_times:  # twelfth session: each conv of the graphs timed alone, after the configurations
+                from compiler_opt.costmodel.fusion_merge import add_conv_times, conv_timer_for
+                from cost_model.measure.xla_timing import configure_xla_timing
+
+                if not args.in_process:
+                    configure_xla_timing()  # this process has not created JAX's CPU client yet (the graphs ran in children)
+                convs = add_conv_times(args.out, conv_timer_for(args.out, cache, seed=args.seed))
+                print(f"conv times: {convs['convs']} distinct convs ({convs['measured']} timed now) stored per node (node_conv_time)")
     noise = summary["noise_floor"]
     print(f"{args.task}: {summary['kernels']} files in {args.out}, {summary['configs_per_kernel']} configs each; "
           f"noise floor (test-retest |min2/min1-1|): median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
@@ -94,6 +102,20 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     noise = summary["noise_floor"]
     print(f"fusion: {summary['kernels']} files in {args.out}, scale {summary['reference']['scale_s'] * 1e6:.2f} us per reference ratio; "
           f"noise floor median {noise['median']:.3f}, p90 {noise['p90']:.3f} over {noise['pairs']} pairs")
+    return 0
+
+
+def _cmd_conv_times(args: argparse.Namespace) -> int:
+    from compiler_opt.costmodel.fusion_merge import add_conv_times, conv_timer_for
+    from cost_model.measure.xla_timing import configure_xla_timing
+
+    configure_xla_timing()  # before the graphs' JAX lowering creates the CPU client
+    with _cache(args.cache, args.data) as cache:
+        summary = add_conv_times(args.data, conv_timer_for(args.data, cache, repeats=args.repeats, seed=args.seed))
+    times = sorted(summary["seconds"].items(), key=lambda item: item[1])
+    print(f"conv times: {summary['files']} files in {args.data}, {summary['convs']} distinct convs ({summary['measured']} timed now, the rest cached)")
+    for text, seconds in times:
+        print(f"  {seconds * 1e6:9.1f} us  {text}")
     return 0
 
 
@@ -270,6 +292,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                               "(default mlp@1; 'none': min of raw seconds)")
     collect.add_argument("--in-process", action="store_true",
                          help="fusion: measure every graph in this process instead of a fresh process per graph (noisier: process age drift)")
+    collect.add_argument("--no-conv-times", action="store_true",
+                         help="fusion: do not time each conv of the graphs alone afterwards (node_conv_time; `costmodel conv-times` adds it later)")
     collect.add_argument("--no-progress", action="store_true")
     collect.set_defaults(handler=_cmd_collect, file_arg=None)
 
@@ -280,6 +304,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     merge.add_argument("--refeaturize", action="store_true",
                        help="recompute each graph's conv attributes (node_conv_feat) from the program rebuilt by name (files collected before they existed)")
     merge.set_defaults(handler=_cmd_merge, file_arg=None)
+
+    conv_times = cm_sub.add_parser("conv-times", parents=[common],
+                                   help="fusion: time every conv of a dataset's graphs alone through XLA and store it per node (node_conv_time)")
+    conv_times.add_argument("data", metavar="DIR", help="fusion dataset folder (graphs rebuilt by name; the labels are not touched)")
+    conv_times.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite)")
+    conv_times.add_argument("--repeats", type=int, default=11, help="interleaved rounds per conv (min over them; default 11)")
+    conv_times.add_argument("--seed", type=int, default=0)
+    conv_times.set_defaults(handler=_cmd_conv_times, file_arg="data")
 
     noise = cm_sub.add_parser("noise", parents=[common], help="label quality of a tile dataset: per-kernel timing noise, noisiest first")
     noise.add_argument("data", metavar="DIR")

@@ -15,6 +15,13 @@ file's per-node convolution attributes (`node_conv_feat`, `conv_features`) from 
 rebuilt by name (`fusion_graphs.fusion_graph`: the programs are deterministic), after checking
 that the rebuilt graph's node features, opcodes and edges equal the file's, so files collected
 before the column existed gain it without being measured again.
+
+`add_conv_times` (`costmodel conv-times DIR`, twelfth session) gives every file of a folder the
+`node_conv_time` column: each graph rebuilt by name (the same check), its convs compiled and
+timed alone through XLA (`cost_model.measure.conv_timing.ConvTimer`: every distinct conv of the
+folder in one interleaved harness pass, cached in the folder's SQLite cache), the seconds written
+per node. The labels are not touched. Merging moves referenced conv times onto the target scale
+with the labels and drops raw ones (not in any collection's unit).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from cost_model.learned.tpugraphs import DatasetError, load_dir, save_npz
 from cost_model.measure.harness import noise_floor
 from graph_ir.io.atomic import atomic_path
 
-__all__ = ["merge_fusion_collections", "refeaturize_record"]
+__all__ = ["add_conv_times", "conv_timer_for", "merge_fusion_collections", "rebuilt_nodes", "refeaturize_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,25 +55,69 @@ def _summary(folder: Path) -> dict[str, Any]:
     return summary
 
 
-def refeaturize_record(record: Any) -> Any:
-    """Set `record.node_conv_feat` from its graph rebuilt by name; `DatasetError` when the graph is
-    not a known fusion program or no longer matches the file (node features, opcodes, edges)."""
+def rebuilt_nodes(record: Any, purpose: str = "re-featurize it") -> list[Any]:
+    """The nodes (`node_order`) of `record`'s graph rebuilt by name; `DatasetError` when the graph
+    is not a known fusion program or no longer matches the file (node features, opcodes, edges)."""
     from compiler_opt.costmodel.fusion_graphs import fusion_graph
     from cost_model.decisions import node_order
-    from cost_model.learned.conv_features import fusion_conv_features
     from cost_model.learned.fusion_features import fusion_graph_arrays
 
     try:
         nodes = node_order(fusion_graph(record.name))
     except (KeyError, ValueError) as error:
-        raise DatasetError(f"cannot rebuild graph {record.name!r} to re-featurize it: {error}", file=record.path) from error
+        raise DatasetError(f"cannot rebuild graph {record.name!r} to {purpose}: {error}", file=record.path) from error
     feats, opcodes, edges = fusion_graph_arrays(nodes)
     if (opcodes.shape != record.node_opcode.shape or not (opcodes == record.node_opcode).all() or edges.shape != record.edge_index.shape
             or not (edges == record.edge_index).all() or not np.allclose(feats, record.node_feat, atol=1e-5)):
         raise DatasetError(f"graph {record.name!r} rebuilt today differs from the file's (node_feat / node_opcode / edge_index): "
-                           "not re-featurized", file=record.path)
-    record.node_conv_feat = fusion_conv_features(nodes)
+                           f"cannot {purpose}", file=record.path)
+    return nodes
+
+
+def refeaturize_record(record: Any) -> Any:
+    """Set `record.node_conv_feat` from its graph rebuilt by name (`rebuilt_nodes`' check first)."""
+    from cost_model.learned.conv_features import fusion_conv_features
+
+    record.node_conv_feat = fusion_conv_features(rebuilt_nodes(record))
     return record
+
+
+def conv_timer_for(folder: str | os.PathLike[str], cache: Any, *, repeats: int = 11, seed: int = 0) -> Any:
+    """The `ConvTimer` for a fusion dataset folder: with the collection's paired reference (its
+    `dataset.json`: reference graph, seed, scale) when it has one, so the conv times are in the
+    labels' unit; raw seconds (min) otherwise."""
+    from cost_model.measure.conv_timing import ConvTimer
+
+    path = Path(folder) / "dataset.json"
+    summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    reference = summary.get("reference") or {}
+    if not reference.get("graph") or not reference.get("scale_s"):
+        return ConvTimer(cache, repeats=repeats, seed=seed)
+    from compiler_opt.costmodel.fusion_collect import reference_runner
+
+    return ConvTimer(cache, repeats=repeats, seed=seed, reference=reference_runner(reference["graph"], seed=int(summary.get("seed", 0) or 0)),
+                     reference_name=reference["graph"], scale_s=float(reference["scale_s"]))
+
+
+def add_conv_times(folder: str | os.PathLike[str], timer: Any) -> dict[str, Any]:
+    """Write `node_conv_time` (each conv node's seconds alone, `timer`: a `conv_timing.ConvTimer`)
+    into every `.npz` of a fusion dataset folder, every distinct conv of the folder timed in one
+    pass. Files whose graph has no conv get an all-zero column. Returns {"files", "convs"
+    (distinct specs), "measured" (timed now, the rest came from the cache), "seconds" (spec text
+    -> seconds)}; `DatasetError` (before any file is written) when a graph cannot be rebuilt."""
+    from cost_model.measure.conv_timing import conv_spec
+
+    records = load_dir(folder)
+    nodes = {record.name: rebuilt_nodes(record, "time its convs") for record in records}
+    specs = [spec for graph in nodes.values() for spec in map(conv_spec, graph) if spec is not None]
+    seconds = timer.time(specs)  # one interleaved pass over the folder's distinct convs
+    for record in records:
+        record.node_conv_time = timer.node_times(nodes[record.name])  # all known now: read, not timed
+        record.meta["conv_times"] = {"backend": timer.harness.backend, "machine": timer.harness.machine, "repeats": timer.harness.repeats,
+                                     "statistic": timer.harness.statistic, "scale_s": timer.scale_s}
+        save_npz(record, record.path)
+    logger.info("%s: conv times in %d files, %d distinct convs (%d timed now)", folder, len(records), len(seconds), timer.measured)
+    return {"files": len(records), "convs": len(seconds), "measured": timer.measured, "seconds": seconds}
 
 
 def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str], *,
@@ -112,6 +163,16 @@ def merge_fusion_collections(sources: Sequence[str | os.PathLike[str]], out_dir:
             record.meta["retest"] = [[float(a) * factor, float(b) * factor] for a, b in record.meta.get("retest", [])]
             record.meta["reference"] = reference | {"scale": target, "collection_scale": own, "collection": folder.name}
             retest += [(a, b) for a, b in record.meta["retest"]]
+            if record.node_conv_time is not None:  # conv times in the collection's unit move with the labels
+                timed = record.meta.get("conv_times") or {}
+                if np.isclose(float(timed.get("scale_s", 0.0)), own, rtol=1e-9):
+                    record.node_conv_time = record.node_conv_time * factor
+                    record.meta["conv_times"] = timed | {"scale_s": target}
+                else:  # raw seconds (no reference): not in any collection's unit
+                    logger.warning("%s: node_conv_time is not in the collection's unit (raw seconds): dropped; run `costmodel conv-times` "
+                                   "on the merged folder", name)
+                    record.node_conv_time = None
+                    record.meta.pop("conv_times", None)
             if refeaturize:
                 refeaturize_record(record)
             save_npz(record, out / f"{name}.npz")

@@ -29,6 +29,14 @@ for the dataset and the autotuner's candidates):
   them with `costmodel merge --refeaturize`). Counts of strided and of dilated convs were tried
   and left out: with one strided dense program (stem) held out, a stride term fitted on the
   strided depthwise one priced it 30-45% off (RESULTS (i), eleventh session);
+- `MEASURED_CONV_TERMS` (twelfth session, from the record's `node_conv_time`,
+  `cost_model.measure.conv_timing`): the seconds the graph's convs take, each compiled and run
+  alone through XLA on the collecting machine, summed over the dense convs and over the grouped
+  ones (grouped: feature groups > 1 in `node_conv_feat`; all dense without it). Per graph, like
+  the counts: what XLA's shape-dependent conv loops cost, which no count follows. 0 on files
+  without the column (`costmodel conv-times DIR` adds it) and for convs not timed (NaN);
+  `graph_terms` times a candidate graph's convs once (`conv_timer`), so a model that uses these
+  terms needs one measurement per distinct conv of a new graph (~50 ms each, cached per machine);
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -47,7 +55,7 @@ import numpy as np
 from cost_model.learned.features import opcode_id
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["BASE_TERMS", "CLASS_MB", "CONV_TERMS", "OP_CLASSES", "S9_TERMS", "S10_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+__all__ = ["BASE_TERMS", "CLASS_MB", "CONV_TERMS", "MEASURED_CONV_TERMS", "OP_CLASSES", "S9_TERMS", "S10_TERMS", "S11_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
            "roofline_step_times"]
 
 # Op classes whose nodes are counted (per graph: the same for every configuration): what an op
@@ -64,15 +72,20 @@ OP_CLASSES = {"reduce_nodes": ("reduce",), "transpose_nodes": ("transpose",), "s
 CLASS_MB = tuple(name.replace("_nodes", "_mb") for name in OP_CLASSES)
 # Grouped convolutions (eleventh session; from `conv_features.CONV_FEATURE_NAMES`).
 CONV_TERMS = ("grouped_conv_nodes", "grouped_conv_mb", "grouped_conv_mmacs")
+# Measured conv seconds (twelfth session; from the record's `node_conv_time`, `conv_timing`).
+MEASURED_CONV_TERMS = ("measured_dense_conv_s", "measured_grouped_conv_s")
 BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
-TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + CONV_TERMS + ("roofline_s",)
+TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + CONV_TERMS + MEASURED_CONV_TERMS + ("roofline_s",)
+# The eleventh session's terms (the shipped model's form until the twelfth session): without the measured convs.
+S11_TERMS = tuple(t for t in TERM_NAMES if t not in MEASURED_CONV_TERMS)
 # The tenth session's terms (the shipped model's form until the eleventh session): without CONV_TERMS.
-S10_TERMS = tuple(t for t in TERM_NAMES if t not in CONV_TERMS)
+S10_TERMS = tuple(t for t in TERM_NAMES if t not in CONV_TERMS + MEASURED_CONV_TERMS)
 # The ninth session's terms (the shipped model's until the tenth session): without the three new classes.
-S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB + CONV_TERMS)
+S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB + CONV_TERMS + MEASURED_CONV_TERMS)
 logger = logging.getLogger(__name__)
 _CONV_OPCODE = opcode_id("conv")
 _WARNED: set[str] = set()  # files already warned about (once per process)
+_WARNED_UNTIMED: list[str] = []  # the first file whose convs had no measured time (one warning per process)
 _LAYOUT_OPS = ("constant", "reshape", "broadcast", "transpose", "slice")
 _ELEMENTS = 6  # node_features: log2 of the output's element count
 _FLOPS = -1  # node_features: log2 of the node's FLOPs (0: none)
@@ -106,10 +119,27 @@ def _conv_terms(node_conv_feat: np.ndarray | None, elements: np.ndarray) -> list
     return [float(grouped.sum()), 4e-6 * float(elements[grouped].sum()), float(col["mmacs"][grouped].sum())]
 
 
-def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray, node_conv_feat: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, list[float]]:
+def _measured_conv_terms(node_conv_time: np.ndarray | None, node_conv_feat: np.ndarray | None, n: int) -> list[float]:
+    """The `MEASURED_CONV_TERMS` of a graph: the (N,) seconds of each conv alone summed over dense
+    and over grouped convs (None: not measured, both 0; NaN entries, convs not timed, count 0)."""
+    from cost_model.learned.conv_features import CONV_FEATURE_NAMES
+
+    if node_conv_time is None:
+        return [0.0] * len(MEASURED_CONV_TERMS)
+    seconds = np.asarray(node_conv_time, dtype=np.float64)
+    if seconds.shape != (n,):
+        raise ValueError(f"node_conv_time has shape {seconds.shape}, want ({n},)")
+    seconds = np.where(np.isnan(seconds), 0.0, seconds)
+    grouped = np.zeros(n, dtype=bool) if node_conv_feat is None else np.asarray(node_conv_feat)[:, CONV_FEATURE_NAMES.index("feature_groups")] > 1
+    return [float(seconds[~grouped].sum()), float(seconds[grouped].sum())]
+
+
+def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray, node_conv_feat: np.ndarray | None = None,
+                 node_conv_time: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, list[float]]:
     """What `config_terms` reads of the graph alone, the same under every grouping: output
     elements per node, the layout-only flags, the graph's GFLOPs, the `OP_CLASSES` node counts
-    followed by the `CLASS_MB` megabytes and the `CONV_TERMS` (from `node_conv_feat`)."""
+    followed by the `CLASS_MB` megabytes, the `CONV_TERMS` (from `node_conv_feat`) and the
+    `MEASURED_CONV_TERMS` (from `node_conv_time`)."""
     from cost_model.learned.features import OPCODES
 
     elements = np.exp2(np.asarray(node_feat, dtype=np.float64)[:, _ELEMENTS])
@@ -120,17 +150,19 @@ def _graph_parts(node_feat: np.ndarray, node_opcode: np.ndarray, node_conv_feat:
     classes = [sum(name in ops for name in names) for ops in OP_CLASSES.values()]
     classes += [4e-6 * float(sum(e for e, name in zip(elements, names) if name in ops)) for ops in OP_CLASSES.values()]  # CLASS_MB
     classes += _conv_terms(node_conv_feat, elements)
+    classes += _measured_conv_terms(node_conv_time, node_conv_feat, len(elements))
     return elements, layout, float(gflops), classes
 
 
 def config_terms(
     node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, groups: np.ndarray, *, graph_parts: tuple | None = None,
-    node_conv_feat: np.ndarray | None = None,
+    node_conv_feat: np.ndarray | None = None, node_conv_time: np.ndarray | None = None,
 ) -> np.ndarray:
     """The `TERM_NAMES` but roofline_s of one configuration. `edge_index`: (E, 2)
     rows [consumer, producer] (the TpuGraphs convention); `groups[i]`: node i's group, -1 alone.
     `graph_parts`: `_graph_parts` of the graph, when the caller scores many groupings of it;
-    `node_conv_feat`: the graph's `conv_features` rows (None: convs priced as dense)."""
+    `node_conv_feat`: the graph's `conv_features` rows (None: convs priced as dense);
+    `node_conv_time`: each node's conv time alone (None: the measured terms are 0)."""
     n = len(node_feat)
     groups = np.asarray(groups, dtype=np.int64)
     if groups.shape != (n,):
@@ -138,7 +170,7 @@ def config_terms(
     kernel = np.where(groups >= 0, groups, -1 - np.arange(n))
     _, kernel = np.unique(kernel, return_inverse=True)
     count = int(kernel.max()) + 1 if n else 0
-    elements, layout, gflops, classes = graph_parts if graph_parts is not None else _graph_parts(node_feat, node_opcode, node_conv_feat)
+    elements, layout, gflops, classes = graph_parts if graph_parts is not None else _graph_parts(node_feat, node_opcode, node_conv_feat, node_conv_time)
     edges = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
     crossing = edges[kernel[edges[:, 0]] != kernel[edges[:, 1]]] if edges.size else edges
     pairs = np.unique(np.stack([kernel[crossing[:, 0]], crossing[:, 1]], axis=1), axis=0) if crossing.size else np.zeros((0, 2), dtype=np.int64)
@@ -173,7 +205,13 @@ def record_terms(record: KernelRecord) -> np.ndarray:
         _WARNED.add(record.path)
         logger.warning("%s: conv nodes but no node_conv_feat (collected before the eleventh session): priced as dense convs; "
                        "`costmodel merge --refeaturize` adds the column", record.path or record.name)
-    parts = _graph_parts(record.node_feat, record.node_opcode, record.node_conv_feat)
+    has_conv = (np.asarray(record.node_opcode) == _CONV_OPCODE).any()
+    untimed = has_conv and (record.node_conv_time is None or np.isnan(record.node_conv_time).any())
+    if untimed and not _WARNED_UNTIMED:
+        _WARNED_UNTIMED.append(record.path)
+        logger.warning("%s (and maybe more files): conv nodes without a measured time alone (node_conv_time): the measured conv terms "
+                       "count them 0; `costmodel conv-times DIR` adds the column", record.path or record.name)
+    parts = _graph_parts(record.node_feat, record.node_opcode, record.node_conv_feat, record.node_conv_time)
     rows = [config_terms(record.node_feat, record.node_opcode, record.edge_index, g, graph_parts=parts) for g in record_groups(record)]
     return np.concatenate([np.stack(rows), np.asarray(roofline, dtype=np.float64)[:, None]], axis=1)
 
@@ -193,14 +231,17 @@ def roofline_step_times(graph: Any, groups: Sequence[np.ndarray], *, problem: An
     return np.array([float(kernel_durations(problem, device, np.asarray(g, dtype=np.int64))[3].sum()) for g in groups])
 
 
-def graph_terms(nodes: Sequence[Any], groups: Sequence[np.ndarray], *, graph: Any = None) -> np.ndarray:
+def graph_terms(nodes: Sequence[Any], groups: Sequence[np.ndarray], *, graph: Any = None, conv_timer: Any = None) -> np.ndarray:
     """(C, len(TERM_NAMES)) for candidate groupings of a graph (`nodes` in `node_order`): the
-    features a model trained on `record_terms` reads, with the roofline computed here."""
+    features a model trained on `record_terms` reads, with the roofline computed here.
+    `conv_timer` (a `conv_timing.ConvTimer`): the graph's convs are timed alone once (not per
+    candidate) for the `MEASURED_CONV_TERMS`; None leaves those terms 0."""
     from cost_model.learned.conv_features import fusion_conv_features
     from cost_model.learned.fusion_features import fusion_graph_arrays
 
     graph = graph if graph is not None else nodes[0].graph
     feats, opcodes, edges = fusion_graph_arrays(nodes)
-    parts = _graph_parts(feats, opcodes, fusion_conv_features(nodes))
+    conv_time = conv_timer.node_times(nodes) if conv_timer is not None else None
+    parts = _graph_parts(feats, opcodes, fusion_conv_features(nodes), conv_time)
     rows = np.stack([config_terms(feats, opcodes, edges, g, graph_parts=parts) for g in groups]) if len(groups) else np.zeros((0, len(TERM_NAMES) - 1))
     return np.concatenate([rows, roofline_step_times(graph, groups)[:, None]], axis=1)

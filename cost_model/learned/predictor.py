@@ -167,11 +167,31 @@ class FusionPredictor(_Predictor):
 class AdditiveFusionPredictor:
     """The additive fusion model's predictions for candidate groupings of a graph. It needs the
     roofline simulator's step time of every candidate: computed here on the graph the nodes
-    belong to (`fusion_terms.graph_terms`), as the collector computed `meta["roofline_s"]`."""
+    belong to (`fusion_terms.graph_terms`), as the collector computed `meta["roofline_s"]`.
+    A model that weighs the measured conv terms (`fusion_terms.MEASURED_CONV_TERMS`) has the
+    graph's convs timed alone once per graph (`conv_timer`, a `conv_timing.ConvTimer`; made on
+    first use, cached in the measurement cache the tuner hands over with `use_measurement_cache`)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, conv_timer: Any = None) -> None:
         self.model = model
         self.extra = model.extra
+        self.conv_timer = conv_timer
+
+    @property
+    def measures_convs(self) -> bool:
+        """Whether a prediction needs the graph's convs timed (a measured conv term has weight)."""
+        from cost_model.learned.fusion_terms import MEASURED_CONV_TERMS
+
+        weights = self.model.weights if self.model.weights is not None else ()
+        return any(term in MEASURED_CONV_TERMS and weight != 0 for term, weight in zip(self.model.terms, weights))
+
+    def use_measurement_cache(self, cache: Any) -> None:
+        """Time convs into `cache` (a `ProfileCache`; the autotuner's) when the model needs them
+        (a timer of another cache is replaced: the tuner's cache of this call is the one open)."""
+        if self.measures_convs and (self.conv_timer is None or self.conv_timer.harness.cache is not cache):
+            from cost_model.measure.conv_timing import ConvTimer
+
+            self.conv_timer = ConvTimer(cache)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> AdditiveFusionPredictor:
@@ -195,7 +215,10 @@ class AdditiveFusionPredictor:
 
         if not len(groups):
             return np.zeros(0)
-        return np.log(self.model.predict_terms(graph_terms(nodes, groups, graph=graph)))
+        if self.measures_convs and self.conv_timer is None:
+            self.use_measurement_cache(None)  # no cache handed over: timed in this process only
+        timer = self.conv_timer if self.measures_convs else None
+        return np.log(self.model.predict_terms(graph_terms(nodes, groups, graph=graph, conv_timer=timer)))
 
 
 def load_fusion_ranker(path: str | os.PathLike[str] | None = None, ranker: str | None = None) -> Any:

@@ -12,8 +12,11 @@ One file per kernel (tile task) or per graph (layout-style task, used here for f
 Files written here add `meta` (a JSON string: kernel signature, program, machine, seeds, noise),
 `config_text` (the configuration of each row) and, in fusion files since the eleventh session,
 `node_conv_feat` float32 (N, K): per node the convolution attributes of
-`conv_features.CONV_FEATURE_NAMES` (optional: files without it load with None); a real TpuGraphs file lacks them and loads
-the same, with `program` taken from the file name.
+`conv_features.CONV_FEATURE_NAMES` (optional: files without it load with None), and since the twelfth
+session `node_conv_time` float64 (N,): each conv node's runtime alone on the collecting machine
+(seconds, `cost_model.measure.conv_timing`; 0 for other nodes, NaN for a conv not timed;
+optional as well). A real TpuGraphs file lacks them and loads the same, with `program` taken
+from the file name.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class KernelRecord:
     meta: dict[str, Any] = field(default_factory=dict)
     path: str = ""
     node_conv_feat: np.ndarray | None = None  # optional per-node conv attributes (conv_features)
+    node_conv_time: np.ndarray | None = None  # optional per-node seconds of each conv alone (conv_timing)
 
     @property
     def num_configs(self) -> int:
@@ -90,6 +94,8 @@ def save_npz(record: KernelRecord, path: str | os.PathLike[str]) -> Path:
         arrays["node_config_feat"] = np.asarray(record.node_config_feat, dtype=np.float32)
     if record.node_conv_feat is not None:
         arrays["node_conv_feat"] = np.asarray(record.node_conv_feat, dtype=np.float32)
+    if record.node_conv_time is not None:
+        arrays["node_conv_time"] = np.asarray(record.node_conv_time, dtype=np.float64)
     _check(arrays, str(path))
     target = Path(path)
     with atomic_path(target) as tmp:
@@ -111,6 +117,12 @@ def _check(arrays: dict[str, np.ndarray], path: str) -> None:
     conv = arrays.get("node_conv_feat")
     if conv is not None and (conv.ndim != 2 or conv.shape[0] != nodes):
         raise DatasetError(f"node_conv_feat {conv.shape} must be ({nodes}, K): one row per node", file=path)
+    seconds = arrays.get("node_conv_time")
+    if seconds is not None:
+        if seconds.shape != (nodes,):
+            raise DatasetError(f"node_conv_time {seconds.shape} must be ({nodes},): one time per node", file=path)
+        if not np.issubdtype(seconds.dtype, np.floating) or (seconds[~np.isnan(seconds)] < 0).any() or np.isinf(seconds).any():
+            raise DatasetError("node_conv_time must hold seconds >= 0 (NaN: a conv not timed)", file=path)
     configs = arrays["config_runtime"].shape[0]
     if "config_feat" in arrays:
         if arrays["config_feat"].shape[0] != configs:
@@ -168,6 +180,7 @@ def load_npz(path: str | os.PathLike[str]) -> KernelRecord:
         meta=meta,
         path=path,
         node_conv_feat=arrays["node_conv_feat"].astype(np.float32) if "node_conv_feat" in arrays else None,
+        node_conv_time=arrays["node_conv_time"].astype(np.float64) if "node_conv_time" in arrays else None,
     )
 
 

@@ -7,6 +7,9 @@ and fusion configurations through XLA.
   schedule space, compile + run on this CPU, shapes from the workload suite and HLO files, and
   the TpuGraphs-schema dataset writer (`compiler-opt costmodel collect --task tile`).
 - `fusion/`: random legal fusion configurations of graphs timed as XLA executables.
+- `conv_timing`: one convolution alone (`ConvSpec` read from an HLO / StableHLO / ONNX conv node)
+  compiled and timed through XLA by the harness, cached per machine (`ConvTimer`): the measured
+  conv terms of the additive fusion model (twelfth session).
 """
 
 from __future__ import annotations

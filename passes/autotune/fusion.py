@@ -197,6 +197,9 @@ class FusionTuner:
         if self.harness.backend != backend:  # XLA and onnxruntime timings never share cache rows
             self.harness.backend = backend
         signature = graph_signature(graph)
+        use_cache = getattr(self.predictor, "use_measurement_cache", None)
+        if use_cache is not None:  # a ranker that times the graph's convs alone keeps them in the tuner's cache
+            use_cache(self.harness.cache)
         scores = np.asarray(self.predictor.predict_log(nodes, [drawn[t].fusion_group for t in texts]), dtype=np.float64)
         top = set(np.argsort(scores, kind="stable")[: self.top_k].tolist()) | {0}
         bar = tqdm(total=len(top), desc="autotune fusion", unit="config", disable=not progress)

@@ -117,5 +117,26 @@ def test_collect_fusion_one_graph_in_a_fresh_process(tmp_path, capsys) -> None: 
     assert "fusion: 1 files" in capsys.readouterr().out
     (record,) = load_dir(data)
     assert record.name == "swiglu@1" and record.num_configs == 3 and "reference" not in record.meta
+    assert record.node_conv_time is not None and not record.node_conv_time.any()  # conv times added afterwards (no conv here: zeros)
     summary = json.loads((data / "dataset.json").read_text())
     assert summary["machine"]["repeats"] == 2 and summary["xla_timing"]["isolated"] is True and summary["xla_timing"]["child_applied"] is True
+
+
+def test_conv_times_command_times_a_folders_convs(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`costmodel conv-times DIR`: the convs of a fusion file timed alone for real (cached in
+    DIR/measurements.sqlite, so a rerun times nothing) and stored per node."""
+    pytest.importorskip("jax")
+    from compiler_opt.costmodel.fusion_collect import fusion_record
+    from compiler_opt.costmodel.fusion_graphs import fusion_graph
+    from cost_model.decisions import Decisions, node_order
+    from cost_model.learned.tpugraphs import load_npz, save_npz
+
+    nodes = node_order(fusion_graph("dw_sep@1"))
+    save_npz(fusion_record("dw_sep@1", nodes, [Decisions.default(len(nodes))], [2e-4], {}), tmp_path / "dw_sep@1.npz")
+    assert main(["costmodel", "conv-times", str(tmp_path), "--repeats", "3"]) == 0
+    assert "2 distinct convs (2 timed now" in capsys.readouterr().out
+    seconds = load_npz(tmp_path / "dw_sep@1.npz").node_conv_time
+    convs = np.array([n.kind.value == "conv" for n in nodes])
+    assert (seconds[convs] > 0).all() and (seconds[convs] < 0.05).all() and not seconds[~convs].any()
+    assert main(["costmodel", "conv-times", str(tmp_path)]) == 0
+    assert "(0 timed now" in capsys.readouterr().out

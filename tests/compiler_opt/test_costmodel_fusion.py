@@ -108,3 +108,47 @@ def test_isolated_collection_with_a_paired_reference_labels_in_seconds(tmp_path)
     # labels are ratios to a fusion of the same graph times its time: seconds of the right order
     assert record.num_configs == 3 and (runtime > 0.2 * scale).all() and (runtime < 5 * scale).all()
     assert len(record.meta["retest"]) == 2 and summary["noise_floor"]["pairs"] == 2
+
+
+def test_add_conv_times_writes_each_conv_nodes_seconds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`costmodel conv-times`' library call: every file gains node_conv_time (the conv nodes' seconds
+    from the timer, 0 elsewhere, an all-zero column for a graph without convs); the labels stay; a
+    file whose graph no longer rebuilds the same is refused before anything is written."""
+    from compiler_opt.costmodel.fusion_collect import fusion_record
+    from compiler_opt.costmodel.fusion_merge import add_conv_times
+    from cost_model.decisions import Decisions
+    from cost_model.learned.tpugraphs import DatasetError, load_npz, save_npz
+    from cost_model.measure.conv_timing import ConvTimer, conv_spec
+
+    def seconds_of(runner) -> float:  # type: ignore[no-untyped-def]
+        return runner.seconds
+
+    def fake_runner(spec):  # type: ignore[no-untyped-def]
+        return type("R", (), {"seconds": 1e-9 * float(np.prod(spec.lhs_shape)) * spec.feature_group_count})()
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    nodes = {}
+    for name in ("dw_sep@1", "mlp@1"):
+        nodes[name] = node_order(fusion_graph(name))
+        configs = [Decisions.default(len(nodes[name])), Decisions.default(len(nodes[name]))]
+        configs[1].fusion_group[:] = 0
+        save_npz(fusion_record(name, nodes[name], configs, [2e-4, 1e-4], {}), folder / f"{name}.npz")
+    summary = add_conv_times(folder, ConvTimer(None, timer=seconds_of, runner=fake_runner))
+    assert summary["files"] == 2 and summary["convs"] == summary["measured"] == 2  # dw_sep: a depthwise and a 1x1 conv
+    dw = load_npz(folder / "dw_sep@1.npz")
+    convs = [i for i, n in enumerate(nodes["dw_sep@1"]) if n.kind.value == "conv"]
+    np.testing.assert_allclose(dw.node_conv_time[convs], [fake_runner(conv_spec(nodes["dw_sep@1"][i])).seconds for i in convs])
+    assert dw.node_conv_time.sum() == pytest.approx(dw.node_conv_time[convs].sum()) and dw.config_runtime.tolist() == [2e-4, 1e-4]
+    assert dw.meta["conv_times"]["backend"] == "xla-conv-alone/batched"
+    mlp_record = load_npz(folder / "mlp@1.npz")
+    assert mlp_record.node_conv_time is not None and not mlp_record.node_conv_time.any()
+    bad = load_npz(folder / "dw_sep@1.npz")
+    bad.node_opcode = np.roll(bad.node_opcode, 1)
+    bad.node_conv_time = None
+    save_npz(bad, folder / "dw_sep@1.npz")
+    mlp_record.node_conv_time = None
+    save_npz(mlp_record, folder / "mlp@1.npz")
+    with pytest.raises(DatasetError, match="cannot time its convs"):
+        add_conv_times(folder, ConvTimer(None, timer=seconds_of, runner=fake_runner))
+    assert load_npz(folder / "mlp@1.npz").node_conv_time is None  # nothing written

@@ -96,3 +96,29 @@ def test_merge_moves_a_collection_onto_the_first_ones_scale(tmp_path) -> None:  
         merge_fusion_collections([tmp_path / "old", tmp_path / "old"], tmp_path / "twice")
     with pytest.raises(DatasetError, match="must not be one of the sources"):
         merge_fusion_collections([tmp_path / "old", tmp_path / "new"], tmp_path / "new")
+
+
+def test_merge_moves_referenced_conv_times_with_the_labels_and_drops_raw_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Twelfth session: `node_conv_time` in a collection's unit (timed with its reference and scale)
+    is multiplied by the same factor as the labels; raw seconds (no reference) are dropped."""
+    from compiler_opt.costmodel.fusion_merge import merge_fusion_collections
+    from cost_model.learned.tpugraphs import KernelRecord, load_dir, save_npz
+
+    def collection(folder, scale, name, conv_scale):  # type: ignore[no-untyped-def]
+        folder.mkdir()
+        record = KernelRecord(np.zeros((2, 3), np.float32), np.zeros(2, np.int32), np.zeros((1, 2), np.int64), np.array([1.0, 2.0]) * scale,
+                              np.full(2, scale), node_config_ids=np.arange(2), node_config_feat=np.zeros((2, 2, 4), np.float32), config_text=["a", "b"],
+                              meta={"kernel": name, "program": name.split("@")[0], "reference": {"graph": "mlp@1", "scale": scale}, "retest": [],
+                                    "conv_times": {"scale_s": conv_scale}}, node_conv_time=np.array([0.0, 1e-4]))
+        save_npz(record, folder / f"{name}.npz")
+        (folder / "dataset.json").write_text(json.dumps({"seed": 0, "reference": {"graph": "mlp@1", "scale_s": scale, "per_graph_s": {name: scale}}}))
+
+    collection(tmp_path / "one", 3e-4, "a@1", 3e-4)
+    collection(tmp_path / "two", 4e-4, "b@1", 4e-4)  # referenced: in its collection's unit
+    collection(tmp_path / "raw", 5e-4, "c@1", 1.0)  # raw seconds
+    merge_fusion_collections([tmp_path / "one", tmp_path / "two", tmp_path / "raw"], tmp_path / "merged")
+    merged = {r.name: r for r in load_dir(tmp_path / "merged")}
+    np.testing.assert_allclose(merged["a@1"].node_conv_time, [0.0, 1e-4])
+    np.testing.assert_allclose(merged["b@1"].node_conv_time, [0.0, 0.75e-4])  # x 3e-4 / 4e-4, as its labels
+    assert merged["b@1"].meta["conv_times"]["scale_s"] == 3e-4
+    assert merged["c@1"].node_conv_time is None and "conv_times" not in merged["c@1"].meta

@@ -12,7 +12,8 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import CLASS_MB, CONV_TERMS, OP_CLASSES, S9_TERMS, S10_TERMS, TERM_NAMES, config_terms, record_terms, residual_seconds, residual_target
+from cost_model.learned.fusion_terms import (CLASS_MB, CONV_TERMS, MEASURED_CONV_TERMS, OP_CLASSES, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, config_terms,
+                                             graph_terms, record_terms, residual_seconds, residual_target)
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -93,7 +94,92 @@ def test_eleventh_session_conv_terms_by_hand() -> None:
     assert all(old[t] == 0 for t in CONV_TERMS) and all(old[t] == terms[t] for t in S10_TERMS if t != "roofline_s")
     with pytest.raises(ValueError, match="node_conv_feat"):
         config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_feat=conv[:3])
-    assert S10_TERMS == tuple(t for t in TERM_NAMES if t not in CONV_TERMS) and TERM_NAMES[-1] == "roofline_s"
+    assert S10_TERMS == tuple(t for t in S11_TERMS if t not in CONV_TERMS) and TERM_NAMES[-1] == "roofline_s"
+
+
+def test_twelfth_session_measured_conv_terms_by_hand() -> None:
+    from cost_model.learned.conv_features import CONV_FEATURE_NAMES
+
+    feat, _ = _graph()
+    ops = np.array([OPCODES.index(o) for o in ["conv", "conv", "conv", "binary"]])
+    conv = np.zeros((4, len(CONV_FEATURE_NAMES)), dtype=np.float32)
+    conv[:3, CONV_FEATURE_NAMES.index("feature_groups")] = [16, 1, 1]  # node 0 grouped, 1 and 2 dense
+    seconds = np.array([300e-6, 40e-6, np.nan, 0.0])  # node 2: a conv not timed (counts 0)
+    terms = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_feat=conv, node_conv_time=seconds)))
+    assert terms["measured_grouped_conv_s"] == pytest.approx(300e-6) and terms["measured_dense_conv_s"] == pytest.approx(40e-6)
+    # the same under another grouping: per graph, like the counts
+    fused = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, np.zeros(4, dtype=int), node_conv_feat=conv, node_conv_time=seconds)))
+    assert all(fused[t] == terms[t] for t in MEASURED_CONV_TERMS)
+    # without node_conv_feat every conv counts as dense; without node_conv_time both terms are 0 and nothing else moves
+    dense = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_time=seconds)))
+    assert dense["measured_dense_conv_s"] == pytest.approx(340e-6) and dense["measured_grouped_conv_s"] == 0
+    old = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_feat=conv)))
+    assert all(old[t] == 0 for t in MEASURED_CONV_TERMS) and all(old[t] == terms[t] for t in S11_TERMS if t != "roofline_s")
+    with pytest.raises(ValueError, match="node_conv_time"):
+        config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_time=seconds[:3])
+    assert S11_TERMS == tuple(t for t in TERM_NAMES if t not in MEASURED_CONV_TERMS) and TERM_NAMES[-1] == "roofline_s"
+
+
+def test_graph_terms_time_a_real_conv_once_per_graph(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`graph_terms` with a `ConvTimer`: the depthwise conv of a tiny JAX program timed alone for
+    real through XLA (cached), its seconds in the grouped term of every candidate, the dense 1x1
+    conv's in the dense term; the convs are timed once for all candidates."""
+    jax = pytest.importorskip("jax")
+    from jax import lax
+
+    from cost_model.decisions import node_order
+    from cost_model.measure.conv_timing import ConvTimer
+    from cost_model.profiling.cache import ProfileCache
+    from graph_ir.io.hlo_import import import_hlo_text
+
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def program(x, dw, pw):  # type: ignore[no-untyped-def]
+        y = lax.conv_general_dilated(x, dw, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=8)
+        return lax.conv_general_dilated(jax.nn.relu(y), pw, (1, 1), "SAME", dimension_numbers=dn)
+
+    args = (np.ones((1, 8, 8, 8), np.float32), np.ones((3, 3, 1, 8), np.float32), np.ones((1, 1, 8, 8), np.float32))
+    graph = import_hlo_text(jax.jit(program).lower(*args).as_text(dialect="hlo"))
+    nodes = node_order(graph)
+    convs = [i for i, n in enumerate(nodes) if n.kind.value == "conv"]
+    assert len(convs) == 2
+    groups = [np.full(len(nodes), -1), np.zeros(len(nodes), dtype=int)]
+    with ProfileCache(tmp_path / "m.sqlite") as cache:
+        timer = ConvTimer(cache, repeats=3, min_sample_s=2e-4)
+        terms = graph_terms(nodes, groups, graph=graph, conv_timer=timer)
+        assert timer.measured == 2  # two distinct convs, each timed once for both candidates
+        seconds = timer.node_times(nodes)
+        grouped = [i for i in convs if nodes[i].attr("feature_group_count", 1) > 1]
+        column = {t: TERM_NAMES.index(t) for t in MEASURED_CONV_TERMS}
+        np.testing.assert_allclose(terms[:, column["measured_grouped_conv_s"]], seconds[grouped].sum())
+        np.testing.assert_allclose(terms[:, column["measured_dense_conv_s"]], seconds[convs].sum() - seconds[grouped].sum())
+        assert (seconds[convs] > 0).all() and (seconds[convs] < 0.05).all() and seconds[[i for i in range(len(nodes)) if i not in convs]].sum() == 0
+        again = ConvTimer(cache, repeats=3, min_sample_s=2e-4)  # a new process on the same machine: read from the cache
+        np.testing.assert_array_equal(again.node_times(nodes), seconds)
+        assert again.measured == 0
+    # the additive predictor times them only when its model weighs a measured term, into the cache it is handed
+    from cost_model.learned.predictor import AdditiveFusionPredictor
+
+    weighted = AdditiveFusionModel().fit_terms(terms, np.array([2e-4, 1e-4]))
+    weighted.weights = np.where(np.isin(np.array(TERM_NAMES), MEASURED_CONV_TERMS), 0.5, 1e-9 * (np.array(TERM_NAMES) != "roofline_s"))
+    weighted.weights[TERM_NAMES.index("roofline_s")] = 1.0
+    predictor = AdditiveFusionPredictor(weighted)
+    assert predictor.measures_convs
+    with ProfileCache(tmp_path / "tuner.sqlite") as cache:
+        predictor.use_measurement_cache(cache)
+        first = predictor.predict_log(nodes, groups, graph=graph)
+        assert len(cache) == 2 and predictor.conv_timer.measured == 2
+        np.testing.assert_allclose(first, predictor.predict_log(nodes, groups, graph=graph))  # timed once: the same seconds again
+    unweighted = AdditiveFusionModel(terms=S11_TERMS)
+    unweighted.weights = np.ones(len(S11_TERMS))
+    idle = AdditiveFusionPredictor(unweighted)
+    assert not idle.measures_convs
+    idle.predict_log(nodes, groups, graph=graph)
+    assert idle.conv_timer is None
+    plain = graph_terms(nodes, groups, graph=graph)  # no timer: the measured terms are 0, the rest the same
+    assert (plain[:, list(column.values())] == 0).all()
+    others = [i for i in range(len(TERM_NAMES)) if i not in column.values()]
+    np.testing.assert_allclose(plain[:, others], terms[:, others])
 
 
 def test_residual_round_trip() -> None:

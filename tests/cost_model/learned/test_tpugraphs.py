@@ -48,6 +48,9 @@ def test_layout_form_and_a_file_without_our_extras(tmp_path) -> None:  # type: i
         (lambda a: a.update(edge_index=np.array([[0, 5]])), "edge_index"),
         (lambda a: a.update(config_feat=np.zeros((2, 4), np.float32)), "config_feat has 2 rows"),
         (lambda a: a.pop("config_feat"), "neither config_feat"),
+        (lambda a: a.update(node_conv_time=np.zeros(2)), r"node_conv_time \(2,\) must be \(3,\)"),
+        (lambda a: a.update(node_conv_time=np.array([0.0, -1e-4, np.nan])), "seconds >= 0"),
+        (lambda a: a.update(node_conv_time=np.array([0.0, np.inf, 0.0])), "seconds >= 0"),
     ],
 )
 def test_bad_files_name_the_file_and_field(tmp_path, change, message) -> None:  # type: ignore[no-untyped-def]
@@ -67,3 +70,18 @@ def test_unreadable_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path.write_bytes(b"not a zip")
     with pytest.raises(DatasetError, match="not a readable"):
         load_npz(path)
+
+
+def test_node_conv_time_round_trip_and_files_without_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Twelfth session: the optional per-node seconds of each conv alone survive a round trip
+    (NaN, a conv not timed, included); a file without the array loads with None."""
+    record = _tile_record()
+    record.node_conv_time = np.array([1.5e-4, 0.0, np.nan])
+    loaded = load_npz(save_npz(record, tmp_path / "a.npz"))
+    np.testing.assert_array_equal(loaded.node_conv_time, record.node_conv_time)
+    assert loaded.node_conv_time.dtype == np.float64
+    record.node_conv_time = None
+    old = load_npz(save_npz(record, tmp_path / "b.npz"))
+    assert old.node_conv_time is None and old.node_conv_feat is None
+    with np.load(tmp_path / "b.npz") as data:
+        assert "node_conv_time" not in data.files
