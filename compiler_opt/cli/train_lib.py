@@ -61,8 +61,9 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
     p.add_argument(
         "--generated", type=int, default=0, metavar="N",
-        help="add N generated graphs (random NASNet-space cell networks and RNN LMs, workloads/variants.py; drawn with --seed)",
+        help="add N generated graphs (random NASNet-space cell networks and RNN LMs, workloads/variants.py)",
     )
+    p.add_argument("--generated-seed", type=int, default=0, metavar="S", help="the seed --generated draws its graphs with (independent of --seed)")
     p.add_argument("--devices", action="append", metavar="T[,T...]", help="topologies (default 4xV100)")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--graphs-per-iteration", type=int, default=4)
@@ -103,7 +104,7 @@ def config_from_args(args: Any) -> TrainConfig:
 
     return TrainConfig(
         mode=args.mode,
-        workloads=_split(args.workloads) + _generated(getattr(args, "generated", 0), args.seed),
+        workloads=_split(args.workloads) + _generated(getattr(args, "generated", 0), getattr(args, "generated_seed", 0)),
         paper_sizes=args.paper_sizes,
         devices=_split(args.devices) or ["4xV100"],
         iterations=args.iterations,

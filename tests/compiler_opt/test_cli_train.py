@@ -63,8 +63,10 @@ def test_generated_graphs_are_written_into_the_config() -> None:
     from compiler_opt.cli.train_lib import config_from_args
     from compiler_opt.workloads.variants import random_variants
 
-    args = build_parser().parse_args(["train", "--mode", "imitate", "--workloads", "rnnlm-2:inference", "--generated", "4", "--seed", "5"])
-    config = config_from_args(args)
-    assert config.workloads == ["rnnlm-2:inference", *random_variants(4, seed=5)]
+    argv = ["train", "--mode", "imitate", "--workloads", "rnnlm-2:inference", "--generated", "4", "--generated-seed", "5", "--seed", "1"]
+    config = config_from_args(build_parser().parse_args(argv))
+    assert config.workloads == ["rnnlm-2:inference", *random_variants(4, seed=5)] and config.seed == 1
+    # the draw does not follow --seed: a second training seed sees the same graphs
+    assert config_from_args(build_parser().parse_args(argv[:-4] + ["--seed", "2"])).workloads == ["rnnlm-2:inference", *random_variants(4, seed=0)]
     args = build_parser().parse_args(["train", "--workloads", "rnnlm-2:inference"])
     assert config_from_args(args).workloads == ["rnnlm-2:inference"]
