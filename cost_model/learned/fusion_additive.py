@@ -13,7 +13,7 @@ session, part 2) frees the sign of a few named terms inside the non-negative fit
 form, `CONV_OFFSET`, frees `conv_nodes`, the per-conv correction to the measured conv seconds. A
 conv timed alone is a whole executable call (its launch, its arguments, its output buffer), and
 the per-call / per-buffer terms already price those in the graph; with the count free the fit
-takes ~0.88 x a conv's seconds alone less ~10 us per conv (about what the other weights price a
+takes 0.84-0.88 x a conv's seconds alone less 9.5-10.3 us per conv (about what the other weights price a
 lone call at), where with every weight >= 0 it could only scale the seconds down (~0.5 x) and
 missed the graphs whose convs are long (RESULTS (i), twelfth session, part 2). The count is the
 same for every configuration of a graph, so it moves a graph's level, never its ranking. `loss="l1"` fits the
