@@ -221,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
 
             from cost_model.learned.fusion_terms import BASE_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, record_terms
 
-            variants = [("", {})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS}),
+            from cost_model.learned.fusion_additive import CONV_OFFSET
+
+            # twelfth session, part 2: the shipped form frees the sign of the per-conv count (CONV_OFFSET); the form before, every weight >= 0
+            variants = [("", {"signed_terms": CONV_OFFSET}), (", every weight >= 0 (twelfth session)", {}), (", conv offset, l1 fit", {"signed_terms": CONV_OFFSET, "loss": "l1"})] + ([(", signed weights", {"nonnegative": False}), (", without op-class node counts", {"terms": BASE_TERMS}),
                                       (", l1 fit", {"loss": "l1"})] if args.additive_signed else [])
             variants += [(", ninth-session terms", {"terms": S9_TERMS}), (", ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"})]
             # eleventh session: the tenth session's terms (no grouped / strided / dilated conv terms), the shipped form until then

@@ -19,7 +19,10 @@ training). Beside the mean over every held-out graph it prints the mean over the
 programs' graphs and over the grouped / depthwise conv programs' (`GROUPED_PROGRAMS` + dw_sep).
 `--variants s11` is the eleventh session's terms (no measured conv terms; twelfth session:
 `measured` = the tenth session's terms + the measured conv seconds instead of the grouped-conv
-counts; `mgrouped` = the eleventh session's terms + the grouped convs' measured seconds only).
+counts; `mgrouped` = the eleventh session's terms + the grouped convs' measured seconds only; twelfth
+session, part 2: the "additive" row is the shipped form, `conv_nodes` of either sign
+(`fusion_additive.CONV_OFFSET`); `s12` is every weight >= 0, the form shipped before it (`l1`
+its l1 fit), `offsetl1` the shipped form's l1 fit).
 `--train-programs first` drops every other program from the folder first (the ninth
 session's setting on a merged folder). `--xgboost` adds the XGBoost residual model.
 """
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_costmodel import level_metrics
 
-    from cost_model.learned.fusion_additive import AdditiveFusionModel
+    from cost_model.learned.fusion_additive import CONV_OFFSET, AdditiveFusionModel
     from compiler_opt.costmodel.fusion_graphs import FIRST_PROGRAMS, GROUPED_PROGRAMS
     from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, MEASURED_CONV_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
@@ -75,12 +78,14 @@ def main(argv: list[str] | None = None) -> int:
                 "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"}),
                 "s11": ("additive, eleventh-session terms", {"terms": S11_TERMS}), "s11l1": ("additive, eleventh-session terms, l1 fit", {"terms": S11_TERMS, "loss": "l1"}),
                 "measured": ("additive, tenth-session terms + measured convs", {"terms": S10_TERMS[:-1] + MEASURED_CONV_TERMS + ("roofline_s",)}),
-                "mgrouped": ("additive, eleventh-session terms + measured grouped convs", {"terms": S11_TERMS[:-1] + ("measured_grouped_conv_s", "roofline_s")})}
+                "mgrouped": ("additive, eleventh-session terms + measured grouped convs", {"terms": S11_TERMS[:-1] + ("measured_grouped_conv_s", "roofline_s")}),
+                "s12": ("additive, every weight >= 0 (twelfth session)", {}),
+                "offsetl1": ("additive, conv offset, l1 fit", {"loss": "l1", "signed_terms": CONV_OFFSET})}
     rows = []
     for program in programs:
         train = [r for r in records if r.program != program]
         test = [r for r in records if r.program == program]
-        models = {"additive": AdditiveFusionModel().fit(train)}
+        models = {"additive": AdditiveFusionModel(signed_terms=CONV_OFFSET).fit(train)}  # the shipped form
         for key in [v for v in args.variants.split(",") if v]:
             name, options = variants[key]
             models[name] = AdditiveFusionModel(**options).fit(train)

@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 from typing import Any
 
 __all__ = ["add_parsers", "autotune_fusion_model", "autotune_model"]
@@ -160,8 +161,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model == "additive":
         from cost_model.learned.fusion_additive import train_additive_and_save
 
-        report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
-                                         loss=args.additive_loss)
+        try:
+            report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
+                                             loss=args.additive_loss, signed_terms=[t for t in args.additive_signed_terms.split(",") if t])
+        except ValueError as error:  # a --additive-signed-terms entry that is no term of the model
+            print(f"compiler-opt: error: costmodel train --additive-signed-terms: {error}", file=sys.stderr)
+            return 2
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -243,8 +248,6 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.task == "fusion":
         if args.ranker == "gbdt":
-            import sys
-
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
                   "or the GraphSAGE layout model (--ranker gnn)", file=sys.stderr)
             return 2
@@ -255,8 +258,6 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
               f"outputs match the unfused graph; written to {args.output}")
         return 0
     if args.ranker == "additive":
-        import sys
-
         print("compiler-opt: error: autotune --task tile: --ranker additive ranks fusions; tiles take gnn or gbdt", file=sys.stderr)
         return 2
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
@@ -340,6 +341,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
+    train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",
+                       help="additive: terms whose weight may be negative in the otherwise non-negative fit (default conv_nodes: the per-conv "
+                            "offset of the measured conv seconds; '' for every weight >= 0, the form before the twelfth session's part 2)")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)
     train.add_argument("--layers", type=int, default=3)

@@ -328,3 +328,58 @@ def test_train_additive_and_save_with_the_l1_loss(tmp_path) -> None:  # type: ig
     assert report["train_config"]["loss"] == "l1" and report["test_kernels"] == 1  # a split keeps one test graph
     assert AdditiveFusionModel.load(tmp_path / "m.json").loss == "l1"
     assert report["metrics"]["train"]["mape"] < 1e-3
+
+
+def _conv_offset_rows(rows: int = 40, seed: int = 0) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """Terms (conv_nodes, measured_dense_conv_s, kernel_outputs, roofline_s) of graphs whose
+    runtime is 0.9 x their convs' seconds alone - 10 us per conv + 5 us per output buffer + the
+    roofline: a conv timed alone carries a call's overhead that the in-graph sum prices elsewhere."""
+    rng = np.random.default_rng(seed)
+    convs = rng.integers(1, 5, size=rows).astype(np.float64)
+    seconds = convs * rng.uniform(15e-6, 60e-6, size=rows)
+    outputs = rng.integers(2, 20, size=rows).astype(np.float64)
+    roofline = rng.uniform(20e-6, 80e-6, size=rows)
+    runtime = 0.9 * seconds - 10e-6 * convs + 5e-6 * outputs + roofline
+    return ("conv_nodes", "measured_dense_conv_s", "kernel_outputs", "roofline_s"), np.stack([convs, seconds, outputs, roofline], axis=1), runtime
+
+
+def test_a_signed_term_recovers_a_negative_offset_the_nonnegative_fit_cannot(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.fusion_additive import CONV_OFFSET
+
+    names, terms, runtime = _conv_offset_rows()
+    signed = AdditiveFusionModel(terms=names, signed_terms=CONV_OFFSET).fit_terms(terms, runtime)
+    np.testing.assert_allclose(signed.weights, [-10e-6, 0.9, 5e-6, 1.0], rtol=1e-6)
+    full = np.zeros((len(terms), len(TERM_NAMES)))
+    full[:, [TERM_NAMES.index(n) for n in names]] = terms
+    np.testing.assert_allclose(signed.predict_terms(full), runtime, rtol=1e-6)
+    plain = AdditiveFusionModel(terms=names).fit_terms(terms, runtime)
+    assert plain.weights[0] == 0.0  # pinned at the bound: the conv seconds can only be scaled down
+    assert np.abs(plain.predict_terms(full) / runtime - 1).mean() > 0.01
+    l1 = AdditiveFusionModel(terms=names, signed_terms=CONV_OFFSET, loss="l1").fit_terms(terms, runtime)
+    np.testing.assert_allclose(l1.weights, signed.weights, rtol=1e-3)
+    loaded = AdditiveFusionModel.load(signed.save(tmp_path / "m.json"))
+    assert loaded.signed_terms == ("conv_nodes",)
+    np.testing.assert_allclose(loaded.predict_terms(full), signed.predict_terms(full))
+    # a file written before the field existed loads with every weight >= 0
+    state = json.loads((tmp_path / "m.json").read_text())
+    del state["signed_terms"]
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    assert AdditiveFusionModel.load(tmp_path / "old.json").signed_terms == ()
+    with pytest.raises(ValueError, match="signed_terms must be among"):
+        AdditiveFusionModel(terms=("kernels", "roofline_s"), signed_terms=CONV_OFFSET)
+
+
+def test_train_additive_and_save_frees_the_conv_offset_by_default(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.cli.main import main
+    from cost_model.learned.fusion_additive import train_additive_and_save
+    from cost_model.learned.tpugraphs import save_npz
+
+    for i, record in enumerate(_fusion_records()):
+        save_npz(record, tmp_path / "data" / f"g{i}.npz")
+    report = train_additive_and_save(str(tmp_path / "data"), str(tmp_path / "m.json"), test_fraction=0.0)
+    assert report["train_config"]["signed_terms"] == ["conv_nodes"]
+    assert AdditiveFusionModel.load(tmp_path / "m.json").signed_terms == ("conv_nodes",)
+    assert main(["costmodel", "train", str(tmp_path / "data"), "-o", str(tmp_path / "p.json"), "--model", "additive", "--additive-signed-terms", ""]) == 0
+    assert AdditiveFusionModel.load(tmp_path / "p.json").signed_terms == ()
+    assert main(["costmodel", "train", str(tmp_path / "data"), "-o", str(tmp_path / "q.json"), "--model", "additive", "--additive-signed-terms", "conv_count"]) == 2
+    assert "--additive-signed-terms" in capsys.readouterr().err and not (tmp_path / "q.json").exists()
