@@ -86,10 +86,30 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
     p.add_argument("--checkpoint", default="", help="initial weights ('default': the shipped checkpoint); needed by zero-shot and fine-tune")
+    p.add_argument(
+        "--policy", default="", metavar="K=V[,K=V...]",
+        help="sizes of a fresh policy (no --checkpoint), e.g. hidden=64,sage_layers=3 (fields of policy.config.PolicyConfig)",
+    )
     p.add_argument("--checkpoint-every", type=float, default=300.0, metavar="S", help="save latest.pt every S seconds")
     p.add_argument("--out", default="runs/go", help="folder for checkpoints and scalars")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     return p
+
+
+def _policy_sizes(text: str) -> dict[str, int]:
+    """`--policy hidden=64,sage_layers=3` -> {"hidden": 64, "sage_layers": 3}."""
+    from compiler_opt.rl.config import TrainConfigError
+
+    sizes: dict[str, int] = {}
+    for item in _split([text]):
+        key, eq, value = item.partition("=")
+        try:
+            sizes[key.strip()] = int(value)
+        except ValueError:
+            raise TrainConfigError(f"--policy {item!r}: expected KEY=INTEGER", field="policy") from None
+        if not eq:
+            raise TrainConfigError(f"--policy {item!r}: expected KEY=INTEGER", field="policy")
+    return sizes
 
 
 def _generated(count: int, seed: int) -> list[str]:
@@ -126,6 +146,7 @@ def config_from_args(args: Any) -> TrainConfig:
         checkpoint_every_s=args.checkpoint_every,
         out_dir=args.out,
         init_checkpoint=args.checkpoint,
+        policy=_policy_sizes(getattr(args, "policy", "")),
         imitation_seconds=getattr(args, "imitation_seconds", 10.0),
         imitation_targets=getattr(args, "targets", ""),
         imitation_sampled=getattr(args, "imitation_sampled", 0.0),

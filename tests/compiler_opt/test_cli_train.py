@@ -70,3 +70,18 @@ def test_generated_graphs_are_written_into_the_config() -> None:
     assert config_from_args(build_parser().parse_args(argv[:-4] + ["--seed", "2"])).workloads == ["rnnlm-2:inference", *random_variants(4, seed=0)]
     args = build_parser().parse_args(["train", "--workloads", "rnnlm-2:inference"])
     assert config_from_args(args).workloads == ["rnnlm-2:inference"]
+
+
+def test_policy_sizes_reach_a_fresh_policy_and_bad_ones_are_refused(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--mode", "go-one", "--workloads", str(model), "--devices", "2xV100", "--iterations", "1", "--samples", "2",
+            "--seeds", "off", "--polish", "0", "--policy", "hidden=16,sage_layers=3", "--out", str(out), "--threads", "1"]
+    assert main(argv) == 0
+    policy, meta = load_checkpoint(out / "latest.pt")
+    assert policy.config.hidden == 16 and policy.config.sage_layers == 3 and meta["train_config"]["policy"] == {"hidden": 16, "sage_layers": 3}
+    capsys.readouterr()
+    for sizes, message in (("hidden=1x", "expected KEY=INTEGER"), ("width=3", "unknown policy config fields"), ("hidden=18", "multiple of heads")):
+        assert main([*argv[:-6], "--policy", sizes, "--out", str(tmp_path / "bad"), "--threads", "1"]) == 2
+        assert message in capsys.readouterr().err
+    assert main([*argv[:-6], "--policy", "hidden=16", "--checkpoint", str(out / "latest.pt"), "--out", str(tmp_path / "bad"), "--threads", "1"]) == 2
+    assert "a checkpoint brings its own" in capsys.readouterr().err
