@@ -12,7 +12,11 @@ transposed layout with softmax over axis 1, a transformer MLP block, dilated and
 convs, pads / slices / concatenations, a two-step RNN, reductions over several axes, a
 broadcasting chain); `_grouped_programs` (eleventh session) four with grouped, depthwise and
 strided convs (a MobileNet-v2 inverted residual, a strided depthwise, a 4-group conv, a depthwise
-5x5 with channel multiplier 2), so that `fusion_graphs((1, 2))` yields 66 graphs;
+5x5 with channel multiplier 2); `_second_kind_programs` (twelfth session) a second program of
+op classes that one program alone had (a ResNet stem max pool 3x3 stride 2 with a ResNet-D avg
+pool shortcut, a U-Net decoder step with crop / concat / pad, a layer norm over two axes with a
+log-sum-exp pool, a label-smoothed masked sequence cross-entropy), so that `fusion_graphs((1, 2))`
+yields 74 graphs;
 `fusion_graph_names(scales, programs=FIRST_PROGRAMS)` keeps the old set reachable."""
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "GROUPED_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
+__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
 
 # The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
 FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
@@ -32,6 +36,10 @@ EXTRA_PROGRAMS = ("dw_sep", "maxpool", "avgpool", "bn_train", "group_norm", "emb
 # The eleventh session's four (`_grouped_programs`): grouped / depthwise / strided convs, so a
 # held-out depthwise program is priced from others of its kind.
 GROUPED_PROGRAMS = ("mbv2", "dw_stride", "grouped", "dw_mult")
+# The twelfth session's four (`_second_kind_programs`): a second program of each op class that
+# only one program had (pooling windows, pads / concatenations, reductions over several axes, a
+# cross-entropy), so holding one of them out leaves another of its kind in training.
+SECOND_KIND_PROGRAMS = ("stem_pool", "unet_up", "ln_lse", "smooth_xent")
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -76,7 +84,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
         "attention": (attention, lambda s: (lambda r: (arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(np.random.default_rng(s))),
         "lstm": (lstm, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 32 * s, 128 * s)))(np.random.default_rng(s))),
         "norm_gelu": (norm_gelu, lambda s: (lambda r: (arr(r, 16 * s, 64 * s), arr(r, 64 * s, 64 * s)))(np.random.default_rng(s))),
-    } | _extra_programs(arr) | _grouped_programs(arr)
+    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr)
 
 
 def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -309,6 +317,65 @@ def _grouped_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callabl
         "grouped": (grouped, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 16), arr(r, 3, 3, 4, 16 * s), arr(r, 16 * s),
                                                    arr(r, 1, 1, 16 * s, 16 * s)))(rng(s))),
         "dw_mult": (dw_mult, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 8 * s), arr(r, 5, 5, 1, 16 * s), arr(r, 16 * s)))(rng(s))),
+    }
+
+
+def _second_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
+    """The twelfth session's four: held out, `avgpool`, `pad_concat`, `multi_reduce` and `xent`
+    left no other program of their op class in training (the per-class weights were fitted on one
+    program, or on none); these are other real patterns of the same classes."""
+    import jax
+    import jax.numpy as jnp
+
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def stem_pool(x, scale, shift, w):  # ResNet stem after its conv: BN (inference) + relu, max pool 3x3 stride 2
+        # SAME, then a ResNet-D shortcut: avg pool 2x2 stride 2, channel projection, plus a squashed channel mean
+        h = jnp.maximum(x * scale + shift, 0.0)
+        p = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        a = jax.lax.reduce_window(p, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") * np.float32(0.25)
+        s = jnp.einsum("nhwc,cd->nhwd", a, w)
+        return jnp.maximum(s, 0.0) + jnp.tanh(jnp.mean(a, axis=-1, keepdims=True)) * 0.5
+
+    def unet_up(x, skip, k, b):  # U-Net decoder step: 2x nearest upsampling, the encoder's skip centre-cropped
+        # and concatenated, explicit zero pad then a 3x3 VALID conv, bias, gated relu
+        n, hh, ww, c = x.shape
+        up = jnp.broadcast_to(x[:, :, None, :, None, :], (n, hh, 2, ww, 2, c)).reshape(n, 2 * hh, 2 * ww, c)
+        z = jnp.concatenate([up, skip[:, 2:-2, 2:-2, :] * 0.5], axis=-1)
+        z = jax.lax.pad(z, np.float32(0.0), ((0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 0, 0)))  # lax.pad: jnp.pad lowers to an opaque call
+        h = jax.lax.conv_general_dilated(z, k, (1, 1), "VALID", dimension_numbers=dn) + b
+        return jnp.maximum(h, 0.0) * jax.nn.sigmoid(h)
+
+    def ln_lse(x, g, beta):  # layer norm over the last two axes (T, D) of (B, T, D), then a log-sum-exp
+        # pool over T (a smooth max over the sequence), centred over D
+        mu = jnp.mean(x, axis=(1, 2), keepdims=True)
+        var = jnp.mean((x - mu) ** 2, axis=(1, 2), keepdims=True)
+        y = (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + beta
+        m = jnp.max(y, axis=1, keepdims=True)
+        lse = jnp.log(jnp.sum(jnp.exp(y - m), axis=1)) + m[:, 0]
+        return lse - jnp.mean(lse, axis=-1, keepdims=True)
+
+    def smooth_xent(h, w, labels, mask):  # sequence LM loss: (B, T, D) x (D, V) logits, log-softmax over V,
+        # label smoothing 0.1, masked mean over batch and time
+        logits = jnp.einsum("btd,dv->btv", h, w)
+        m = jnp.max(logits, axis=-1, keepdims=True)
+        logp = logits - m - jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1, keepdims=True))
+        nll = -jnp.sum(logp * labels, axis=-1) * 0.9 - jnp.mean(logp, axis=-1) * 0.1
+        return jnp.sum(nll * mask) / (jnp.sum(mask) + 1.0)
+
+    def rng(s: int) -> np.random.Generator:
+        return np.random.default_rng(400 + s)
+
+    def onehot(r: np.random.Generator, *shape: int, k: int) -> np.ndarray:
+        return np.eye(k, dtype=np.float32)[r.integers(0, k, shape)]
+
+    return {
+        "stem_pool": (stem_pool, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s, 16), arr(r, 16), arr(r, 16), arr(r, 16, 16 * s)))(rng(s))),
+        "unet_up": (unet_up, lambda s: (lambda r: (arr(r, 2, 4 * s, 4 * s, 16), arr(r, 2, 8 * s + 4, 8 * s + 4, 8), arr(r, 3, 3, 24, 8 * s),
+                                                   arr(r, 8 * s)))(rng(s))),
+        "ln_lse": (ln_lse, lambda s: (lambda r: (arr(r, 4, 16 * s, 32 * s), arr(r, 16 * s, 32 * s), arr(r, 32 * s)))(rng(s))),
+        "smooth_xent": (smooth_xent, lambda s: (lambda r: (arr(r, 2, 8 * s, 32 * s), arr(r, 32 * s, 48 * s), onehot(r, 2, 8 * s, k=48 * s),
+                                                           (r.random((2, 8 * s)) < 0.8).astype(np.float32)))(rng(s))),
     }
 
 

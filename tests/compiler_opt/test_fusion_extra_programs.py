@@ -1,4 +1,4 @@
-"""The tenth and eleventh sessions' fusion programs: each imports as a valid graph, and random legal
+"""The tenth to twelfth sessions' fusion programs: each imports as a valid graph, and random legal
 fusions of it, run group by group through XLA, compute what the JAX program computes."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from compiler_opt.costmodel.fusion_graphs import EXTRA_PROGRAMS, FIRST_PROGRAMS, GROUPED_PROGRAMS, fusion_graph_names, fusion_workload  # noqa: E402
+from compiler_opt.costmodel.fusion_graphs import (  # noqa: E402
+    EXTRA_PROGRAMS, FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, fusion_graph_names, fusion_workload)
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.profiling.calibration import GroupExecutor  # noqa: E402
 from passes.autotune.fusion import draw_fusions  # noqa: E402
@@ -38,7 +39,9 @@ def _check(name: str, fusions: int) -> set[str]:
 def test_the_extra_programs_are_new_names_after_the_first_fifteen() -> None:
     assert len(EXTRA_PROGRAMS) == 14 and not set(EXTRA_PROGRAMS) & set(FIRST_PROGRAMS)
     assert len(GROUPED_PROGRAMS) == 4 and not set(GROUPED_PROGRAMS) & set(FIRST_PROGRAMS + EXTRA_PROGRAMS)
-    assert fusion_graph_names((1,)) == [f"{p}@1" for p in FIRST_PROGRAMS + EXTRA_PROGRAMS + GROUPED_PROGRAMS]
+    old = FIRST_PROGRAMS + EXTRA_PROGRAMS + GROUPED_PROGRAMS
+    assert len(SECOND_KIND_PROGRAMS) == 4 and not set(SECOND_KIND_PROGRAMS) & set(old)
+    assert fusion_graph_names((1,)) == [f"{p}@1" for p in old + SECOND_KIND_PROGRAMS]  # the old names keep their order
     with pytest.raises(KeyError, match="no fusion program"):
         fusion_workload("nope@1")
 
@@ -57,8 +60,15 @@ def test_grouped_programs_at_scale_1_fuse_and_match_jax() -> None:
         assert "convolution" in _check(f"{program}@1", fusions=2)
 
 
+def test_second_kind_programs_at_scale_1_fuse_and_match_jax() -> None:
+    ops = [_check(f"{program}@1", fusions=2) for program in SECOND_KIND_PROGRAMS]
+    # each adds a second program to a class one program alone had
+    assert "reduce-window" in ops[0] and {"pad", "concatenate", "slice", "convolution"} <= ops[1]
+    assert all("reduce" in o for o in ops[2:]) and not any("call" in o for o in ops)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS)
+@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS)
 def test_extra_programs_at_scale_2_fuse_and_match_jax(program: str) -> None:
     _check(f"{program}@2", fusions=3)
 
