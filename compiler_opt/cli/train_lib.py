@@ -96,10 +96,13 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     return p
 
 
-def _policy_sizes(text: str) -> dict[str, int]:
-    """`--policy hidden=64,sage_layers=3` -> {"hidden": 64, "sage_layers": 3}."""
+def _policy_sizes(text: str, checkpoint: str) -> dict[str, int]:
+    """`--policy hidden=64,sage_layers=3` -> {"hidden": 64, "sage_layers": 3}; refused beside
+    `--checkpoint`, whose own sizes would silently win."""
     from compiler_opt.rl.config import TrainConfigError
 
+    if text and checkpoint:
+        raise TrainConfigError("--policy sizes a fresh policy; the --checkpoint brings its own", field="policy")
     sizes: dict[str, int] = {}
     for item in _split([text]):
         key, eq, value = item.partition("=")
@@ -146,7 +149,7 @@ def config_from_args(args: Any) -> TrainConfig:
         checkpoint_every_s=args.checkpoint_every,
         out_dir=args.out,
         init_checkpoint=args.checkpoint,
-        policy=_policy_sizes(getattr(args, "policy", "")),
+        policy=_policy_sizes(getattr(args, "policy", ""), args.checkpoint),
         imitation_seconds=getattr(args, "imitation_seconds", 10.0),
         imitation_targets=getattr(args, "targets", ""),
         imitation_sampled=getattr(args, "imitation_sampled", 0.0),

@@ -122,9 +122,7 @@ class TrainConfig:
             raise TrainConfigError(f"imitation_sampled must be within [0, 1], got {self.imitation_sampled}", field="imitation_sampled")
         if not self.imitation_seconds > 0:
             raise TrainConfigError(f"imitation_seconds must be > 0, got {self.imitation_seconds}", field="imitation_seconds")
-        if self.policy and self.init_checkpoint:
-            raise TrainConfigError("policy sizes apply to fresh weights; a checkpoint brings its own", field="policy")
-        if self.policy:
+        if self.policy:  # sizes of fresh weights (a checkpoint's own sizes win, `make_policy`)
             from compiler_opt.policy.config import PolicyConfig
 
             PolicyConfig.from_dict(self.policy)  # unknown fields and bad sizes fail here, not after the targets' search

@@ -148,7 +148,7 @@ def test_bad_decisions_files_exit_2(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_unknown_model_names(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "simulate", "resnet-51", "--devices", "4xV100")
-    assert code == 2 and "'resnet-51' is neither a file nor a workload (workloads: rnnlm-2," in err
+    assert code == 2 and "'resnet-51' is neither a file nor a workload (workloads: rnnlm, rnnlm-2," in err
     code, _, err = _run(capsys, "simulate", "resnet-50:eval", "--devices", "4xV100")
     assert code == 2 and "resnet-50 has no mode 'eval'" in err
     code, _, err = _run(capsys, "simulate", "missing.onnx", "--devices", "4xV100")

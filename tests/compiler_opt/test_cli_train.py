@@ -84,4 +84,4 @@ def test_policy_sizes_reach_a_fresh_policy_and_bad_ones_are_refused(model: Path,
         assert main([*argv[:-6], "--policy", sizes, "--out", str(tmp_path / "bad"), "--threads", "1"]) == 2
         assert message in capsys.readouterr().err
     assert main([*argv[:-6], "--policy", "hidden=16", "--checkpoint", str(out / "latest.pt"), "--out", str(tmp_path / "bad"), "--threads", "1"]) == 2
-    assert "a checkpoint brings its own" in capsys.readouterr().err
+    assert "the --checkpoint brings its own" in capsys.readouterr().err
