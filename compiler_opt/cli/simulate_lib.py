@@ -72,13 +72,13 @@ def load_simulation_graph(
         workload, mode = parsed
         label = workload_spec_label(model)
         sizes = {**workload_spec_sizes(model), **(sizes or {})}
-        if not is_cached(workload.name, mode, paper=paper, **(sizes or {})) and sys.stderr.isatty():
+        if not is_cached(workload.name, mode, paper=paper, **sizes) and sys.stderr.isatty():
             from rich.console import Console
 
             # Only uncached builds take long (seconds to a minute); cached ones import in < 1 s.
             with Console(file=sys.stderr).status(f"building {label} (first use; cached afterwards)"):
-                return workload.build(mode, paper=paper, **(sizes or {})), label
-        return workload.build(mode, paper=paper, **(sizes or {})), label
+                return workload.build(mode, paper=paper, **sizes), label
+        return workload.build(mode, paper=paper, **sizes), label
     if sizes or paper:
         from graph_ir.errors import CompilerOptError
 

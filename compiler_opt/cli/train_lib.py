@@ -105,13 +105,11 @@ def _policy_sizes(text: str, checkpoint: str) -> dict[str, int]:
         raise TrainConfigError("--policy sizes a fresh policy; the --checkpoint brings its own", field="policy")
     sizes: dict[str, int] = {}
     for item in _split([text]):
-        key, eq, value = item.partition("=")
+        key, _, value = item.partition("=")
         try:
-            sizes[key.strip()] = int(value)
+            sizes[key.strip()] = int(value)  # an item without "=" has value "": refused here too
         except ValueError:
             raise TrainConfigError(f"--policy {item!r}: expected KEY=INTEGER", field="policy") from None
-        if not eq:
-            raise TrainConfigError(f"--policy {item!r}: expected KEY=INTEGER", field="policy")
     return sizes
 
 

@@ -159,16 +159,19 @@ def _spec_overrides(text: str) -> dict[str, str]:
     return overrides
 
 
+def _spec_sizes(workload: Workload, text: str) -> dict[str, Any]:
+    overrides = _spec_overrides(text)
+    sizes = workload.sizes(overrides)
+    return {key: sizes[key] for key in overrides if key not in workload.fixed_sizes}
+
+
 def workload_spec_sizes(text: str) -> dict[str, Any]:
     """The sizes a spec names (`@key=value` after the name and mode), coerced to the workload's
     types; {} for a plain name."""
     parsed = parse_workload_spec(text)
     if parsed is None:
         raise WorkloadError(f"{text!r} is not a workload spec", file=text)
-    workload, _ = parsed
-    overrides = _spec_overrides(text)
-    sizes = workload.sizes(overrides)
-    return {key: sizes[key] for key in overrides if key not in workload.fixed_sizes}
+    return _spec_sizes(parsed[0], text)
 
 
 def workload_spec_label(text: str) -> str:
@@ -177,7 +180,7 @@ def workload_spec_label(text: str) -> str:
     if parsed is None:
         return text
     workload, mode = parsed
-    sizes = workload_spec_sizes(text)
+    sizes = _spec_sizes(workload, text)
     return f"{workload.name}:{mode}" + "".join(f"@{key}={sizes[key]}" for key in sorted(sizes))
 
 

@@ -21,6 +21,9 @@ VARIANT_FAMILIES: dict[str, dict[str, tuple[object, ...]]] = {
 }
 
 
+_MAX_REPEATS = 1000  # repeated draws after which a family counts as used up
+
+
 def random_variants(count: int, *, seed: int = 0, mode: str = "inference", families: tuple[str, ...] = ("randcell", "rnnlm")) -> list[str]:
     """`count` distinct workload specs, the families taken in turn, sizes drawn with `seed`."""
     if count < 0:
@@ -31,13 +34,19 @@ def random_variants(count: int, *, seed: int = 0, mode: str = "inference", famil
     rng = random.Random(seed)
     specs: list[str] = []
     seen: set[str] = set()
+    misses = 0  # draws in a row that repeated an earlier spec
     while len(specs) < count:
         family = families[len(specs) % len(families)]
         sizes = {key: rng.choice(choices) for key, choices in VARIANT_FAMILIES[family].items()}
         if family == "randcell":
             sizes["genotype"] = f"random-{rng.randrange(10**6)}"
         spec = f"{family}:{mode}" + "".join(f"@{key}={sizes[key]}" for key in sorted(sizes))
-        if spec not in seen:
-            seen.add(spec)
-            specs.append(spec)
+        if spec in seen:
+            misses += 1
+            if misses > _MAX_REPEATS:  # the family's sizes are used up (rnnlm has 36 combinations)
+                raise ValueError(f"{family} has no more distinct sizes: {count} variants are too many for families {list(families)}")
+            continue
+        misses = 0
+        seen.add(spec)
+        specs.append(spec)
     return specs

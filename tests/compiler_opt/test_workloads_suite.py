@@ -197,6 +197,9 @@ def test_generated_variants_are_reproducible_distinct_and_build() -> None:
     assert random_variants(0) == []
     with pytest.raises(ValueError, match="families"):
         random_variants(2, families=("vgg",))
+    assert len(random_variants(36, families=("rnnlm",))) == 36  # every rnnlm size combination
+    with pytest.raises(ValueError, match="rnnlm has no more distinct sizes"):
+        random_variants(37, families=("rnnlm",))
 
 
 def test_export_hlo_round_trips_and_other_formats_are_refused(tmp_path: Path) -> None:
