@@ -7,6 +7,15 @@ One pass over nodes and uses with no per-edge Python objects beyond two int list
 `node_order`, so rows line up with decision arrays) and fills the FLOP column from a caller's
 array: FLOP counting lives in `cost_model`, which sits above `graph_ir`. `topo_depth` is each
 node's longest-path depth from a source over data edges, divided by the graph's depth.
+
+Three more path lengths place a node in the graph's shape, each divided by its largest value:
+`topo_height` (longest path to a sink: how much work still depends on the node, the structural
+part of a critical-path priority), `min_depth` (shortest path from a source) and `min_height`
+(shortest path to a sink). In an unrolled RNN the longest depth of a cell grows with layer and
+step alike, while the shortest path from an input (each step's embedding enters layer 0) is the
+layer: together they tell a node's layer from its step, which a pipeline split across devices
+follows. They were appended last so that older policy checkpoints load with zero weights on them
+(`compiler_opt/policy/checkpoint.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["GraphArrays", "graph_arrays", "OP_KIND_INDEX", "NODE_FEATURE_NAMES"]
+__all__ = ["GraphArrays", "graph_arrays", "OP_KIND_INDEX", "NODE_FEATURE_NAMES", "path_features"]
 
 OP_KIND_INDEX: dict[OpKind, int] = {kind: index for index, kind in enumerate(OpKind)}
 NODE_FEATURE_NAMES = (
@@ -42,6 +51,9 @@ NODE_FEATURE_NAMES = (
     "topo_depth",
     "log_fan_in",
     "log_fan_out",
+    "topo_height",
+    "min_depth",
+    "min_height",
 )
 
 
@@ -111,6 +123,7 @@ def graph_arrays(graph: Graph, *, nodes: Sequence[Node] | None = None, flops: np
         features[:, 6] = in_degree
         features[:, 7] = np.bincount(edge_index[0], minlength=count).astype(np.float32)
         features[:, 11] = _topological_depth(edge_index, count)
+        features[:, 14:17] = path_features(edge_index, count)
         features[:, 12] = np.log1p(features[:, 6])
         features[:, 13] = np.log1p(features[:, 7])
         if flops is not None:
@@ -155,3 +168,45 @@ def _topological_depth(edge_index: np.ndarray, count: int) -> np.ndarray:
             depth = new
     top = int(depth.max())
     return (depth / max(top, 1)).astype(np.float32)
+
+
+def _path_lengths(edge_index: np.ndarray, count: int, *, longest: bool, to_sink: bool) -> np.ndarray:
+    """Per row, the longest or shortest path length (in edges) from any source (no in-edge) or,
+    with `to_sink`, to any sink (no out-edge). Rows in topological order: one sweep over the edges
+    sorted by destination (to a sink: the same sweep with rows and edges reversed); otherwise all
+    edges are relaxed per round until nothing changes (at most `count` rounds)."""
+    src, dst = (edge_index[1], edge_index[0]) if to_sink else (edge_index[0], edge_index[1])
+    if src.size == 0:
+        return np.zeros(count, dtype=np.int64)
+    has_in = np.zeros(count, dtype=bool)
+    has_in[dst] = True
+    unset = 0 if longest else count  # a source's length is 0; the shortest starts at "infinity"
+    if to_sink and bool(np.all(src > dst)) or not to_sink and bool(np.all(src < dst)):
+        order = np.argsort(dst if not to_sink else -dst, kind="stable")
+        values = np.where(has_in, unset, 0).tolist()
+        better = max if longest else min
+        for s_row, d_row in zip(src[order].tolist(), dst[order].tolist()):
+            values[d_row] = better(values[d_row], values[s_row] + 1)
+        return np.asarray(values, dtype=np.int64)
+    lengths = np.where(has_in, unset, 0).astype(np.int64)
+    for _ in range(count):
+        relaxed = lengths.copy()
+        if longest:
+            np.maximum.at(relaxed, dst, lengths[src] + 1)
+        else:
+            np.minimum.at(relaxed, dst, lengths[src] + 1)
+        if np.array_equal(relaxed, lengths):
+            break
+        lengths = relaxed
+    return lengths
+
+
+def path_features(edge_index: np.ndarray, count: int) -> np.ndarray:
+    """(N, 3) float32: `topo_height`, `min_depth`, `min_height`, each over its largest value
+    (module docstring)."""
+    columns = [
+        _path_lengths(edge_index, count, longest=True, to_sink=True),
+        _path_lengths(edge_index, count, longest=False, to_sink=False),
+        _path_lengths(edge_index, count, longest=False, to_sink=True),
+    ]
+    return np.stack([c / max(int(c.max()) if count else 0, 1) for c in columns], axis=1).astype(np.float32)

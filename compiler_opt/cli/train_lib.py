@@ -56,6 +56,10 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--imitation-by-gain", action="store_true",
         help="imitate: draw graphs in proportion to log(reference / target step), so targets the search barely improved are rarely cloned",
     )
+    p.add_argument(
+        "--imitation-heads", choices=("placement", "all"), default="placement",
+        help="imitate: clone the placement only, or also the fusion and priority levels of the target's fastest joint variant",
+    )
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
@@ -152,6 +156,7 @@ def config_from_args(args: Any) -> TrainConfig:
         imitation_targets=getattr(args, "targets", ""),
         imitation_sampled=getattr(args, "imitation_sampled", 0.0),
         imitation_by_gain=getattr(args, "imitation_by_gain", False),
+        imitation_heads=getattr(args, "imitation_heads", "placement"),
     )
 
 

@@ -82,7 +82,7 @@ def load_checkpoint(path: str | Path | None = None) -> tuple[GoPolicy, dict[str,
     try:
         config = PolicyConfig.from_dict(payload["policy_config"])
         policy = GoPolicy(config)
-        missing, unexpected = policy.load_state_dict(payload["state_dict"], strict=False)
+        missing, unexpected = policy.load_state_dict(_with_new_node_features(payload["state_dict"], policy), strict=False)
         if unexpected or set(missing) - _ADDED_LATER:
             raise RuntimeError(f"missing keys {sorted(set(missing) - _ADDED_LATER)}, unexpected keys {sorted(unexpected)}")
     except (KeyError, PolicyConfigError, RuntimeError) as err:
@@ -95,3 +95,17 @@ def load_checkpoint(path: str | Path | None = None) -> tuple[GoPolicy, dict[str,
         "extra": json.loads(payload.get("extra") or "{}"),
     }
     return policy, meta
+
+
+def _with_new_node_features(state: dict[str, torch.Tensor], policy: GoPolicy) -> dict[str, torch.Tensor]:
+    """`state` whose node input layer reads fewer feature columns than `policy`'s (a checkpoint
+    saved before `graph_ir.features` appended columns) widened with zero weights on the new
+    ones, so it computes exactly what it computed before; anything else is left as it is."""
+    key = "encoder.inp.0.weight"
+    old = state.get(key)
+    new = policy.state_dict()[key]
+    if old is None or old.dim() != 2 or old.shape[0] != new.shape[0] or old.shape[1] >= new.shape[1]:
+        return state
+    widened = dict(state)
+    widened[key] = torch.cat([old, old.new_zeros(old.shape[0], new.shape[1] - old.shape[1])], dim=1)
+    return widened

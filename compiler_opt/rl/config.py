@@ -94,6 +94,9 @@ class TrainConfig:
     imitation_sampled: float = 0.0
     # Draw imitation environments in proportion to their target's gain over the reference.
     imitation_by_gain: bool = False
+    # The heads imitation trains: "placement", or "all" (the fusion and priority levels of the
+    # target's fastest joint variant too, rl/imitation.py).
+    imitation_heads: str = "placement"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -120,6 +123,8 @@ class TrainConfig:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
         if not 0.0 <= self.imitation_sampled <= 1.0:
             raise TrainConfigError(f"imitation_sampled must be within [0, 1], got {self.imitation_sampled}", field="imitation_sampled")
+        if self.imitation_heads not in ("placement", "all"):
+            raise TrainConfigError(f"imitation_heads must be placement or all, got {self.imitation_heads!r}", field="imitation_heads")
         if not self.imitation_seconds > 0:
             raise TrainConfigError(f"imitation_seconds must be > 0, got {self.imitation_seconds}", field="imitation_seconds")
         if self.policy:  # sizes of fresh weights (a checkpoint's own sizes win, `make_policy`)

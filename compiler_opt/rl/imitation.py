@@ -13,8 +13,15 @@ policy is pretrained by behaviour cloning of those placements (expert iteration'
 3. Loss: cross-entropy of the placement logits against the target at both refinement rounds:
    round 1 from nothing, round 2 conditioned on round 1's greedy decisions (so the second round
    learns to correct the first, through the placement context, `policy/context.py`). Nodes
-   whose target device is masked are skipped. Fusion and scheduling heads keep their priors
-   (their decoding, `fuse-by-priority`, has no per-node target to imitate).
+   whose target device is masked are skipped.
+4. Fusion and scheduling targets (`heads="all"`): the searched placement's fastest joint variant
+   (`joint_target`: the default fusion kept or merged beyond it, priorities flat or critical path
+   first, rl/joint.py), as the policy's own fusion and priority levels; their cross-entropies join
+   the placement's at both rounds. Without them the policy's fusion and scheduling heads keep
+   whatever PPO taught them, and the placement it clones runs slower than the target did
+   (rnnlm-2 at 2xV100: the target placement decoded with the policy's own levels is 0.63x the
+   expert, with the target's levels 0.53x). With `heads="placement"` (the tenth to twelfth
+   sessions' runs) those heads keep their priors.
 
 The checkpoint this writes is an ordinary policy checkpoint: zero-shot, fine-tune (which starts
 from it) and PPO pretraining read it as any other.
@@ -25,7 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -37,7 +44,20 @@ from compiler_opt.rl.environment import GraphEnvironment
 from graph_ir._gc import gc_frozen
 from graph_ir.io.atomic import atomic_path
 
-__all__ = ["ImitationTarget", "canonical_devices", "imitation_loss", "imitate", "load_targets", "save_targets", "search_target"]
+__all__ = [
+    "IMITATION_HEADS",
+    "ImitationTarget",
+    "canonical_devices",
+    "imitation_loss",
+    "imitate",
+    "joint_target",
+    "load_targets",
+    "with_joint_target",
+    "save_targets",
+    "search_target",
+]
+
+IMITATION_HEADS = ("placement", "all")
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +69,9 @@ class ImitationTarget:
     step_s: float  # the searched placement's step time
     reference_s: float  # the environment's reference (human expert) step time
     method: str  # the seed the search started from
+    fusion: np.ndarray | None = None  # (N,) int64 fusion levels (joint_target), None: not known
+    priority: np.ndarray | None = None  # (N,) int64 priority levels
+    joint: str = ""  # the joint variant the levels came from ("keep+flat": the answer form)
 
 
 def canonical_devices(device: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -75,7 +98,44 @@ def search_target(env: GraphEnvironment, seconds: float, *, seed: int = 0, fusio
     found = seeds_and_polish(env, seconds, seed=seed, fusion_levels=fusion_levels, priority_levels=priority_levels, joint=False)
     done = found.polished
     mask = env.inputs.device_mask.numpy()
-    return ImitationTarget(env.label, canonical_devices(done.decisions.device, mask), done.score.step_time_s, env.reference_step_s, found.head.method)
+    target = ImitationTarget(env.label, canonical_devices(done.decisions.device, mask), done.score.step_time_s, env.reference_step_s, found.head.method)
+    return with_joint_target(env, target, fusion_levels=fusion_levels, priority_levels=priority_levels)
+
+
+def joint_target(env: GraphEnvironment, device: np.ndarray, *, fusion_levels: int, priority_levels: int, tolerance: float = 0.005) -> tuple[np.ndarray, np.ndarray, str, float]:
+    """Fusion and priority levels (N,) for placement `device`: its fastest fitting joint variant
+    (rl/joint.py) or, where the decoder reads levels against a default fusion, the answer form
+    (every node at level 1, "keep the default group", flat priorities), as the policy's decoder
+    reads them; (fusion, priority, variant name, step seconds). Variants within `tolerance` of
+    the fastest tie and the first in this order wins, so tied graphs get one consistent target:
+    merge+rank, merge+flat, keep+rank, keep+flat. The placement-only ablation has no variants:
+    its levels are zeros (its decoder ignores them)."""
+    from compiler_opt.rl.joint import joint_variants
+
+    device = np.asarray(device, dtype=np.int64)
+    variants = dict(joint_variants(env, device, fusion_levels=fusion_levels, priority_levels=priority_levels))
+    if env.default_groups is not None and not env.placement_only:
+        variants["keep+flat"] = np.stack([device, np.ones_like(device), np.zeros_like(device)], axis=1)
+    candidates = [(name, variants[name]) for name in ("merge+rank", "merge+flat", "keep+rank", "keep+flat") if name in variants]
+    scored = []
+    for name, actions in candidates:
+        score = env.score(actions, with_reward=False)
+        if not (score.oom or score.invalid):
+            scored.append((name, actions, score.step_time_s))
+    if not scored:
+        zeros = np.zeros_like(device)
+        return zeros, zeros.copy(), "", float("inf")
+    fastest = min(step for _, _, step in scored)
+    name, actions, step = next(c for c in scored if c[2] <= fastest * (1.0 + tolerance))
+    return actions[:, 1].copy(), actions[:, 2].copy(), name, step
+
+
+def with_joint_target(env: GraphEnvironment, target: ImitationTarget, *, fusion_levels: int, priority_levels: int) -> ImitationTarget:
+    """`target` with fusion and priority levels (`joint_target`) when it has none."""
+    if target.fusion is not None and target.priority is not None:
+        return target
+    fusion, priority, name, _ = joint_target(env, target.device, fusion_levels=fusion_levels, priority_levels=priority_levels)
+    return replace(target, fusion=fusion, priority=priority, joint=name)
 
 
 def save_targets(path: str | Path, targets: Sequence[ImitationTarget]) -> None:
@@ -83,9 +143,13 @@ def save_targets(path: str | Path, targets: Sequence[ImitationTarget]) -> None:
     arrays: dict[str, np.ndarray] = {}
     for i, t in enumerate(targets):
         arrays[f"device_{i}"] = t.device
+        if t.fusion is not None and t.priority is not None:
+            arrays[f"fusion_{i}"] = t.fusion
+            arrays[f"priority_{i}"] = t.priority
     arrays["labels"] = np.array([t.label for t in targets])
     arrays["steps"] = np.array([[t.step_s, t.reference_s] for t in targets], dtype=np.float64).reshape(len(targets), 2)
     arrays["methods"] = np.array([t.method for t in targets])
+    arrays["joints"] = np.array([t.joint for t in targets])
     with atomic_path(Path(path)) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
@@ -94,31 +158,54 @@ def save_targets(path: str | Path, targets: Sequence[ImitationTarget]) -> None:
 def load_targets(path: str | Path) -> list[ImitationTarget]:
     with np.load(path, allow_pickle=False) as data:
         labels, steps, methods = data["labels"].tolist(), data["steps"], data["methods"].tolist()
-        return [ImitationTarget(str(labels[i]), data[f"device_{i}"], float(steps[i, 0]), float(steps[i, 1]), str(methods[i])) for i in range(len(labels))]
+        joints = data["joints"].tolist() if "joints" in data.files else [""] * len(labels)
+        return [
+            ImitationTarget(
+                str(labels[i]), data[f"device_{i}"], float(steps[i, 0]), float(steps[i, 1]), str(methods[i]),
+                data[f"fusion_{i}"] if f"fusion_{i}" in data.files else None,
+                data[f"priority_{i}"] if f"priority_{i}" in data.files else None,
+                str(joints[i]),
+            )
+            for i in range(len(labels))
+        ]
 
 
 def imitation_loss(
-    policy: GoPolicy, env: GraphEnvironment, target: torch.Tensor, *, sampled: bool = False, generator: torch.Generator | None = None
+    policy: GoPolicy,
+    env: GraphEnvironment,
+    target: torch.Tensor,
+    *,
+    sampled: bool = False,
+    generator: torch.Generator | None = None,
+    levels: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the placement logits against `target` (N,) at round 1 and round 2
     (conditioned on round 1's greedy decisions, or with `sampled` on decisions drawn from round
     1's distribution, as the zero-shot's sampled episodes are), over the nodes whose target is
-    allowed."""
+    allowed. With `levels` (fusion (N,), priority (N,)) the fusion and priority heads'
+    cross-entropies over every node are added to each round's."""
     enc = policy.encode(env.inputs)
     place, fusion, priority = policy._logits(enc, None, 1)
     allowed = env.inputs.device_mask.gather(1, target[:, None]).squeeze(1)
     if not bool(allowed.any()):
         zero = place[torch.isfinite(place)].sum() * 0.0  # masked logits are -inf: -inf * 0 is nan
         return zero, zero
-    first = torch.nn.functional.cross_entropy(place[0][allowed], target[allowed])
+    cross_entropy = torch.nn.functional.cross_entropy
+
+    def round_loss(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        loss = cross_entropy(logits[0][0][allowed], target[allowed])
+        if levels is not None:
+            loss = loss + cross_entropy(logits[1][0], levels[0]) + cross_entropy(logits[2][0], levels[1])
+        return loss
+
+    first = round_loss((place, fusion, priority))
     if sampled:  # drawn as GoPolicy.sample draws
         previous = torch.stack([gumbel_argmax(logits.detach(), generator) for logits in (place, fusion, priority)], dim=-1)
     else:
         previous = torch.stack([place.argmax(-1), fusion.argmax(-1), priority.argmax(-1)], dim=-1).detach()
     if policy.config.iterations < 2:
         return first, first * 0.0
-    second_logits = policy._logits(enc, previous, 1)[0]
-    second = torch.nn.functional.cross_entropy(second_logits[0][allowed], target[allowed])
+    second = round_loss(policy._logits(enc, previous, 1))
     return first, second
 
 
@@ -134,15 +221,20 @@ def imitate(
     progress: bool = True,
     sampled_fraction: float = 0.0,
     by_gain: bool = False,
+    heads: str = "placement",
 ) -> list[dict[str, float]]:
     """`steps` Adam steps, each on one environment drawn at random; the history of losses. A
     `sampled_fraction` of the steps (drawn at random) condition round 2 on a sampled round 1
     (`imitation_loss`), so the second round also learns to mend the first round's samples.
     `by_gain`: environments are drawn in proportion to their target's gain over the reference,
     log(reference / target step), floored at 0.01 (advantage-weighted cloning: a target the
-    search barely improved, often the expert's own split on a large graph, is rarely drawn)."""
+    search barely improved, often the expert's own split on a large graph, is rarely drawn).
+    `heads`: "placement" clones the placement only; "all" the fusion and priority levels too
+    (targets without levels get them from `joint_target` first)."""
     if not 0.0 <= sampled_fraction <= 1.0:
         raise ValueError(f"sampled_fraction must be within [0, 1], got {sampled_fraction}")
+    if heads not in IMITATION_HEADS:
+        raise ValueError(f"heads must be one of {', '.join(IMITATION_HEADS)}, got {heads!r}")
     by_label = {t.label: t for t in targets}
     pairs = []
     gains = []
@@ -152,7 +244,11 @@ def imitate(
             raise ValueError(f"no imitation target for {env.label}")
         if target.device.shape != (env.problem.num_nodes,):
             raise ValueError(f"{env.label}: target of {target.device.shape[0]} nodes, the graph has {env.problem.num_nodes}")
-        pairs.append((env, torch.as_tensor(target.device, dtype=torch.int64)))
+        levels = None
+        if heads == "all" and not env.placement_only:
+            target = with_joint_target(env, target, fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
+            levels = (torch.as_tensor(target.fusion, dtype=torch.int64), torch.as_tensor(target.priority, dtype=torch.int64))
+        pairs.append((env, torch.as_tensor(target.device, dtype=torch.int64), levels))
         gains.append(max(math.log(target.reference_s / target.step_s), 0.01) if target.step_s > 0 and target.reference_s > 0 else 0.01)
     if not pairs:
         raise ValueError("no environments to imitate")
@@ -170,9 +266,9 @@ def imitate(
     began = time.process_time()
     with gc_frozen():
         for step in range(steps):
-            env, target = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
+            env, target, levels = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
             sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
-            first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator)
+            first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator, levels=levels)
             loss = first + second
             optimizer.zero_grad()
             loss.backward()

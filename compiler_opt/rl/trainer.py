@@ -32,6 +32,7 @@ import torch
 from compiler_opt.policy.checkpoint import load_checkpoint, save_checkpoint
 from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
+from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS, smooth_placement
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
 from compiler_opt.rl.polish import Polished, polish, start_placements
@@ -146,7 +147,9 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
 
 
 @gc_frozen()  # the graph's objects out of the collector's scans (graph_ir._gc)
-def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = ()) -> BestFound:
+def zero_shot(
+    policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = (), smoothing: Sequence[float] = SMOOTHING_WEIGHTS
+) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
     round's decision is a candidate, not only the last round's: the second round, trained to
@@ -156,7 +159,9 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     fitting seed (still no training), and the seed itself and the policy's unseeded greedy
     decision are candidates too, so a warm zero-shot is never worse than a cold one's greedy
     (inception-v3 training at 2xV100: the unseeded greedy fuses beyond the TF default, 130.1 ms,
-    where every edit of the best seed stayed at 138.0)."""
+    where every edit of the best seed stayed at 138.0). `smoothing`: the unseeded greedy
+    answer's last round decoded again with neighbours asked to agree, one candidate per weight
+    (policy/smoothing.py); () turns that off."""
     generator = torch.Generator().manual_seed(seed)
     head: Seed | None = None
     if seeds:
@@ -169,6 +174,7 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
     index, score = rollout.best()
     found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env))
     evaluations += len(rollout.scores)
+    cold = rollout
     if head is not None:
         evaluations += len(seeds)
         cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
@@ -177,9 +183,41 @@ def zero_shot(policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed
             found = BestFound(cold.decisions[cold_index], cold_score, env)
         found, more = _best_of_rounds(cold, found)
         evaluations += more + len(cold.scores)
+    if smoothing:
+        found, more = _best_smoothed(policy, cold, found, smoothing)
+        evaluations += more
+    if head is not None:
         if head.score.rank_key <= found.score.rank_key:
             found = BestFound(head.decisions, head.score, env)
     return BestFound(found.decisions, found.score, env, evaluations)
+
+
+@torch.no_grad()
+def _best_smoothed(policy: GoPolicy, rollout: GraphRollout, found: BestFound, weights: Sequence[float]) -> tuple[BestFound, int]:
+    """`found`, or a faster smoothed decoding (policy/smoothing.py) of `rollout`'s greedy episode
+    (episode 0, unseeded): its last round's placement scores, conditioned on its previous round
+    as sampled, decoded at each weight with that episode's fusion and priority levels; each
+    distinct placement simulated once. Returns it and how many were simulated."""
+    env = rollout.env
+    greedy = rollout.actions[:, 0]  # (T, N, 3)
+    previous = greedy[-2].unsqueeze(0) if greedy.shape[0] > 1 else None
+    place = policy._logits(policy.encode(env.inputs), previous, 1)[0][0]
+    log_probs = torch.log_softmax(place, dim=-1).numpy()
+    last = greedy[-1].numpy()
+    edges = env.inputs.edge_index.numpy()
+    seen = {last[:, 0].tobytes()}
+    for weight in weights:
+        device = smooth_placement(log_probs, edges, weight, start=last[:, 0])
+        if device.tobytes() in seen:
+            continue
+        seen.add(device.tobytes())
+        actions = last.copy()
+        actions[:, 0] = device
+        decisions = env.decisions(actions)
+        score = env.score_decisions(decisions, with_reward=False)
+        if score.rank_key < found.score.rank_key:
+            found = BestFound(decisions, score, env)
+    return found, len(seen) - 1
 
 
 def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
@@ -351,7 +389,7 @@ def _run_imitation(
             save_targets(out / "targets.npz", targets)  # after each: a stopped run keeps what it searched
     history = imitate(
         policy, envs, targets, steps=config.iterations, learning_rate=config.learning_rate, seed=config.seed, progress=progress,
-        sampled_fraction=config.imitation_sampled, by_gain=config.imitation_by_gain,
+        sampled_fraction=config.imitation_sampled, by_gain=config.imitation_by_gain, heads=config.imitation_heads,
     )
     if save:
         save_checkpoint(

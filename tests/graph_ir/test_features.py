@@ -151,3 +151,30 @@ def test_depth_fan_and_flops_columns() -> None:
     assert by_name == pytest.approx({"a": 0.0, "b": 1 / 3, "c": 1 / 3, "d": 2 / 3, "e": 1.0})
     with pytest.raises(ValueError, match="flops"):
         graph_arrays(graph, flops=np.zeros(3))
+
+
+def test_path_columns_by_hand() -> None:
+    """a -> b -> c -> d <- s, b -> e; sources a and s, sinks d and e (both graph outputs)."""
+    graph = Graph("paths")
+    x = graph.add_input(Value("x", F32_2x3))
+    a = graph.add_node("Relu", [x], name="a")
+    b = graph.add_node("Neg", [a.outputs[0]], name="b")
+    c = graph.add_node("Exp", [b.outputs[0]], name="c")
+    s = graph.add_node("Neg", [x], name="s")
+    d = graph.add_node("Add", [c.outputs[0], s.outputs[0]], name="d")
+    e = graph.add_node("Sigmoid", [b.outputs[0]], name="e")
+    for node in graph:
+        node.outputs[0].type = F32_2x3
+    graph.add_output(d.outputs[0])
+    graph.add_output(e.outputs[0])
+    graph.verify()
+    column = {name: i for i, name in enumerate(NODE_FEATURE_NAMES)}
+    expected = {  # longest to a sink / 3, shortest from a source / 2, shortest to a sink / 2
+        "a": (1.0, 0.0, 1.0), "b": (2 / 3, 0.5, 0.5), "c": (1 / 3, 1.0, 0.5),
+        "s": (1 / 3, 0.0, 0.5), "d": (0.0, 0.5, 0.0), "e": (0.0, 1.0, 0.0),
+    }
+    names = ("topo_height", "min_depth", "min_height")
+    for nodes in (topological_order(graph), list(reversed(topological_order(graph)))):  # the sweep and the relaxation
+        arrays = graph_arrays(graph, nodes=nodes)
+        got = {n.name: tuple(float(arrays.node_features[i, column[c]]) for c in names) for i, n in enumerate(arrays.nodes)}
+        assert got == {k: pytest.approx(v) for k, v in expected.items()}

@@ -12,6 +12,7 @@ from compiler_opt.policy.features import PolicyInputs
 from compiler_opt.workloads.synthetic import random_onnx_dag
 from cost_model.devices.loader import load_topology
 from cost_model.simulator import SimulationProblem
+from graph_ir.features import NODE_FEATURE_NAMES
 from graph_ir.io.onnx_import import import_onnx
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -23,7 +24,7 @@ def _tiny() -> PolicyInputs:
     # a -> b (300 bytes), a -> c (100), b -> c (100); node times 1, 2, 3 on both devices.
     return PolicyInputs(
         op_kind=torch.zeros(3, dtype=torch.int64),
-        node_x=torch.zeros(3, 14),
+        node_x=torch.zeros(3, len(NODE_FEATURE_NAMES)),
         edge_index=torch.tensor([[0, 0, 1], [1, 2, 2]]),
         graph_x=torch.zeros(8),
         device_x=torch.zeros(2, 9),
@@ -101,3 +102,28 @@ def test_context_layers_learn_and_old_checkpoints_load(inputs: PolicyInputs, tmp
     log_prob.sum().backward()
     assert float(policy.heads.context_score[-1].weight.grad.abs().sum()) > 0
     assert float(policy.heads.context_token.weight.grad.abs().sum()) > 0
+
+
+def test_checkpoints_saved_before_the_path_columns_decide_as_before(inputs: PolicyInputs, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A file whose node input layer reads three fewer columns (saved before graph_ir.features
+    # appended topo_height, min_depth, min_height) loads with zero weights on them: the same
+    # logits as the policy whose weights on those columns are zero, whatever the columns hold.
+    torch.manual_seed(0)
+    trained = GoPolicy(SMALL)
+    with torch.no_grad():
+        trained.encoder.inp[0].weight[:, -3:] = 0.0
+    save_checkpoint(tmp_path / "p.pt", trained)
+    payload = torch.load(tmp_path / "p.pt", weights_only=True)
+    payload["state_dict"]["encoder.inp.0.weight"] = payload["state_dict"]["encoder.inp.0.weight"][:, :-3].clone()
+    torch.save(payload, tmp_path / "old.pt")
+    policy, _ = load_checkpoint(tmp_path / "old.pt")
+    assert policy.encoder.inp[0].weight.shape == trained.encoder.inp[0].weight.shape
+    assert float(policy.encoder.inp[0].weight.detach()[:, -3:].abs().sum()) == 0.0
+    with torch.no_grad():
+        for mine, theirs in zip(policy._logits(policy.encode(inputs), None, 1), trained._logits(trained.encode(inputs), None, 1)):
+            torch.testing.assert_close(mine, theirs)
+    # Any other shape mismatch is still refused.
+    payload["state_dict"]["encoder.inp.0.weight"] = payload["state_dict"]["encoder.inp.0.weight"][:-1]
+    torch.save(payload, tmp_path / "bad.pt")
+    with pytest.raises(Exception, match="does not match the network"):
+        load_checkpoint(tmp_path / "bad.pt")

@@ -136,3 +136,47 @@ def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pyt
     assert "imitation_seconds" in capsys.readouterr().err
     assert main(["train", "--mode", "imitate", "--workloads", str(model), "--imitation-sampled", "2", "--out", str(out)]) == 2
     assert "imitation_sampled" in capsys.readouterr().err
+
+
+def test_joint_target_is_the_fastest_variant_and_the_heads_learn_it(tmp_path: Path) -> None:
+    from compiler_opt.rl.imitation import joint_target, with_joint_target
+    from compiler_opt.rl.joint import joint_variants
+
+    env = _env()
+    mask = env.inputs.device_mask.numpy()
+    usable = np.flatnonzero(mask.all(0))
+    device = canonical_devices(usable[(np.arange(env.problem.num_nodes) % 3 == 0).astype(np.int64)], mask)
+    fusion, priority, name, step = joint_target(env, device, fusion_levels=4, priority_levels=8)
+    # Every candidate scored by hand: the chosen one is within the tolerance of the fastest.
+    candidates = dict(joint_variants(env, device, fusion_levels=4, priority_levels=8))
+    if env.default_groups is not None:
+        candidates["keep+flat"] = np.stack([device, np.ones_like(device), np.zeros_like(device)], axis=1)
+    steps = {n: env.score(a, with_reward=False).step_time_s for n, a in candidates.items()}
+    assert name in steps and step == pytest.approx(steps[name]) and step <= min(steps.values()) * 1.005
+    np.testing.assert_array_equal(np.stack([device, fusion, priority], axis=1), candidates[name])
+    # The placement-only ablation has no variants: zero levels.
+    flat = joint_target(env.as_placement_only(), device, fusion_levels=4, priority_levels=8)
+    assert flat[2] == "" and not flat[0].any() and not flat[1].any()
+    target = with_joint_target(env, ImitationTarget(env.label, device, step, 2 * step, "hand"), fusion_levels=4, priority_levels=8)
+    assert target.joint == name and target.fusion is not None and target.priority is not None
+    save_targets(tmp_path / "t.npz", [target, ImitationTarget("other", device, 1.0, 2.0, "hand")])
+    loaded, other = load_targets(tmp_path / "t.npz")
+    np.testing.assert_array_equal(loaded.fusion, fusion)
+    np.testing.assert_array_equal(loaded.priority, priority)
+    assert loaded.joint == name and other.fusion is None and other.priority is None and other.joint == ""
+    # heads="all": the fusion and priority heads learn the target's levels at both rounds.
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=2, attention_layers=1))
+    levels = (torch.as_tensor(fusion), torch.as_tensor(priority))
+    with torch.no_grad():
+        placement_only = imitation_loss(policy, env, torch.as_tensor(device))
+        joint = imitation_loss(policy, env, torch.as_tensor(device), levels=levels)
+    assert float(joint[0]) > float(placement_only[0]) and float(joint[1]) > float(placement_only[1])
+    history = imitate(policy, [env], [ImitationTarget(env.label, device, 1.0, 2.0, "hand")], steps=150, learning_rate=1e-2, progress=False, heads="all")
+    assert history[-1]["round1"] < float(joint[0]) / 2 and history[-1]["round2"] < float(joint[1]) / 2
+    with torch.no_grad():
+        _, fusion_logits, priority_logits = policy._logits(policy.encode(env.inputs), None, 1)
+    assert (fusion_logits.argmax(-1)[0].numpy() == fusion).mean() > 0.9
+    assert (priority_logits.argmax(-1)[0].numpy() == priority).mean() > 0.8
+    with pytest.raises(ValueError, match="heads"):
+        imitate(policy, [env], [target], steps=1, progress=False, heads="fusion")
