@@ -20,8 +20,10 @@ policy is pretrained by behaviour cloning of those placements (expert iteration'
    the placement's at both rounds. Without them the policy's fusion and scheduling heads keep
    whatever PPO taught them, and the placement it clones runs slower than the target did
    (rnnlm-2 at 2xV100: the target placement decoded with the policy's own levels is 0.63x the
-   expert, with the target's levels 0.53x). With `heads="placement"` (the tenth to twelfth
-   sessions' runs) those heads keep their priors.
+   expert, with the target's levels 0.53x). Measured (RESULTS.md h12): at equal weights the
+   levels' losses pulled the shared encoder away from the placement (zero-shot 0.592x -> 0.599x
+   the expert over 30 cells), so `heads="placement"`, where those heads keep their priors, stays
+   the default.
 
 The checkpoint this writes is an ordinary policy checkpoint: zero-shot, fine-tune (which starts
 from it) and PPO pretraining read it as any other.

@@ -205,6 +205,9 @@ def _parse_text(text: str, message: Any, file: str) -> None:
         where = f"line {line}, column {column}: " if line else ""
         detail = re.sub(r"^\d+:\d+ : ", "", str(err))
         raise CorruptModelError(f"{where}malformed text proto: {detail}", file=file, field=f"{line}:{column}") from None
+    except ValueError as err:  # a scalar protobuf refuses to store (an integer out of its field's range)
+        detail = str(err)
+        raise CorruptModelError(f"malformed text proto: {detail[:200]}{'...' if len(detail) > 200 else ''}", file=file) from None
 
 
 def _parse_binary(raw: bytes, message: Any, file: str) -> None:
