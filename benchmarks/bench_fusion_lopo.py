@@ -23,7 +23,9 @@ counts; `mgrouped` = the eleventh session's terms + the grouped convs' measured 
 session, part 2: the "additive" row is the shipped form, `conv_nodes` of either sign
 (`fusion_additive.CONV_OFFSET`); `s12` is every weight >= 0, the form shipped before it (`l1`
 its l1 fit), `offsetl1` the shipped form's l1 fit; part 3: the means over the 33 programs before
-`SECOND_KIND_PROGRAMS` and over those four, so a folder with them compares with one without).
+`SECOND_KIND_PROGRAMS` and over those four, so a folder with them compares with one without;
+thirteenth session: the mean over `THIRD_KIND_PROGRAMS`, `mape_third_kind`, and the 33 old
+programs' mean leaves both later tuples out).
 `--train-programs first` drops every other program from the folder first (the ninth
 session's setting on a merged folder). `--xgboost` adds the XGBoost residual model.
 """
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_costmodel import level_metrics
 
     from cost_model.learned.fusion_additive import CONV_OFFSET, AdditiveFusionModel
-    from compiler_opt.costmodel.fusion_graphs import FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS
+    from compiler_opt.costmodel.fusion_graphs import FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS
     from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, MEASURED_CONV_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
@@ -120,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         summary[method]["graphs_mape_over_5pct"] = sum(r["mape"] > 0.05 for r in mine)
         grouped_programs = set(GROUPED_PROGRAMS) | {"dw_sep"}
         for key, subset in (("first", [r for r in mine if r["program"] in FIRST_PROGRAMS]), ("grouped", [r for r in mine if r["program"] in grouped_programs]),
-                            ("old33", [r for r in mine if r["program"] not in SECOND_KIND_PROGRAMS]),
-                            ("second_kind", [r for r in mine if r["program"] in SECOND_KIND_PROGRAMS])):
+                            ("old33", [r for r in mine if r["program"] not in SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS]),
+                            ("second_kind", [r for r in mine if r["program"] in SECOND_KIND_PROGRAMS]),
+                            ("third_kind", [r for r in mine if r["program"] in THIRD_KIND_PROGRAMS])):
             summary[method][f"mape_{key}"] = float(np.mean([r["mape"] for r in subset])) if subset else float("nan")
             summary[method][f"graphs_{key}"] = len(subset)
         s = summary[method]
@@ -129,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
               f"tau {s['kendall']:.3f}, top-1 {s['top1']:.1%}; {s['graphs_mape_over_5pct']} of {len(mine)} graphs over 5%; "
               f"first fifteen programs {s['mape_first']:.1%} ({s['graphs_first']} graphs), grouped conv programs {s['mape_grouped']:.1%} "
               f"({s['graphs_grouped']} graphs); the 33 programs before part 3 {s['mape_old33']:.1%} ({s['graphs_old33']} graphs), "
-              f"part 3's programs {s['mape_second_kind']:.1%} ({s['graphs_second_kind']} graphs) |")
+              f"part 3's programs {s['mape_second_kind']:.1%} ({s['graphs_second_kind']} graphs), the thirteenth session's "
+              f"{s['mape_third_kind']:.1%} ({s['graphs_third_kind']} graphs) |")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"data": Path(args.data).name, "rows": rows, "summary": summary}, indent=1), encoding="utf-8")

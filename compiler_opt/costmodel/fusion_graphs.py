@@ -15,8 +15,12 @@ strided convs (a MobileNet-v2 inverted residual, a strided depthwise, a 4-group 
 5x5 with channel multiplier 2); `_second_kind_programs` (twelfth session) a second program of
 op classes that one program alone had (a ResNet stem max pool 3x3 stride 2 with a ResNet-D avg
 pool shortcut, a U-Net decoder step with crop / concat / pad, a layer norm over two axes with a
-log-sum-exp pool, a label-smoothed masked sequence cross-entropy), so that `fusion_graphs((1, 2))`
-yields 74 graphs;
+log-sum-exp pool, a label-smoothed masked sequence cross-entropy); `_third_kind_programs`
+(thirteenth session) four more of the classes still priced from few programs, at sizes where
+their data movement runs to MBs (an Inception block: four branches with explicit pads and an avg
+pool, concatenated on channels; FiLM conditioning of a feature map: broadcasts over three axes; a
+CLIP-style contrastive loss: cross-entropy over the rows and the columns of a logit matrix; a
+per-pixel class-weighted segmentation loss), so that `fusion_graphs((1, 2))` yields 82 graphs;
 `fusion_graph_names(scales, programs=FIRST_PROGRAMS)` keeps the old set reachable."""
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
+__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "THIRD_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
 
 # The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
 FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
@@ -40,6 +44,10 @@ GROUPED_PROGRAMS = ("mbv2", "dw_stride", "grouped", "dw_mult")
 # only one program had (pooling windows, pads / concatenations, reductions over several axes, a
 # cross-entropy), so holding one of them out leaves another of its kind in training.
 SECOND_KIND_PROGRAMS = ("stem_pool", "unet_up", "ln_lse", "smooth_xent")
+# The thirteenth session's four (`_third_kind_programs`): pads / concatenations and broadcasts that
+# move MBs (no program before had a concat over 0.12 MB, and one broadcast chain was 3x the next
+# one's broadcast MB), and cross-entropies of other shapes.
+THIRD_KIND_PROGRAMS = ("inception", "film", "clip_loss", "seg_xent")
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -84,7 +92,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
         "attention": (attention, lambda s: (lambda r: (arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(np.random.default_rng(s))),
         "lstm": (lstm, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 32 * s, 128 * s)))(np.random.default_rng(s))),
         "norm_gelu": (norm_gelu, lambda s: (lambda r: (arr(r, 16 * s, 64 * s), arr(r, 64 * s, 64 * s)))(np.random.default_rng(s))),
-    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr)
+    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr) | _third_kind_programs(arr)
 
 
 def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -376,6 +384,82 @@ def _second_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Cal
         "ln_lse": (ln_lse, lambda s: (lambda r: (arr(r, 4, 16 * s, 32 * s), arr(r, 16 * s, 32 * s), arr(r, 32 * s)))(rng(s))),
         "smooth_xent": (smooth_xent, lambda s: (lambda r: (arr(r, 2, 8 * s, 32 * s), arr(r, 32 * s, 48 * s), onehot(r, 2, 8 * s, k=48 * s),
                                                            (r.random((2, 8 * s)) < 0.8).astype(np.float32)))(rng(s))),
+    }
+
+
+def _third_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
+    """The thirteenth session's four: the fit still gave pads / concatenations weight 0 (the two
+    programs with them move < 0.12 MB through them), priced the one broadcast chain at 2-3x the
+    broadcast / elementwise MB of any other program by extrapolation, and had two cross-entropies
+    (both a softmax over the last axis of a matmul); these are real patterns of those classes at
+    sizes where the data movement runs to MBs."""
+    import jax
+    import jax.numpy as jnp
+
+    dn = ("NHWC", "HWIO", "NHWC")
+    zero = np.float32(0.0)
+
+    def relu(v):
+        return jnp.maximum(v, 0.0)
+
+    def conv(x, k, pad=0):  # an explicit zero pad (lax.pad: jnp.pad lowers to an opaque call), then a VALID conv
+        if pad:
+            x = jax.lax.pad(x, zero, ((0, 0, 0), (pad, pad, 0), (pad, pad, 0), (0, 0, 0)))
+        return jax.lax.conv_general_dilated(x, k, (1, 1), "VALID", dimension_numbers=dn)
+
+    def inception(x, k1, k3r, k3, k5r, k5a, k5b, kp, scale, shift):  # an Inception block: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 -> 3x3
+        # (the 5x5 branch factorised as in Inception-v3); 3x3 average pool (zeros counted) -> 1x1; concatenated on
+        # channels, BN (inference scale / shift) + relu
+        b1 = relu(conv(x, k1))
+        b3 = relu(conv(relu(conv(x, k3r)), k3, pad=1))
+        b5 = relu(conv(relu(conv(relu(conv(x, k5r)), k5a, pad=1)), k5b, pad=1))
+        xp = jax.lax.pad(x, zero, ((0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 0, 0)))
+        bp = relu(conv(jax.lax.reduce_window(xp, 0.0, jax.lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "VALID") * np.float32(1 / 9), kp))
+        return relu(jnp.concatenate([b1, b3, b5, bp], axis=-1) * scale + shift)
+
+    def film(h, cond, wg, wb, pos):  # FiLM conditioning of an NHWC map: per-sample, per-channel scale and shift from a
+        # conditioning vector, a per-position bias, SiLU, a squeeze-excite-like gate of the spatial mean, residual
+        g = (cond @ wg)[:, None, None, :]
+        b = (cond @ wb)[:, None, None, :]
+        y = h * (1.0 + g) + b + pos[None, :, :, None]
+        y = y * jax.nn.sigmoid(y)  # SiLU inline (jax.nn.silu lowers to an opaque call)
+        return y * jax.nn.sigmoid(jnp.mean(y, axis=(1, 2), keepdims=True)) + h
+
+    def clip_loss(a, b, wa, wb):  # CLIP-style symmetric contrastive loss: projected, L2-normalised embeddings, an (N, N)
+        # logit matrix at temperature 1/10, cross-entropy over its rows and over its columns, the diagonal the target
+        za, zb = a @ wa, b @ wb
+        za = za * jax.lax.rsqrt(jnp.sum(za * za, axis=1, keepdims=True) + 1e-6)
+        zb = zb * jax.lax.rsqrt(jnp.sum(zb * zb, axis=1, keepdims=True) + 1e-6)
+        logits = (za @ zb.T) * np.float32(10.0)
+        diag = jnp.sum(za * zb, axis=1) * np.float32(10.0)
+        mr = jnp.max(logits, axis=1, keepdims=True)
+        lse_rows = jnp.log(jnp.sum(jnp.exp(logits - mr), axis=1)) + mr[:, 0]
+        mc = jnp.max(logits, axis=0, keepdims=True)
+        lse_cols = jnp.log(jnp.sum(jnp.exp(logits - mc), axis=0)) + mc[0]
+        return jnp.mean(lse_rows - diag) * 0.5 + jnp.mean(lse_cols - diag) * 0.5
+
+    def seg_xent(feat, w, b, labels, class_weight):  # per-pixel segmentation loss: a 1x1 classifier (einsum) over an NHWC
+        # map, log-softmax over K classes, class-weighted NLL, weighted mean over pixels
+        logits = jnp.einsum("nhwc,ck->nhwk", feat, w) + b
+        m = jnp.max(logits, axis=-1, keepdims=True)
+        logp = logits - m - jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1, keepdims=True))
+        pixel_weight = jnp.sum(labels * class_weight, axis=-1)
+        return -jnp.sum(jnp.sum(logp * labels, axis=-1) * pixel_weight) / jnp.sum(pixel_weight)
+
+    def rng(s: int) -> np.random.Generator:
+        return np.random.default_rng(500 + s)
+
+    def onehot(r: np.random.Generator, *shape: int, k: int) -> np.ndarray:
+        return np.eye(k, dtype=np.float32)[r.integers(0, k, shape)]
+
+    return {
+        "inception": (inception, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s, 16), arr(r, 1, 1, 16, 16), arr(r, 1, 1, 16, 8), arr(r, 3, 3, 8, 16),
+                                                       arr(r, 1, 1, 16, 4), arr(r, 3, 3, 4, 8), arr(r, 3, 3, 8, 8), arr(r, 1, 1, 16, 8),
+                                                       arr(r, 48), arr(r, 48)))(rng(s))),
+        "film": (film, lambda s: (lambda r: (arr(r, 4, 16 * s, 16 * s, 16), arr(r, 4, 32), arr(r, 32, 16), arr(r, 32, 16), arr(r, 16 * s, 16 * s)))(rng(s))),
+        "clip_loss": (clip_loss, lambda s: (lambda r: (arr(r, 32 * s, 48 * s), arr(r, 32 * s, 32 * s), arr(r, 48 * s, 32 * s), arr(r, 32 * s, 32 * s)))(rng(s))),
+        "seg_xent": (seg_xent, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s, 16), arr(r, 16, 12), arr(r, 12), onehot(r, 2, 16 * s, 16 * s, k=12),
+                                                     np.abs(arr(r, 12)) + 0.5))(rng(s))),
     }
 
 

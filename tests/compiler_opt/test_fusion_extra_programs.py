@@ -1,4 +1,4 @@
-"""The tenth to twelfth sessions' fusion programs: each imports as a valid graph, and random legal
+"""The tenth to thirteenth sessions' fusion programs: each imports as a valid graph, and random legal
 fusions of it, run group by group through XLA, compute what the JAX program computes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("jax")
 
 from compiler_opt.costmodel.fusion_graphs import (  # noqa: E402
-    EXTRA_PROGRAMS, FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, fusion_graph_names, fusion_workload)
+    EXTRA_PROGRAMS, FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph_names, fusion_workload)
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.profiling.calibration import GroupExecutor  # noqa: E402
 from passes.autotune.fusion import draw_fusions  # noqa: E402
@@ -41,7 +41,8 @@ def test_the_extra_programs_are_new_names_after_the_first_fifteen() -> None:
     assert len(GROUPED_PROGRAMS) == 4 and not set(GROUPED_PROGRAMS) & set(FIRST_PROGRAMS + EXTRA_PROGRAMS)
     old = FIRST_PROGRAMS + EXTRA_PROGRAMS + GROUPED_PROGRAMS
     assert len(SECOND_KIND_PROGRAMS) == 4 and not set(SECOND_KIND_PROGRAMS) & set(old)
-    assert fusion_graph_names((1,)) == [f"{p}@1" for p in old + SECOND_KIND_PROGRAMS]  # the old names keep their order
+    assert len(THIRD_KIND_PROGRAMS) == 4 and not set(THIRD_KIND_PROGRAMS) & set(old + SECOND_KIND_PROGRAMS)
+    assert fusion_graph_names((1,)) == [f"{p}@1" for p in old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS]  # the old names keep their order
     with pytest.raises(KeyError, match="no fusion program"):
         fusion_workload("nope@1")
 
@@ -67,8 +68,29 @@ def test_second_kind_programs_at_scale_1_fuse_and_match_jax() -> None:
     assert all("reduce" in o for o in ops[2:]) and not any("call" in o for o in ops)
 
 
+def test_third_kind_programs_at_scale_1_fuse_and_match_jax() -> None:
+    ops = [_check(f"{program}@1", fusions=2) for program in THIRD_KIND_PROGRAMS]
+    # an Inception block: several pads, a four-way concatenation, an average pool and its convs
+    assert {"pad", "concatenate", "reduce-window", "convolution"} <= ops[0]
+    assert {"broadcast", "reduce", "dot"} <= ops[1]  # FiLM: per-sample, per-channel broadcasts
+    assert {"transpose", "reduce", "log"} <= ops[2] and {"reduce", "log"} <= ops[3]  # two cross-entropies
+    assert not any("call" in o for o in ops)
+
+
+def test_inception_pads_and_concatenates_megabytes() -> None:
+    """The block moves MBs through its pads and its concatenation at scale 2 (the programs before
+    it moved < 0.12 MB), so the fit has a program where the class's cost is not negligible."""
+    from cost_model.learned.fusion_features import fusion_graph_arrays
+    from cost_model.learned.fusion_terms import CLASS_MB, OP_CLASSES, _graph_parts
+
+    nodes = node_order(fusion_workload("inception@2").graph)
+    assert sum(n.op_type == "pad" for n in nodes) == 4 and sum(n.op_type == "concatenate" for n in nodes) == 1
+    classes = _graph_parts(*fusion_graph_arrays(nodes)[:2])[3]
+    assert classes[len(OP_CLASSES) + CLASS_MB.index("concat_pad_mb")] > 0.5
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS)
+@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS)
 def test_extra_programs_at_scale_2_fuse_and_match_jax(program: str) -> None:
     _check(f"{program}@2", fusions=3)
 
