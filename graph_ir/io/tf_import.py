@@ -356,7 +356,10 @@ class _Importer:
                 # it (or what `_output_shapes` lists), of unknown element type.
                 if opaque_counts is None:
                     opaque_counts = _referenced_outputs(node_defs, in_function=in_function)
-                layout = _opaque_layout(node_def, opaque_counts, references, in_function=in_function)
+                try:
+                    layout = _opaque_layout(node_def, opaque_counts, references, in_function=in_function)
+                except CompilerOptError as err:
+                    raise err.with_context(file=self.file, node=node_def.name)
                 guessed_layout = layout
             else:
                 try:
@@ -517,12 +520,18 @@ def _referenced_outputs(node_defs: list[Any], *, in_function: bool) -> dict[str,
 def _opaque_layout(
     node_def: Any, counts: dict[str, int], references: dict[str, dict[str, int]], *, in_function: bool
 ) -> list[tuple[str, list[int]]]:
-    """Output args of an unregistered op, guessed from how the graph uses it."""
+    """Output args of an unregistered op, guessed from how the graph uses it. The output count
+    comes from the file's `node:k` references, so it is checked against `max_node_arity` before
+    a list of that length is made (`Add:z:9223372036854775807` once asked for 2**63 outputs)."""
     shapes = node_def.attr.get("_output_shapes")
     listed = len(shapes.list.shape) if shapes is not None else 0
     if in_function and node_def.name in references:
-        return [(arg, [0] * (index + 1)) for arg, index in references[node_def.name].items()]
-    return [("output", [0] * max(listed, counts.get(node_def.name, 0)))]
+        arity = {arg: index + 1 for arg, index in references[node_def.name].items()}
+    else:
+        arity = {"output": max(listed, counts.get(node_def.name, 0))}
+    for arg, count in arity.items():
+        limits.check("max_node_arity", count, f"the outputs of unregistered op {node_def.op!r} the graph reads (output arg {arg!r})", node=node_def.name)
+    return [(arg, [0] * count) for arg, count in arity.items()]
 
 
 def _add_sink_outputs(graph: Graph) -> None:

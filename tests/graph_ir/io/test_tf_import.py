@@ -333,3 +333,23 @@ def test_string_tensor_packed_in_tensor_content_decodes_and_survives_cse(tmp_pat
     assert graph.find_node("names_a").attrs["value"].structural_key()[2] == other.structural_key()[2]
     result = passes.run_pipeline(graph, "cse", verify_each=True)  # both are graph outputs: kept
     assert len(result.graph) == 2
+
+
+def test_huge_output_index_of_an_unregistered_op_is_refused(tmp_path):
+    # Found by the fuzz smoke test: an unregistered op's outputs are guessed from the indices the
+    # graph reads of it, and `x:z:9223372036854775807` asked for a list of 2**63 outputs
+    # (OverflowError; 2**40 gave MemoryError). Now it is over `max_node_arity`, named.
+    function = '''library { function {
+      signature { name: "f" input_arg { name: "x" type: DT_FLOAT } output_arg { name: "y" type: DT_FLOAT } }
+      node_def { name: "u" op: "NotARegisteredOp" input: "x" }
+      node_def { name: "i" op: "Identity" input: "u:z:%d" attr { key: "T" value { type: DT_FLOAT } } }
+      ret { key: "y" value: "i:output:0" } } }'''
+    for index in (2**63 - 1, 2**40):
+        err = _error(_write(tmp_path, function % index, f"fn{index}.pbtxt"), LimitExceededError)
+        assert err.field == "max_node_arity" and err.node == "u", err
+    top = f'node {{ name: "u" op: "NotARegisteredOp" }} node {{ name: "i" op: "Identity" input: "u:{2**40}" attr {{ key: "T" value {{ type: DT_FLOAT }} }} }}'
+    err = _error(_write(tmp_path, top, "top.pbtxt"), LimitExceededError)
+    assert err.field == "max_node_arity" and err.node == "u"
+    # A few outputs read is still an opaque node with that many outputs.
+    graph = load_tf(_write(tmp_path, function % 2, "ok.pbtxt"))
+    assert graph is not None
