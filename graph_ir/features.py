@@ -135,39 +135,10 @@ def graph_arrays(graph: Graph, *, nodes: Sequence[Node] | None = None, flops: np
 
 
 def _topological_depth(edge_index: np.ndarray, count: int) -> np.ndarray:
-    """Longest-path depth of each row over `edge_index`, divided by the largest depth.
-
-    Rows in topological order (every edge points forward, the usual case): one sweep over the
-    edges sorted by destination, on plain lists (~30 ms per 100k edges). Otherwise all edges are
-    relaxed at once per round until nothing changes, at most `count` rounds (a cycle never
-    settles).
-    """
-    depth = np.zeros(count, dtype=np.int64)
-    src, dst = edge_index[0], edge_index[1]
-    if src.size == 0:
-        return depth.astype(np.float32)
-    forward = bool(np.all(src < dst))
-    if forward:
-        # Rows in topological order: one sweep over edges sorted by destination is exact when
-        # each destination's sources are final, i.e. process destinations in increasing order.
-        order = np.argsort(dst, kind="stable")
-        src_sorted, dst_sorted = src[order].tolist(), dst[order].tolist()
-        values = depth.tolist()
-        for s_row, d_row in zip(src_sorted, dst_sorted):
-            candidate = values[s_row] + 1
-            if candidate > values[d_row]:
-                values[d_row] = candidate
-        depth = np.asarray(values, dtype=np.int64)
-    else:
-        for _ in range(count):
-            relaxed = np.zeros(count, dtype=np.int64)
-            np.maximum.at(relaxed, dst, depth[src] + 1)
-            new = np.maximum(depth, relaxed)
-            if np.array_equal(new, depth):
-                break
-            depth = new
-    top = int(depth.max())
-    return (depth / max(top, 1)).astype(np.float32)
+    """Longest-path depth of each row over `edge_index`, divided by the largest depth
+    (`_path_lengths`: one sweep when rows are topological, ~30 ms per 100k edges)."""
+    depth = _path_lengths(edge_index, count, longest=True, to_sink=False)
+    return (depth / max(int(depth.max()) if count else 0, 1)).astype(np.float32)
 
 
 def _path_lengths(edge_index: np.ndarray, count: int, *, longest: bool, to_sink: bool) -> np.ndarray:

@@ -55,6 +55,7 @@ class Sampled:
     log_prob: torch.Tensor  # (K,) summed over iterations, nodes and tasks
     value: torch.Tensor  # () the value head's estimate for the graph
     decision_log_prob: torch.Tensor | None = None  # (T, K, N, 3) per decision (per-decision PPO ratios)
+    place_log_prob: torch.Tensor | None = None  # (K, N, D) the last round's placement log-probabilities (smoothed decoding)
 
 
 def _log_softmax_parts(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,11 +118,14 @@ class GoPolicy(nn.Module):
         seeded = previous is not None
         steps = []
         step_logps = []
+        place_logp = None
         for _ in range(self.config.iterations):
             chosen = []
             chosen_logp = []
-            for logits in self._logits(enc, previous, samples, seeded):
+            for task, logits in enumerate(self._logits(enc, previous, samples, seeded)):
                 logp = torch.log_softmax(logits, dim=-1)
+                if task == 0:
+                    place_logp = logp
                 if greedy:
                     action = logits.argmax(-1)
                 else:
@@ -132,7 +136,7 @@ class GoPolicy(nn.Module):
             steps.append(previous)
             step_logps.append(torch.stack(chosen_logp, dim=-1))
         per_decision = torch.stack(step_logps)  # (T, K, N, 3)
-        return Sampled(torch.stack(steps), per_decision.sum((0, 2, 3)), self.value(enc), per_decision)
+        return Sampled(torch.stack(steps), per_decision.sum((0, 2, 3)), self.value(enc), per_decision, place_logp)
 
     def evaluate(
         self, inputs: PolicyInputs, actions: torch.Tensor, initial: torch.Tensor | None = None

@@ -33,6 +33,7 @@ class GraphRollout:
     decisions: list[Decisions]  # decoded once per episode (fusion decoding is the costly part)
     old_decision_log_prob: torch.Tensor | None = None  # (T, K, N, 3): per-decision PPO ratios
     initial: torch.Tensor | None = None  # (K, N, 3): seeded episodes' first-round input; None: unseeded
+    place_log_prob: torch.Tensor | None = None  # (K, N, D): each episode's last-round placement log-probabilities
 
     @property
     def rewards(self) -> torch.Tensor:
@@ -67,17 +68,18 @@ def collect_rollouts(
                 sampled = policy.sample(env.inputs, 1, greedy=True, initial=start)
             else:
                 sampled = policy.sample(env.inputs, samples, generator=generator, initial=start)
-            actions, log_prob, per_decision = sampled.actions, sampled.log_prob, sampled.decision_log_prob
+            actions, log_prob, per_decision, place = sampled.actions, sampled.log_prob, sampled.decision_log_prob, sampled.place_log_prob
             if greedy_first and samples > 1:
                 greedy = policy.sample(env.inputs, 1, greedy=True, initial=start)
                 actions = torch.cat([greedy.actions, actions[:, 1:]], dim=1)
                 log_prob = torch.cat([greedy.log_prob, log_prob[1:]])
                 per_decision = torch.cat([greedy.decision_log_prob, per_decision[:, 1:]], dim=1)
+                place = torch.cat([greedy.place_log_prob, place[1:]])
             final = actions[-1].numpy()
             decisions = [env.decisions(final[k]) for k in range(final.shape[0])]
             scores = [env.score_decisions(d, with_reward=with_reward) for d in decisions]
             first = None if start is None else torch.as_tensor(start, dtype=torch.int64).unsqueeze(0).expand(actions.shape[1], -1, -1).clone()
-            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions, per_decision, first))
+            out.append(GraphRollout(env, actions, log_prob, float(sampled.value), scores, decisions, per_decision, first, place))
     finally:
         policy.train(was_training)
     return out

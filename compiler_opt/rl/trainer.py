@@ -184,7 +184,7 @@ def zero_shot(
         found, more = _best_of_rounds(cold, found)
         evaluations += more + len(cold.scores)
     if smoothing:
-        found, more = _best_smoothed(policy, cold, found, smoothing)
+        found, more = _best_smoothed(cold, found, smoothing)
         evaluations += more
     if head is not None:
         if head.score.rank_key <= found.score.rank_key:
@@ -192,18 +192,14 @@ def zero_shot(
     return BestFound(found.decisions, found.score, env, evaluations)
 
 
-@torch.no_grad()
-def _best_smoothed(policy: GoPolicy, rollout: GraphRollout, found: BestFound, weights: Sequence[float]) -> tuple[BestFound, int]:
+def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[float]) -> tuple[BestFound, int]:
     """`found`, or a faster smoothed decoding (policy/smoothing.py) of `rollout`'s greedy episode
-    (episode 0, unseeded): its last round's placement scores, conditioned on its previous round
-    as sampled, decoded at each weight with that episode's fusion and priority levels; each
-    distinct placement simulated once. Returns it and how many were simulated."""
+    (episode 0, unseeded): its last round's placement log-probabilities, as sampled (no second
+    encoding of the graph), decoded at each weight with that episode's fusion and priority
+    levels; each distinct placement simulated once. Returns it and how many were simulated."""
     env = rollout.env
-    greedy = rollout.actions[:, 0]  # (T, N, 3)
-    previous = greedy[-2].unsqueeze(0) if greedy.shape[0] > 1 else None
-    place = policy._logits(policy.encode(env.inputs), previous, 1)[0][0]
-    log_probs = torch.log_softmax(place, dim=-1).numpy()
-    last = greedy[-1].numpy()
+    log_probs = rollout.place_log_prob[0].numpy()
+    last = rollout.actions[-1, 0].numpy()
     edges = env.inputs.edge_index.numpy()
     seen = {last[:, 0].tobytes()}
     for weight in weights:
