@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["GraphArrays", "graph_arrays", "OP_KIND_INDEX", "NODE_FEATURE_NAMES", "path_features", "work_prefix_features"]
+__all__ = ["GraphArrays", "graph_arrays", "OP_KIND_INDEX", "NODE_FEATURE_NAMES", "longest_depth", "path_features", "work_prefix_features"]
 
 OP_KIND_INDEX: dict[OpKind, int] = {kind: index for index, kind in enumerate(OpKind)}
 NODE_FEATURE_NAMES = (
@@ -137,7 +137,7 @@ def graph_arrays(graph: Graph, *, nodes: Sequence[Node] | None = None, flops: np
     if count:
         features[:, 6] = in_degree
         features[:, 7] = np.bincount(edge_index[0], minlength=count).astype(np.float32)
-        depth = _path_lengths(edge_index, count, longest=True, to_sink=False)
+        depth = longest_depth(edge_index, count)
         features[:, 11] = depth / max(int(depth.max()), 1)
         features[:, 14:17] = path_features(edge_index, count)
         features[:, 12] = np.log1p(features[:, 6])
@@ -181,6 +181,11 @@ def _path_lengths(edge_index: np.ndarray, count: int, *, longest: bool, to_sink:
             break
         lengths = relaxed
     return lengths
+
+
+def longest_depth(edge_index: np.ndarray, count: int) -> np.ndarray:
+    """int64 (N,): each row's longest path (in edges) from a source over `edge_index` (2, E)."""
+    return _path_lengths(edge_index, count, longest=True, to_sink=False)
 
 
 def path_features(edge_index: np.ndarray, count: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from graph_ir.features import NODE_FEATURE_NAMES, OP_KIND_INDEX, graph_arrays
+from graph_ir.features import NODE_FEATURE_NAMES, OP_KIND_INDEX, graph_arrays, longest_depth
 
 if TYPE_CHECKING:
     from cost_model.devices.topology import Topology
@@ -161,7 +161,7 @@ def policy_inputs(problem: SimulationProblem, *, include_cpu: bool = False) -> P
             math.log10(max(edge_index.shape[1], 1)),
             _log10(problem.flops.sum()) - 9.0,
             _log10(problem.node_bytes.sum()) - 9.0,
-            math.log10(max(_graph_depth(edge_index, count), 1)),
+            math.log10(max(int(longest_depth(edge_index, count).max(initial=0)), 1)),
             float(node_x[:, depth_column].mean()) if count else 0.0,
             math.log2(len(devices)),
             _log10(sum(d.peak("fp32") for d in devices)) - 12.0,
@@ -180,14 +180,3 @@ def policy_inputs(problem: SimulationProblem, *, include_cpu: bool = False) -> P
         node_time=torch.from_numpy(np.ascontiguousarray(problem.node_time[:, problem.device_type_of], dtype=np.float32).reshape(count, len(devices))),
     )
 
-
-def _graph_depth(edge_index: np.ndarray, count: int) -> int:
-    """Longest path length in edges (rows topological: one sweep)."""
-    if edge_index.shape[1] == 0:
-        return 0
-    order = np.argsort(edge_index[1], kind="stable")
-    depth = [0] * count
-    for s, d in zip(edge_index[0][order].tolist(), edge_index[1][order].tolist()):
-        if depth[s] + 1 > depth[d]:
-            depth[d] = depth[s] + 1
-    return max(depth)
