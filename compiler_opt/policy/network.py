@@ -109,10 +109,12 @@ class GoPolicy(nn.Module):
         *,
         generator: torch.Generator | None = None,
         greedy: bool = False,
+        greedy_first: bool = False,
         initial: torch.Tensor | None = None,
     ) -> Sampled:
-        """Draw `samples` episodes (greedy: the most likely action at every iteration); with
-        `initial` (N, 3) or (samples, N, 3), seeded episodes that edit those decisions."""
+        """Draw `samples` episodes (greedy: the most likely action at every iteration;
+        greedy_first: episode 0 greedy, the others drawn exactly as without it, one encoding for
+        all); with `initial` (N, 3) or (samples, N, 3), seeded episodes that edit those decisions."""
         enc = self.encode(inputs)
         previous = self._initial(initial, samples, enc.nodes.shape[0])
         seeded = previous is not None
@@ -130,6 +132,8 @@ class GoPolicy(nn.Module):
                     action = logits.argmax(-1)
                 else:
                     action = gumbel_argmax(logits, generator)
+                    if greedy_first:
+                        action[0] = logits[0].argmax(-1)
                 chosen_logp.append(logp.gather(-1, action.unsqueeze(-1)).squeeze(-1))
                 chosen.append(action)
             previous = torch.stack(chosen, dim=-1)

@@ -67,14 +67,8 @@ def collect_rollouts(
             if greedy_first and samples == 1:
                 sampled = policy.sample(env.inputs, 1, greedy=True, initial=start)
             else:
-                sampled = policy.sample(env.inputs, samples, generator=generator, initial=start)
+                sampled = policy.sample(env.inputs, samples, generator=generator, greedy_first=greedy_first, initial=start)
             actions, log_prob, per_decision, place = sampled.actions, sampled.log_prob, sampled.decision_log_prob, sampled.place_log_prob
-            if greedy_first and samples > 1:
-                greedy = policy.sample(env.inputs, 1, greedy=True, initial=start)
-                actions = torch.cat([greedy.actions, actions[:, 1:]], dim=1)
-                log_prob = torch.cat([greedy.log_prob, log_prob[1:]])
-                per_decision = torch.cat([greedy.decision_log_prob, per_decision[:, 1:]], dim=1)
-                place = torch.cat([greedy.place_log_prob, place[1:]])
             final = actions[-1].numpy()
             decisions = [env.decisions(final[k]) for k in range(final.shape[0])]
             scores = [env.score_decisions(d, with_reward=with_reward) for d in decisions]

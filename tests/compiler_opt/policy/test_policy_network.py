@@ -50,6 +50,22 @@ def test_shapes_and_log_prob_consistency(problem: SimulationProblem) -> None:
     assert grads and all(torch.isfinite(g).all() for g in grads)
 
 
+def test_greedy_first_is_the_greedy_episode_beside_the_same_draws(problem: SimulationProblem) -> None:
+    # One encoding for both: episode 0 is what greedy sampling answers, and episodes 1.. are
+    # exactly the episodes a plain draw with the same generator gives.
+    torch.manual_seed(0)
+    policy = GoPolicy(SMALL).eval()
+    inputs = policy_inputs(problem)
+    mixed = policy.sample(inputs, 4, generator=torch.Generator().manual_seed(5), greedy_first=True)
+    plain = policy.sample(inputs, 4, generator=torch.Generator().manual_seed(5))
+    greedy = policy.sample(inputs, 1, greedy=True)
+    assert torch.equal(mixed.actions[:, 1:], plain.actions[:, 1:])
+    assert torch.equal(mixed.actions[:, :1], greedy.actions)
+    torch.testing.assert_close(mixed.log_prob, torch.cat([greedy.log_prob, plain.log_prob[1:]]))
+    torch.testing.assert_close(mixed.place_log_prob, torch.cat([greedy.place_log_prob, plain.place_log_prob[1:]]))
+    assert not torch.equal(plain.actions[:, 0], greedy.actions[:, 0])  # the draw's episode 0 was not greedy
+
+
 def test_no_masked_device_is_ever_sampled(problem: SimulationProblem) -> None:
     torch.manual_seed(0)
     policy = GoPolicy(SMALL).eval()
