@@ -320,7 +320,7 @@ class Bench:
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
             began = time.process_time()
             seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
-            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS)
+            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen)
             decisions, seconds, evals = found.decisions, time.process_time() - began, found.evaluations
         elif method == SEARCH_CONTROL:
             decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
@@ -562,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hdp-groups", type=int, default=64)
     parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
     parser.add_argument("--zero-shot-samples", type=int, default=8)
+    parser.add_argument("--no-coarsen", action="store_true", help="zero-shot without the coarsened decodings of its answer (fewer stages down to one device, policy/coarsen.py)")
     parser.add_argument("--no-smoothing", action="store_true", help="zero-shot without the smoothed decodings of its greedy answer (policy/smoothing.py)")
     parser.add_argument("--classical-budget", type=int, default=1000, help="dp-ls evaluations")
     parser.add_argument("--cp-sat-seconds", type=float, default=20.0)

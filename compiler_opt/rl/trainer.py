@@ -32,6 +32,7 @@ import torch
 from compiler_opt.policy.checkpoint import load_checkpoint, save_checkpoint
 from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
+from compiler_opt.policy.coarsen import coarsened_placements
 from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS, smooth_placement
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
@@ -148,7 +149,14 @@ def _update_best(best: dict[str, BestFound], env: GraphEnvironment, decisions: D
 
 @gc_frozen()  # the graph's objects out of the collector's scans (graph_ir._gc)
 def zero_shot(
-    policy: GoPolicy, env: GraphEnvironment, samples: int = 8, *, seed: int = 0, seeds: Sequence[str] = (), smoothing: Sequence[float] = SMOOTHING_WEIGHTS
+    policy: GoPolicy,
+    env: GraphEnvironment,
+    samples: int = 8,
+    *,
+    seed: int = 0,
+    seeds: Sequence[str] = (),
+    smoothing: Sequence[float] = SMOOTHING_WEIGHTS,
+    coarsen: bool = True,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -161,7 +169,8 @@ def zero_shot(
     (inception-v3 training at 2xV100: the unseeded greedy fuses beyond the TF default, 130.1 ms,
     where every edit of the best seed stayed at 138.0). `smoothing`: the unseeded greedy
     answer's last round decoded again with neighbours asked to agree, one candidate per weight
-    (policy/smoothing.py); () turns that off."""
+    (policy/smoothing.py); () turns that off. `coarsen`: the unseeded greedy and best episodes'
+    splits merged into fewer stages, down to one device, each a candidate (policy/coarsen.py)."""
     generator = torch.Generator().manual_seed(seed)
     head: Seed | None = None
     if seeds:
@@ -185,6 +194,9 @@ def zero_shot(
         evaluations += more + len(cold.scores)
     if smoothing:
         found, more = _best_smoothed(cold, found, smoothing)
+        evaluations += more
+    if coarsen:
+        found, more = _best_coarsened(cold, found)
         evaluations += more
     if head is not None:
         if head.score.rank_key <= found.score.rank_key:
@@ -214,6 +226,28 @@ def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[fl
         if score.rank_key < found.score.rank_key:
             found = BestFound(decisions, score, env)
     return found, len(seen) - 1
+
+
+def _best_coarsened(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
+    """`found`, or a faster coarsening (policy/coarsen.py) of `rollout`'s greedy episode or its
+    best one, with that episode's fusion and priority levels; each distinct placement simulated
+    once. Returns it and how many were simulated."""
+    env = rollout.env
+    mask = env.inputs.device_mask.numpy()
+    final = rollout.actions[-1].numpy()
+    seen: set[bytes] = set()
+    for episode in dict.fromkeys((0, rollout.best()[0])):
+        for device in coarsened_placements(final[episode, :, 0], mask):
+            if device.tobytes() in seen:
+                continue
+            seen.add(device.tobytes())
+            actions = final[episode].copy()
+            actions[:, 0] = device
+            decisions = env.decisions(actions)
+            score = env.score_decisions(decisions, with_reward=False)
+            if score.rank_key < found.score.rank_key:
+                found = BestFound(decisions, score, env)
+    return found, len(seen)
 
 
 def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
@@ -392,7 +426,8 @@ def _run_imitation(
             out / "imitated.pt", policy, train_config=config.to_dict(), command=command,
             extra={"imitation": {t.label: [t.step_s, t.reference_s, t.method] for t in targets}},
         )
-    best = {env.label: zero_shot(policy, env, 0, seed=config.seed) for env in envs}
+    # The fit on the training graphs: the policy's own answer, not its coarsenings.
+    best = {env.label: zero_shot(policy, env, 0, seed=config.seed, coarsen=False) for env in envs}
     return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
 
 
