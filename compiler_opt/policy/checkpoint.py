@@ -29,13 +29,11 @@ CHECKPOINT_FORMAT = 1
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "go_small.pt"
 # Parameters added after checkpoints were shipped: a file without them loads with their initial
 # value (`heads.keep`: the warm-start keep bonus, used by seeded episodes only; `heads.context_*`:
-# the placement-context layers and `heads.stage`, the stage-coordinate shift, all zero-initialised
-# so an older file decides exactly as before).
+# the placement-context layers, zero-initialised so an older file decides exactly as before).
 _ADDED_LATER = frozenset(
     {"heads.keep"}
     | {f"heads.context_score.{i}.{p}" for i in (0, 2) for p in ("weight", "bias")}
     | {"heads.context_token.weight", "heads.context_token.bias"}
-    | {"heads.stage.weight", "heads.stage.bias"}
 )
 
 

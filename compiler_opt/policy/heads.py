@@ -7,9 +7,8 @@ tasks, runs over each node's three tokens, so every task sees the others' previo
 graph-conditioned superposition scales the tokens first. Then:
 - placement: the token is projected and scored against device embeddings (an MLP of each
   device's features and the graph embedding), so the number of devices is free; plus a learned
-  contiguity term `c * -(stage - ordinal)^2` (the node's stage coordinate vs the device's ordinal
-  among its kind, both 0..1; the coordinate is the topological depth plus a learned per-node
-  shift, zero at initialisation) that lets the policy express the layer-wise split
+  contiguity term `c * -(depth - ordinal)^2` (node's topological depth vs the device's ordinal
+  among its kind, both 0..1) that lets the policy express the layer-wise split
   with one weight, initialised at 1 so an untrained policy starts near a layer-wise split
   (a random placement is 3-5x slower than the human expert and PPO on two cores cannot climb
   out of that in hours); masked devices get -inf;
@@ -67,11 +66,6 @@ class JointHeads(nn.Module):
         self.mix = nn.Linear(h, h)
         self.place_query = nn.Linear(h, h)
         self.contiguity = nn.Parameter(torch.ones(()))
-        # A learned shift of each node's stage coordinate in the contiguity term (see forward);
-        # zero-initialised, so a checkpoint saved before it decides exactly as before.
-        self.stage = nn.Linear(h, 1)
-        nn.init.zeros_(self.stage.weight)
-        nn.init.zeros_(self.stage.bias)
         self.keep = nn.Parameter(torch.full((3,), KEEP_INIT))  # placement, fusion, scheduling
         self.fusion_out = nn.Linear(h, config.fusion_levels)
         with torch.no_grad():
@@ -146,12 +140,7 @@ class JointHeads(nn.Module):
             fusion = fusion + self.keep[1] * self._one_hot(previous[..., 1], fusion)
             priority = priority + self.keep[2] * self._one_hot(previous[..., 2], priority)
         elif position is not None and ordinal is not None:
-            # The node's stage coordinate: its depth, shifted by what the placement token asks
-            # for. One number per node then picks the nearest device ordinal, so a split into
-            # contiguous stages (or none: every coordinate at 0) is a smooth function of the
-            # node state instead of D independent scores (RESULTS.md h13).
-            stage = position[None, :] + self.stage(tokens[:, :, 0]).squeeze(-1)  # (B, N)
-            place = place - self.contiguity * (stage[..., None] - ordinal[None, None, :]).pow(2) * 10.0
+            place = place - self.contiguity * (position[:, None] - ordinal[None, :]).pow(2) * 10.0
         place = place.masked_fill(~mask[None], float("-inf"))
         return place, fusion, priority
 

@@ -3,8 +3,6 @@ layers that read them leave every older checkpoint's decisions unchanged."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -107,20 +105,20 @@ def test_context_layers_learn_and_old_checkpoints_load(inputs: PolicyInputs, tmp
 
 
 def test_checkpoints_saved_before_the_path_columns_decide_as_before(inputs: PolicyInputs, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # A file whose node input layer reads seven fewer columns (saved before graph_ir.features
-    # appended the three path and the four work-prefix columns) loads with zero weights on them:
-    # the same logits as the policy whose weights on those columns are zero, whatever they hold.
+    # A file whose node input layer reads three fewer columns (saved before graph_ir.features
+    # appended topo_height, min_depth, min_height) loads with zero weights on them: the same
+    # logits as the policy whose weights on those columns are zero, whatever the columns hold.
     torch.manual_seed(0)
     trained = GoPolicy(SMALL)
     with torch.no_grad():
-        trained.encoder.inp[0].weight[:, -7:] = 0.0
+        trained.encoder.inp[0].weight[:, -3:] = 0.0
     save_checkpoint(tmp_path / "p.pt", trained)
     payload = torch.load(tmp_path / "p.pt", weights_only=True)
-    payload["state_dict"]["encoder.inp.0.weight"] = payload["state_dict"]["encoder.inp.0.weight"][:, :-7].clone()
+    payload["state_dict"]["encoder.inp.0.weight"] = payload["state_dict"]["encoder.inp.0.weight"][:, :-3].clone()
     torch.save(payload, tmp_path / "old.pt")
     policy, _ = load_checkpoint(tmp_path / "old.pt")
     assert policy.encoder.inp[0].weight.shape == trained.encoder.inp[0].weight.shape
-    assert float(policy.encoder.inp[0].weight.detach()[:, -7:].abs().sum()) == 0.0
+    assert float(policy.encoder.inp[0].weight.detach()[:, -3:].abs().sum()) == 0.0
     with torch.no_grad():
         for mine, theirs in zip(policy._logits(policy.encode(inputs), None, 1), trained._logits(trained.encode(inputs), None, 1)):
             torch.testing.assert_close(mine, theirs)
@@ -129,33 +127,3 @@ def test_checkpoints_saved_before_the_path_columns_decide_as_before(inputs: Poli
     torch.save(payload, tmp_path / "bad.pt")
     with pytest.raises(Exception, match="does not match the network"):
         load_checkpoint(tmp_path / "bad.pt")
-
-
-def test_stage_shift_moves_the_contiguity_term_and_old_files_decide_as_before(inputs: PolicyInputs, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # Every node at depth 0, a strong contiguity term and nothing else: the stage coordinate alone
-    # decides, so a shift of 2/3 puts every node on the third of four GPUs (ordinals 0, 1/3, 2/3, 1;
-    # device 0 is the host CPU, masked).
-    flat = dataclasses.replace(inputs, position=torch.zeros(inputs.num_nodes))
-    torch.manual_seed(0)
-    policy = GoPolicy(SMALL).eval()
-    with torch.no_grad():
-        policy.heads.place_query.weight.zero_()
-        policy.heads.place_query.bias.zero_()
-        policy.heads.contiguity.fill_(100.0)
-        place = policy._logits(policy.encode(flat), None, 1)[0]
-        assert set(place.argmax(-1).flatten().tolist()) == {1}
-        policy.heads.stage.bias.fill_(2 / 3)
-        place = policy._logits(policy.encode(flat), None, 1)[0]
-        assert set(place.argmax(-1).flatten().tolist()) == {3}
-    # A file saved before the shift existed loads with it at zero and the same logits.
-    torch.manual_seed(1)
-    trained = GoPolicy(SMALL).eval()
-    save_checkpoint(tmp_path / "p.pt", trained)
-    payload = torch.load(tmp_path / "p.pt", weights_only=True)
-    payload["state_dict"] = {k: v for k, v in payload["state_dict"].items() if not k.startswith("heads.stage.")}
-    torch.save(payload, tmp_path / "old.pt")
-    old, _ = load_checkpoint(tmp_path / "old.pt")
-    assert float(old.heads.stage.weight.detach().abs().sum()) == 0.0
-    with torch.no_grad():
-        for mine, theirs in zip(old._logits(old.encode(inputs), None, 2), trained._logits(trained.encode(inputs), None, 2)):
-            torch.testing.assert_close(mine, theirs)
