@@ -16,15 +16,6 @@ step alike, while the shortest path from an input (each step's embedding enters 
 layer: together they tell a node's layer from its step, which a pipeline split across devices
 follows. They were appended last so that older policy checkpoints load with zero weights on them
 (`compiler_opt/policy/checkpoint.py`).
-
-Four work-prefix columns (`work_prefix_features`) give each node its place in the graph's work
-rather than in its node count: the share of all FLOPs (of all output bytes) up to the node's
-midpoint, once along the row order (a topological order: the one the contiguous placements
-split, `passes/placement/dp.py`) and once by longest-path depth (all shallower levels plus half
-of the node's own). A pipeline split balanced by work cuts these at 1/k, 2/k, ..., where the
-unweighted `topo_position` / `topo_depth` cut where the node count or the depth says, not the
-work (a transformer's attention and MLP blocks are a few nodes of most of the FLOPs). Appended
-after the path columns, for the same reason.
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["GraphArrays", "graph_arrays", "OP_KIND_INDEX", "NODE_FEATURE_NAMES", "longest_depth", "path_features", "work_prefix_features"]
+__all__ = ["GraphArrays", "graph_arrays", "OP_KIND_INDEX", "NODE_FEATURE_NAMES", "longest_depth", "path_features"]
 
 OP_KIND_INDEX: dict[OpKind, int] = {kind: index for index, kind in enumerate(OpKind)}
 NODE_FEATURE_NAMES = (
@@ -63,10 +54,6 @@ NODE_FEATURE_NAMES = (
     "topo_height",
     "min_depth",
     "min_height",
-    "flops_prefix",
-    "bytes_prefix",
-    "flops_depth_prefix",
-    "bytes_depth_prefix",
 )
 
 
@@ -106,7 +93,6 @@ def graph_arrays(graph: Graph, *, nodes: Sequence[Node] | None = None, flops: np
     targets: list[int] = []
     sizes: list[float] = []
     in_degree = np.zeros(count, dtype=np.float32)
-    node_bytes = np.zeros(count, dtype=np.float64)
     denom = max(count - 1, 1)
     log = math.log1p
     for index, node in enumerate(nodes):
@@ -130,7 +116,6 @@ def graph_arrays(graph: Graph, *, nodes: Sequence[Node] | None = None, flops: np
         in_bytes = sum(_tensor_stats(v)[1] for v in node.inputs)
         has_subgraph = 1.0 if any(True for _ in node.subgraphs()) else 0.0
         features[index, 0:4] = (log(out_elems), log(out_bytes), log(in_bytes), rank)
-        node_bytes[index] = out_bytes
         features[index, 4:6] = (len(node.inputs), len(node.outputs))
         features[index, 8:10] = (index / denom, has_subgraph)
     edge_index = np.array([sources, targets], dtype=np.int64).reshape(2, len(sources))
@@ -146,9 +131,7 @@ def graph_arrays(graph: Graph, *, nodes: Sequence[Node] | None = None, flops: np
             flops = np.asarray(flops, dtype=np.float64).reshape(-1)
             if flops.shape != (count,):
                 raise ValueError(f"graph_arrays: flops has {flops.shape[0]} entries for {count} nodes")
-            flops = np.maximum(flops, 0.0)
-            features[:, 10] = np.log1p(flops)
-        features[:, 17:21] = work_prefix_features(depth, np.zeros(count) if flops is None else flops, node_bytes)
+            features[:, 10] = np.log1p(np.maximum(flops, 0.0))
     return GraphArrays(nodes, op_kind, edge_index, np.asarray(sizes, dtype=np.float64), features)
 
 
@@ -198,25 +181,3 @@ def path_features(edge_index: np.ndarray, count: int) -> np.ndarray:
     ]
     return np.stack([c / max(int(c.max()) if count else 0, 1) for c in columns], axis=1).astype(np.float32)
 
-
-def work_prefix_features(depth: np.ndarray, flops: np.ndarray, node_bytes: np.ndarray) -> np.ndarray:
-    """(N, 4) float32: `flops_prefix`, `bytes_prefix`, `flops_depth_prefix`, `bytes_depth_prefix`
-    (module docstring). `depth`: int (N,) longest-path depth per row, rows in topological order;
-    `flops`, `node_bytes`: (N,) non-negative work per row. A column whose work sums to 0 falls back
-    to counting every node as one unit, so it is never a constant."""
-    depth = np.asarray(depth, dtype=np.int64)
-    count = depth.size
-    out = np.zeros((count, 4), dtype=np.float32)
-    if count == 0:
-        return out
-    for column, work in enumerate((flops, node_bytes)):
-        work = np.maximum(np.asarray(work, dtype=np.float64).reshape(-1), 0.0)
-        total = float(work.sum())
-        if not total > 0.0 or not np.isfinite(total):
-            work, total = np.ones(count), float(count)
-        half = work / 2.0
-        out[:, column] = (np.cumsum(work) - half) / total
-        level = np.bincount(depth, weights=work)
-        below = np.cumsum(level) - level
-        out[:, 2 + column] = (below[depth] + level[depth] / 2.0) / total
-    return out

@@ -35,7 +35,7 @@ import torch
 
 from compiler_opt.policy.features import DEVICE_FEATURE_NAMES, GRAPH_FEATURE_NAMES, PolicyInputs
 from compiler_opt.rl.environment import EpisodeScore
-from graph_ir.features import NODE_FEATURE_NAMES, OP_KIND_INDEX, longest_depth, path_features, work_prefix_features
+from graph_ir.features import NODE_FEATURE_NAMES, OP_KIND_INDEX, longest_depth, path_features
 from graph_ir.op_kinds import OpKind
 from passes.placement.context_base import OOM_PENALTY_S
 from passes.placement.profiled_context import ProfiledPlacementContext
@@ -73,10 +73,6 @@ def profiled_policy_inputs(ctx: ProfiledPlacementContext) -> PolicyInputs:
     depth = longest_depth(edges, n)
     x[:, _COL["topo_depth"]] = depth / max(depth.max(), 1)
     x[:, [_COL["topo_height"], _COL["min_depth"], _COL["min_height"]]] = path_features(edges, n)
-    # Work prefixes with the accelerator time standing in for FLOPs and the output size for bytes.
-    work = np.where(ctx.supported, ctx.times[:, 1], ctx.times[:, 0])
-    prefix = [_COL[c] for c in ("flops_prefix", "bytes_prefix", "flops_depth_prefix", "bytes_depth_prefix")]
-    x[:, prefix] = work_prefix_features(depth, work, ctx.cost)
     devices = np.zeros((k + 1, len(DEVICE_FEATURE_NAMES)), dtype=np.float32)
     devices[0, DEVICE_FEATURE_NAMES.index("is_cpu")] = 1.0
     devices[1:, DEVICE_FEATURE_NAMES.index("log_memory")] = math.log10(max(ctx.workload.memory_per_accelerator, 1.0)) - 9.0

@@ -179,20 +179,3 @@ def test_path_columns_by_hand() -> None:
         got = {n.name: tuple(float(arrays.node_features[i, column[c]]) for c in names) for i, n in enumerate(arrays.nodes)}
         assert got == {k: pytest.approx(v) for k, v in expected.items()}
 
-
-def test_work_prefix_columns_by_hand() -> None:
-    """Diamond a -> b, c -> d -> e with FLOPs 0, 6, 6, 6, 12 (total 30): prefixes at each node's midpoint."""
-    graph = diamond()
-    column = {name: i for i, name in enumerate(NODE_FEATURE_NAMES)}
-    arrays = graph_arrays(graph, flops=np.array([0.0, 6.0, 6.0, 6.0, 12.0]))
-    features = arrays.node_features
-    # Row order a, b, c, d, e: cumulative 0, 6, 12, 18, 30 minus half of each node's own.
-    np.testing.assert_allclose(features[:, column["flops_prefix"]], [0.0, 3 / 30, 9 / 30, 15 / 30, 24 / 30], rtol=1e-6)
-    # By depth: level 0 {a} 0, level 1 {b, c} 12, level 2 {d} 6, level 3 {e} 12.
-    np.testing.assert_allclose(features[:, column["flops_depth_prefix"]], [0.0, 6 / 30, 6 / 30, 15 / 30, 24 / 30], rtol=1e-6)
-    # Every output has the same size here, so the byte columns count nodes: 5 units.
-    np.testing.assert_allclose(features[:, column["bytes_prefix"]], [0.1, 0.3, 0.5, 0.7, 0.9], rtol=1e-6)
-    np.testing.assert_allclose(features[:, column["bytes_depth_prefix"]], [0.1, 0.4, 0.4, 0.7, 0.9], rtol=1e-6)
-    # Without FLOPs the FLOP columns count nodes instead of being a constant 0.
-    plain = graph_arrays(graph).node_features
-    np.testing.assert_allclose(plain[:, column["flops_prefix"]], [0.1, 0.3, 0.5, 0.7, 0.9], rtol=1e-6)
