@@ -1,11 +1,11 @@
 """Why a tile ranker's mean top-1 slowdown is what it is: the per-kernel distribution and the knobs
 of its worst picks.
 
-    PYTHONPATH=. python benchmarks/bench_tile_diagnose.py out/tile_s13 [--seed 0] [--worst 10]
+    PYTHONPATH=. python benchmarks/bench_tile_diagnose.py out/tile_s13 [--seed 0] [--worst 10] [--ranker rank+relative]
 
 For both splits (split seed `--seed`, test fraction 0.25) it fits XGBoost's pairwise rank model on
-flat features (`GbdtBaseline(objective="rank")`, the "XGBoost rank" row of bench_costmodel.py) and
-prints, over the test kernels: the median, p90 and max per-kernel top-1 slowdown, the share of the
+flat features (`GbdtBaseline(objective="rank")`, the "XGBoost rank" row of bench_costmodel.py; or
+`--ranker NAME`, one of `tile_rankers.TILE_RANKER_NAMES`) and prints, over the test kernels: the median, p90 and max per-kernel top-1 slowdown, the share of the
 mean that the worst `--worst` kernels carry, the same per kernel kind, and for the worst picks the
 knobs (split factors, loop order, vectorize, unroll, parallel) of the model's pick beside the
 kernel's true best, plus how often the worst picks share a knob pattern (scalar fallback, unroll
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worst", type=int, default=10)
     parser.add_argument("--test-fraction", type=float, default=0.25)
+    parser.add_argument("--ranker", default="rank", help="rank (GbdtBaseline's pairwise rank model) or a tile_rankers.TILE_RANKER_NAMES entry")
     parser.add_argument("--json", default=str(RESULTS))
     args = parser.parse_args(argv)
 
@@ -61,11 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.tpugraphs import load_dir
 
     records = load_dir(args.data)
-    report: dict[str, object] = {"data": Path(args.data).name, "seed": args.seed}
+    report: dict[str, object] = {"data": Path(args.data).name, "seed": args.seed, "ranker": args.ranker}
     for split in ("random", "program"):
         train_idx, test_idx = split_records(records, split, test_fraction=args.test_fraction, seed=args.seed)
         test = [records[i] for i in test_idx]
-        model = GbdtBaseline(seed=args.seed, objective="rank").fit([records[i] for i in train_idx])
+        if args.ranker == "rank":
+            model = GbdtBaseline(seed=args.seed, objective="rank")
+        else:
+            from cost_model.learned.tile_rankers import make_tile_ranker
+
+            model = make_tile_ranker(args.ranker, seed=args.seed)
+        model.fit([records[i] for i in train_idx])
         preds = [model.predict(r) for r in test]
         top1 = np.array([top_k_slowdown(p, r.config_runtime, 1) for p, r in zip(preds, test)])
         kinds = [str(r.meta.get("kind", "?")) for r in test]
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         report[split] = {"all": distribution(top1, args.worst), "by_kind": by_kind, "worst": worst, "worst_patterns": patterns,
                          "all_patterns": all_patterns, "train_kernels": len(train_idx), "test_kernels": len(test)}
 
-        print(f"\n## {split} split (seed {args.seed}): {len(train_idx)} train / {len(test)} test kernels")
+        print(f"\n## {split} split (seed {args.seed}, ranker {args.ranker}): {len(train_idx)} train / {len(test)} test kernels")
         print("| kind | kernels | mean top-1 | median | p90 | max | share of mean, worst 10 | kernels >= 100% (share of mean) | kernels <= 5% |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for kind, d in [("all", report[split]["all"])] + list(by_kind.items()):
