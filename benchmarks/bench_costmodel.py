@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gbdt-variants", default="", help="comma list of extra XGBoost rankers: kind (one rank model per kernel kind), "
                                                            "pair (pairwise config differences, target log(y_i/y_j))")
     parser.add_argument("--tile-rankers", default="", help="comma list of the fourteenth session's tile rankers (cost_model.learned.tile_rankers."
-                                                           "TILE_RANKER_NAMES: ndcg, map, reject, rank+relative, rank+relative+ndcg, rank-bag3)")
+                                                           "TILE_RANKER_NAMES: ndcg, map, reject, rank+relative, rank+relative+ndcg, rank-all+relative, rank-bag3)")
     parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
     parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares), without the op-class node counts, and fitted on l1")
     parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")

@@ -11,7 +11,8 @@
 - `ZScoreEnsemble`: several of those (and `GbdtBaseline`s) at once: each member's scores are
   centred and scaled per kernel (z-scores, so a rank score and a log-runtime regression can be
   added) and summed with weights. "Reject the catastrophes, then rank" is the ensemble of the
-  rank model and `CatastropheGbdt`.
+  rank model and `CatastropheGbdt`; the rank model over all pairs plus the relative regression is
+  what `gbdt_ensemble.GbdtEnsembleTilePredictor` ships (`autotune --ranker gbdt-ens`).
 
 `make_tile_ranker(name)` builds the named ones (`TILE_RANKER_NAMES`). Every model answers
 `predict(record)` with "lower = predicted faster" scores of the record's configurations (not
@@ -162,6 +163,7 @@ TILE_RANKER_NAMES = {
     "reject": "XGBoost rank + P(>= 1.5x best) (reject the catastrophes, then rank)",
     "rank+relative": "ensemble: XGBoost rank + regression of log(runtime / kernel median)",
     "rank+relative+ndcg": "ensemble: XGBoost rank + relative regression + rank:ndcg graded",
+    "rank-all+relative": "ensemble: XGBoost rank over all pairs + relative regression (autotune --ranker gbdt-ens, at depth 8)",
     "rank-bag3": "ensemble: XGBoost rank, 3 model seeds",
 }
 
@@ -181,6 +183,8 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
     if name == "rank+relative+ndcg":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", **common), GbdtBaseline(objective="relative", **common),
                                GradedRankGbdt(objective="ndcg", **common)])
+    if name == "rank-all+relative":  # 50: every pair of a dataset kernel's configurations (XGBoost's default: the model's top 32)
+        return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, **common), GbdtBaseline(objective="relative", **common)])
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")

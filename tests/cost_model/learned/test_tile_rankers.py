@@ -37,7 +37,7 @@ def _assert_ranks(model, records: list[KernelRecord], min_tau: float = 0.6) -> N
         assert top_k_slowdown(score, record.config_runtime, 5) < 0.25, "the ranker's top 5 misses the fast configurations"
 
 
-@pytest.mark.parametrize("name", ["ndcg", "map", "reject", "rank+relative", "rank+relative+ndcg", "rank-bag3"])
+@pytest.mark.parametrize("name", ["ndcg", "map", "reject", "rank+relative", "rank+relative+ndcg", "rank-all+relative", "rank-bag3"])
 def test_named_rankers_rank_unseen_kernels(name: str) -> None:
     from cost_model.learned.tile_rankers import make_tile_ranker
 
