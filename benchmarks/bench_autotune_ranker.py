@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gbdt-depth", type=int, default=6)
     parser.add_argument("--gbdt-objective", choices=("rank", "relative", "regression"), default="rank",
                         help="GbdtBaseline objective: pairwise rank (what ships), log(runtime / kernel median), or log runtime")
+    parser.add_argument("--gbdt-ensemble", action="store_true",
+                        help="also the ensemble ranker (autotune --ranker gbdt-ens: GbdtEnsembleTilePredictor, same depth and rounds)")
+    parser.add_argument("--shipped-gbdt-ens", default="cost_model/learned/tile_gbdt_ens.json")
     parser.add_argument("--shipped-gnn", default="cost_model/learned/tile_model.pt")
     parser.add_argument("--shipped-gbdt", default="cost_model/learned/tile_gbdt.ubj")
     parser.add_argument("--json", default=str(RESULTS))
@@ -92,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
             ranker = GbdtTilePredictor.train(train, seed=seed, rounds=args.gbdt_rounds, depth=args.gbdt_depth, objective=args.gbdt_objective)
             preds = [ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
             add(_row(f"gbdt (XGBoost {args.gbdt_objective}, depth {args.gbdt_depth}, {args.gbdt_rounds} rounds)", seed, split, preds, test, random_needs, time.perf_counter() - began, floor))
+            if args.gbdt_ensemble:
+                from cost_model.learned.gbdt_ensemble import MEMBERS, GbdtEnsembleTilePredictor
+
+                began = time.perf_counter()
+                ensemble = GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=args.gbdt_rounds, depth=args.gbdt_depth)
+                preds = [ensemble.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
+                add(_row(f"gbdt-ens ({'+'.join(o + (' all pairs' if p else '') for o, _, p in MEMBERS)}, depth {args.gbdt_depth})", seed, split, preds, test, random_needs,
+                         time.perf_counter() - began, floor))
             if args.gnn_epochs > 0:
                 began = time.perf_counter()
                 config = TrainConfig(loss="listmle", epochs=args.gnn_epochs, seed=seed, mse_weight=0.05, hidden=args.hidden, layers=args.layers,
@@ -100,11 +111,17 @@ def main(argv: list[str] | None = None) -> int:
                 preds = [predict(model, to_tensors(r)) for r in test]
                 add(_row(f"gnn (GraphSAGE ListMLE, {args.gnn_epochs} ep)", seed, split, preds, test, random_needs, time.perf_counter() - began, floor))
             if seed == 0 and split == "program":
-                for name, path in (("shipped tile_gbdt.ubj", args.shipped_gbdt), ("shipped tile_model.pt", args.shipped_gnn)):
+                shipped_files = [("shipped tile_gbdt.ubj", args.shipped_gbdt), ("shipped tile_model.pt", args.shipped_gnn)]
+                for name, path in shipped_files + ([("shipped tile_gbdt_ens.json", args.shipped_gbdt_ens)] if args.gbdt_ensemble else []):
                     if not Path(path).is_file():
                         continue
                     try:
-                        if path.endswith(".ubj"):
+                        if path.endswith(".json"):
+                            from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+
+                            shipped = GbdtEnsembleTilePredictor.load(path)
+                            preds = [shipped.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
+                        elif path.endswith(".ubj"):
                             shipped = GbdtTilePredictor.load(path)
                             preds = [shipped.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
                         else:

@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-models", metavar="DIR", help="save every GraphSAGE model here (<split>_<loss>.pt, with its train config and split)")
     parser.add_argument("--gbdt-variants", default="", help="comma list of extra XGBoost rankers: kind (one rank model per kernel kind), "
                                                            "pair (pairwise config differences, target log(y_i/y_j))")
+    parser.add_argument("--tile-rankers", default="", help="comma list of the fourteenth session's tile rankers (cost_model.learned.tile_rankers."
+                                                           "TILE_RANKER_NAMES: ndcg, map, reject, rank+relative, rank+relative+ndcg, rank-all+relative, rank-bag3)")
     parser.add_argument("--residual", action="store_true", help="fusion: GraphSAGE in the residual form (log runtime / roofline_s, fusion terms before the MLP)")
     parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares), without the op-class node counts, and fitted on l1")
     parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
@@ -211,6 +213,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 raise SystemExit(f"unknown --gbdt-variants entry {variant!r} (kind, pair)")
             rows.append(score(name, [model.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
+        for name in [v for v in args.tile_rankers.split(",") if v]:  # rankers aimed at the top of each kernel's list (fourteenth session)
+            from cost_model.learned.tile_rankers import TILE_RANKER_NAMES, make_tile_ranker
+
+            if name not in TILE_RANKER_NAMES:
+                raise SystemExit(f"unknown --tile-rankers entry {name!r} ({', '.join(TILE_RANKER_NAMES)})")
+            began = time.perf_counter()
+            model = make_tile_ranker(name, seed=args.seed).fit(train)
+            rows.append(score(TILE_RANKER_NAMES[name], [model.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
         if metaschedule is not None:
             preds = metaschedule["predictions"][split]
             rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",

@@ -12,6 +12,7 @@ handler imports what it needs.
     compiler-opt costmodel evaluate model.pt data/tile --split program
     compiler-opt autotune model.onnx --task tile --budget 200 -o tuned.onnx
     compiler-opt autotune model.onnx --task tile --ranker gbdt -o tuned.onnx   # XGBoost rank model
+    compiler-opt autotune model.onnx --task tile --ranker gbdt-ens -o tuned.onnx   # XGBoost rank + relative, z-scored
     compiler-opt autotune model.hlo --task fusion --budget 100 -o tuned.hlo
 """
 
@@ -169,6 +170,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             return 2
         print(json.dumps(report["metrics"], indent=2))
         return 0
+    if args.model == "gbdt-ens":
+        from cost_model.learned.gbdt_ensemble import train_gbdt_ensemble_and_save
+
+        report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
+                                              threads=args.threads)
+        print(json.dumps(report["metrics"], indent=2))
+        return 0
     if args.model == "gbdt":
         from cost_model.learned.gbdt_predictor import train_gbdt_and_save
 
@@ -247,7 +255,7 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.task == "fusion":
-        if args.ranker == "gbdt":
+        if args.ranker in ("gbdt", "gbdt-ens"):
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
                   "or the GraphSAGE layout model (--ranker gnn)", file=sys.stderr)
             return 2
@@ -258,7 +266,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
               f"outputs match the unfused graph; written to {args.output}")
         return 0
     if args.ranker == "additive":
-        print("compiler-opt: error: autotune --task tile: --ranker additive ranks fusions; tiles take gnn or gbdt", file=sys.stderr)
+        print("compiler-opt: error: autotune --task tile: --ranker additive ranks fusions; tiles take gnn, gbdt or gbdt-ens", file=sys.stderr)
         return 2
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
@@ -335,9 +343,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     train = cm_sub.add_parser("train", parents=[common], help="train the GraphSAGE cost model on a dataset folder")
     train.add_argument("data", metavar="DIR")
-    train.add_argument("-o", "--output", required=True, metavar="MODEL", help="gnn: a .pt checkpoint; gbdt: an XGBoost .ubj model; additive: a .json file")
-    train.add_argument("--model", choices=("gnn", "gbdt", "additive"), default="gnn",
+    train.add_argument("-o", "--output", required=True, metavar="MODEL", help="gnn: a .pt checkpoint; gbdt: an XGBoost .ubj model; gbdt-ens, additive: a .json file")
+    train.add_argument("--model", choices=("gnn", "gbdt", "gbdt-ens", "additive"), default="gnn",
                        help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt; "
+                            "gbdt-ens: that rank model + an XGBoost regression of log(runtime / the kernel's median), z-scored per kernel and summed (autotune --ranker gbdt-ens); "
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
@@ -370,9 +379,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("-o", "--output", required=True, metavar="OUT")
     tune.add_argument("--task", choices=("tile", "fusion"), required=True,
                       help="tile: TVM tile configs of dot/conv/reduce kernels; fusion: fusion groups of an HLO graph (run on XLA)")
-    tune.add_argument("--cost-model", metavar="MODEL", help="trained cost model (gnn: .pt, gbdt: .ubj; default: the one shipped in the package for the task and ranker)")
-    tune.add_argument("--ranker", choices=("gnn", "gbdt", "additive"), default=None,
-                      help="tile: rank candidates with the GraphSAGE model (gnn, default) or the XGBoost rank model on flat features (gbdt); "
+    tune.add_argument("--cost-model", metavar="MODEL", help="trained cost model (gnn: .pt, gbdt: .ubj, gbdt-ens: .json; default: the one shipped in the package for the task and ranker)")
+    tune.add_argument("--ranker", choices=("gnn", "gbdt", "gbdt-ens", "additive"), default=None,
+                      help="tile: rank candidates with the GraphSAGE model (gnn, default), the XGBoost rank model on flat features (gbdt) or that model "
+                           "and a per-kernel relative regression together (gbdt-ens); "
                            "fusion: the additive model over the roofline simulator (additive, default) or the GraphSAGE layout model (gnn)")
     tune.add_argument("--budget", type=int, default=None, metavar="N",
                       help="candidates ranked by the model per kernel (tile, default 200) or graph (fusion: random legal fusions + the default one, default 100)")
@@ -380,6 +390,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
-    tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj)")
+    tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj, gbdt-ens: .json)")
     tune.add_argument("--no-progress", action="store_true")
     tune.set_defaults(handler=_cmd_autotune, file_arg="model")

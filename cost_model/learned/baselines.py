@@ -72,10 +72,15 @@ def flat_features(record: KernelRecord) -> np.ndarray:
 class GbdtBaseline:
     """XGBoost regression of log runtime on `flat_features`."""
 
-    def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1, objective: str = "regression") -> None:
+    def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1, objective: str = "regression",
+                 rank_pairs: int | None = None) -> None:
         if objective not in ("regression", "relative", "rank", "residual"):
             raise ValueError(f"objective must be 'regression', 'relative', 'rank' or 'residual', got {objective!r}")
+        if rank_pairs is not None and (objective != "rank" or rank_pairs < 1):
+            raise ValueError(f"rank_pairs (>= 1) is for the rank objective, got {rank_pairs} with {objective!r}")
         self.seed, self.rounds, self.depth, self.threads, self.objective = seed, rounds, depth, threads, objective
+        # rank: XGBoost pairs each configuration with the model's top `rank_pairs` of its kernel (None: XGBoost's default, 32)
+        self.rank_pairs = rank_pairs
         self.booster = None
 
     def fit(self, records: Sequence[KernelRecord]) -> GbdtBaseline:
@@ -92,8 +97,11 @@ class GbdtBaseline:
 
     def params(self) -> dict[str, object]:
         objective = "rank:pairwise" if self.objective == "rank" else "reg:squarederror"
-        return {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": self.threads,
-                "objective": objective}
+        params = {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": self.threads,
+                  "objective": objective}
+        if self.rank_pairs is not None:
+            params |= {"lambdarank_pair_method": "topk", "lambdarank_num_pair_per_sample": self.rank_pairs}
+        return params
 
     def _matrix(self, x: np.ndarray, log_runtime: np.ndarray, qid: np.ndarray) -> object:
         import xgboost as xgb

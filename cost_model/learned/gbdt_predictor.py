@@ -52,10 +52,10 @@ class GbdtTilePredictor:
 
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, seed: int = 0, rounds: int = 400, depth: int = 6, threads: int = 1,
-              objective: str = "rank", extra: dict[str, Any] | None = None) -> GbdtTilePredictor:
+              objective: str = "rank", rank_pairs: int | None = None, extra: dict[str, Any] | None = None) -> GbdtTilePredictor:
         if not records or any(r.layout_form for r in records):
             raise DatasetError("a GBDT tile ranker trains on tile-form records (config_feat), got none or layout-form ones")
-        gbdt = GbdtBaseline(seed=seed, rounds=rounds, depth=depth, threads=threads, objective=objective).fit(records)
+        gbdt = GbdtBaseline(seed=seed, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=rank_pairs).fit(records)
         info = {"seed": seed, "rounds": rounds, "depth": depth, "train_kernels": len(records)}
         return cls(gbdt, (extra or {}) | {"train": info, "config_features": int(records[0].config_feat.shape[1])})
 
@@ -92,7 +92,7 @@ class GbdtTilePredictor:
 
         booster = self.gbdt.booster
         meta = {"format": FORMAT, "objective": self.gbdt.objective, "width": self.gbdt.width, "seed": self.gbdt.seed,
-                "rounds": self.gbdt.rounds, "depth": self.gbdt.depth, "extra": self.extra | (extra or {})}
+                "rounds": self.gbdt.rounds, "depth": self.gbdt.depth, "rank_pairs": self.gbdt.rank_pairs, "extra": self.extra | (extra or {})}
         booster.set_attr(compiler_opt=json.dumps(meta))
         target = Path(path)
         with atomic_path(target) as tmp:
@@ -118,7 +118,9 @@ class GbdtTilePredictor:
             meta = {}
         if meta.get("format") != FORMAT:
             raise DatasetError(f"an XGBoost model but not a compiler-opt GBDT tile ranker (attribute compiler_opt.format != {FORMAT})", file=name)
-        gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]))
+        pairs = meta.get("rank_pairs")  # files before the fourteenth session: XGBoost's default
+        gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
+                            rank_pairs=None if pairs is None else int(pairs))
         gbdt.booster, gbdt.width = booster, int(meta["width"])
         return cls(gbdt, dict(meta.get("extra", {})))
 

@@ -29,7 +29,7 @@ PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
 PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
 PACKAGED_FUSION_ADDITIVE = Path(__file__).with_name("fusion_additive.json")
 FUSION_RANKERS = ("additive", "gnn")  # AdditiveFusionPredictor (default), FusionPredictor
-TILE_RANKERS = ("gnn", "gbdt")  # GraphSAGE (TilePredictor), XGBoost rank on flat features (GbdtTilePredictor)
+TILE_RANKERS = ("gnn", "gbdt", "gbdt-ens")  # GraphSAGE (TilePredictor), XGBoost rank on flat features (GbdtTilePredictor), an ensemble of those (GbdtEnsembleTilePredictor)
 
 
 def _edge_index(edges: np.ndarray) -> torch.Tensor:
@@ -236,12 +236,17 @@ def load_fusion_ranker(path: str | os.PathLike[str] | None = None, ranker: str |
 
 
 def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:
-    """The tile autotuner's ranker: `gnn` (GraphSAGE, a `.pt` checkpoint) or `gbdt` (XGBoost rank
-    model, a `.ubj` file); `path` None: the one shipped in the package."""
+    """The tile autotuner's ranker: `gnn` (GraphSAGE, a `.pt` checkpoint), `gbdt` (XGBoost rank
+    model, a `.ubj` file) or `gbdt-ens` (XGBoost rank and relative models, z-scored and summed, a
+    `.json` file); `path` None: the one shipped in the package."""
     if ranker == "gnn":
         return TilePredictor.load(path) if path else TilePredictor.packaged()
     if ranker == "gbdt":
         from cost_model.learned.gbdt_predictor import GbdtTilePredictor
 
         return GbdtTilePredictor.load(path) if path else GbdtTilePredictor.packaged()
+    if ranker == "gbdt-ens":
+        from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+
+        return GbdtEnsembleTilePredictor.load(path) if path else GbdtEnsembleTilePredictor.packaged()
     raise ValueError(f"unknown tile ranker {ranker!r} (one of {', '.join(TILE_RANKERS)})")

@@ -112,8 +112,8 @@ class AutotuneTiles(Pass):
     """Pick each dot/conv/reduce kernel's tile configuration with the learned cost model, measuring the top-k."""
 
     name = "autotune-tiles"
-    model: str = option("", "trained ranker (gnn: .pt, gbdt: .ubj); empty: the packaged one")
-    ranker: str = option("gnn", "gnn (GraphSAGE) or gbdt (XGBoost rank on flat features)")
+    model: str = option("", "trained ranker (gnn: .pt, gbdt: .ubj, gbdt-ens: .json); empty: the packaged one")
+    ranker: str = option("gnn", "gnn (GraphSAGE), gbdt (XGBoost rank on flat features) or gbdt-ens (that + a per-kernel relative regression)")
     budget: int = option(200, "configurations ranked by the model per kernel")
     top_k: int = option(5, "configurations measured for real per kernel")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")

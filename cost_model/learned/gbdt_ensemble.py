@@ -1,0 +1,169 @@
+"""Several XGBoost tile rankers as one (fourteenth session): each member's scores are z-scored
+over the candidates of one kernel and summed with weights (`tile_rankers.zscore`), so members
+with different objectives (pairwise rank scores, log runtime over the kernel's median) and model
+seeds can be added.
+
+    compiler-opt costmodel train out/tile_s13 -o tile_gbdt_ens.json --model gbdt-ens --split program --test-fraction 0.25
+    ranker = GbdtEnsembleTilePredictor.train(records)       # MEMBERS: (objective, model-seed offset)
+    scores = ranker.rank(space, configs)                   # lower = predicted faster
+
+The same interface as `GbdtTilePredictor` (`rank_rows`, `rank`, `finetune`, `save`, `load`,
+`packaged`), so `autotune --ranker gbdt-ens` and the `autotune-tiles{ranker=gbdt-ens}` pass use it.
+File format: JSON (no pickle) with each member's XGBoost UBJSON model in base64 and its
+`GbdtTilePredictor` metadata; written atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.baselines import GbdtBaseline, flat_rows
+from cost_model.learned.gbdt_predictor import FORMAT as MEMBER_FORMAT
+from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+from cost_model.learned.tile_rankers import zscore
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+__all__ = ["ENSEMBLE_FORMAT", "MEMBERS", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "train_gbdt_ensemble_and_save"]
+
+ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
+PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
+# (GbdtBaseline objective, model seed offset, rank pairs per configuration or None): the pairwise
+# rank model over all pairs of a kernel's 50 configurations and the regression of log runtime over
+# the kernel's median (RESULTS (i), fourteenth session)
+MEMBERS: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("relative", 0, None))
+
+
+class GbdtEnsembleTilePredictor:
+    """Ranks tile configurations of a kernel with several fitted `GbdtTilePredictor`s."""
+
+    def __init__(self, members: Sequence[GbdtTilePredictor], weights: Sequence[float] | None = None, extra: dict[str, Any] | None = None) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
+        if len(weights) != len(members):
+            raise ValueError(f"{len(members)} members but {len(weights)} weights")
+        self.members, self.weights = list(members), weights
+        self.extra = dict(extra or {})
+
+    @classmethod
+    def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
+              depth: int = 6, threads: int = 1, extra: dict[str, Any] | None = None) -> GbdtEnsembleTilePredictor:
+        fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs)
+                  for objective, offset, pairs in members]
+        info = {"seed": seed, "rounds": rounds, "depth": depth, "members": [list(m) for m in members], "train_kernels": len(records)}
+        return cls(fitted, extra=(extra or {}) | {"train": info})
+
+    # -- ranking ---------------------------------------------------------------------------------
+    def _combine(self, rows: np.ndarray) -> np.ndarray:
+        return sum(w * zscore(m.gbdt.predict_rows(rows)) for w, m in zip(self.weights, self.members))
+
+    def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray) -> np.ndarray:
+        """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel."""
+        return self._combine(flat_rows(node_feat, node_opcode, config_feat))
+
+    def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
+        """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        feats, opcodes, _ = kernel_graph(space.kernel)
+        return self.rank_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+
+    def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
+        """`steps` more boosting rounds per member on one kernel's new measurements; returns the
+        ensemble's Kendall tau on those rows afterwards."""
+        from scipy.stats import kendalltau
+
+        from cost_model.measure.tile.dataset import kernel_graph
+
+        if len(configs) < 2 or steps <= 0:
+            return float("nan")
+        for member in self.members:
+            member.finetune(space, configs, seconds, steps=steps)
+        feats, opcodes, _ = kernel_graph(space.kernel)
+        rows = flat_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+        self.extra["finetune_rounds"] = int(self.extra.get("finetune_rounds", 0)) + steps
+        return float(kendalltau(self._combine(rows), np.asarray(seconds)).statistic)
+
+    # -- files -----------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
+        from graph_ir.io.atomic import atomic_path
+
+        members = []
+        for member in self.members:
+            gbdt = member.gbdt
+            meta = {"format": MEMBER_FORMAT, "objective": gbdt.objective, "width": gbdt.width, "seed": gbdt.seed, "rounds": gbdt.rounds,
+                    "depth": gbdt.depth, "rank_pairs": gbdt.rank_pairs, "extra": member.extra}
+            raw = bytes(gbdt.booster.save_raw(raw_format="ubj"))
+            members.append({"meta": meta, "ubj": base64.b64encode(raw).decode("ascii")})
+        doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {}), "members": members}
+        target = Path(path)
+        with atomic_path(target) as tmp:
+            tmp.write_text(json.dumps(doc), encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> GbdtEnsembleTilePredictor:
+        import xgboost as xgb
+
+        name = os.fspath(path)
+        try:
+            doc = json.loads(Path(name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise DatasetError(f"cannot read the GBDT ensemble tile model: {error}", file=name) from error
+        if not isinstance(doc, dict) or doc.get("format") != ENSEMBLE_FORMAT:
+            raise DatasetError(f"not a compiler-opt GBDT ensemble tile ranker (format != {ENSEMBLE_FORMAT})", file=name)
+        members = []
+        for i, entry in enumerate(doc.get("members", [])):
+            try:
+                meta = entry["meta"]
+                booster = xgb.Booster(model_file=bytearray(base64.b64decode(entry["ubj"], validate=True)))
+                pairs = meta.get("rank_pairs")
+                gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
+                                    rank_pairs=None if pairs is None else int(pairs))
+            except (KeyError, TypeError, ValueError, xgb.core.XGBoostError) as error:
+                raise DatasetError(f"member {i} is not a GBDT tile ranker: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+                                   file=name) from error
+            gbdt.booster, gbdt.width = booster, int(meta["width"])
+            members.append(GbdtTilePredictor(gbdt, dict(meta.get("extra", {}))))
+        if not members:
+            raise DatasetError("the GBDT ensemble tile ranker has no members", file=name)
+        return cls(members, doc.get("weights"), dict(doc.get("extra", {})))
+
+    @classmethod
+    def packaged(cls) -> GbdtEnsembleTilePredictor:
+        if not PACKAGED_GBDT_ENSEMBLE.is_file():
+            raise DatasetError("no GBDT ensemble tile ranker ships with this installation; pass one (GbdtEnsembleTilePredictor.train(...).save(path))",
+                               file=str(PACKAGED_GBDT_ENSEMBLE))
+        return cls.load(PACKAGED_GBDT_ENSEMBLE)
+
+
+def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
+                                 rounds: int = 400, depth: int = 6, threads: int = 1) -> dict[str, Any]:
+    """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
+    sides (top-1/top-5 slowdown, Kendall tau), save it."""
+    from cost_model.learned.data import split_records
+    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+    from cost_model.learned.tpugraphs import load_dir
+
+    records = load_dir(data_dir)
+    train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
+    config = {"model": "gbdt-ens", "members": [list(m) for m in MEMBERS], "split": split, "test_fraction": test_fraction, "seed": seed,
+              "rounds": rounds, "depth": depth}
+    ranker = GbdtEnsembleTilePredictor.train([records[i] for i in train_idx], seed=seed, rounds=rounds, depth=depth, threads=threads)
+
+    def metrics(indices: list[int]) -> dict[str, float]:
+        rows = [kernel_metrics(ranker.rank_rows(records[i].node_feat, records[i].node_opcode, records[i].config_feat), records[i].config_runtime)
+                for i in indices]
+        return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
+
+    report = {"metrics": {"train": metrics(train_idx), "test": metrics(test_idx) if test_idx else {}}, "train_config": config,
+              "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
+              "data": os.path.basename(os.path.normpath(data_dir))}
+    ranker.save(output, extra=report)
+    return report

@@ -1,0 +1,121 @@
+"""The XGBoost ensemble tile ranker (`autotune --ranker gbdt-ens`): on real TVM schedule spaces with
+a synthetic cost whose optimum is known it finds that optimum in the tuner's top-k; its file
+round-trips with fine-tuning; bad files are refused with the file named."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("xgboost")
+pytest.importorskip("tvm")
+
+from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor  # noqa: E402
+from cost_model.learned.predictor import load_tile_ranker  # noqa: E402
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord  # noqa: E402
+from cost_model.measure.tile.collect import kernel_configs  # noqa: E402
+from cost_model.measure.tile.kernels import KernelSpec, build_kernel  # noqa: E402
+from cost_model.measure.tile.space import TileConfig, TileSpace  # noqa: E402
+from passes.autotune.search import tune_candidates  # noqa: E402
+
+from test_gbdt_predictor import TRAIN_SHAPES, _record, _seconds  # noqa: E402  (same folder, rootdir-relative import mode)
+
+MEMBERS = (("rank", 0, 50), ("relative", 0, None), ("rank", 1000, None))
+
+
+@pytest.fixture(scope="module")
+def records() -> list[KernelRecord]:
+    return [_record(KernelSpec("matmul", dims), 100, seed) for seed, dims in enumerate(TRAIN_SHAPES)]
+
+
+@pytest.fixture(scope="module")
+def ranker(records: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
+    return GbdtEnsembleTilePredictor.train(records, members=MEMBERS, seed=0, rounds=120, depth=6)
+
+
+def test_the_tuner_with_the_ensemble_finds_the_known_best(ranker: GbdtEnsembleTilePredictor) -> None:
+    assert [m.gbdt.objective for m in ranker.members] == ["rank", "relative", "rank"]
+    space = TileSpace(build_kernel(KernelSpec("matmul", (64, 64, 64))))  # a shape it never trained on
+    candidates = kernel_configs(space, 123, 200)
+    truth = {c.text(): _seconds(space, c) for c in candidates}
+    outcome = tune_candidates(candidates, rank=lambda cs: ranker.rank(space, cs), measure=lambda cs: [truth[c.text()] for c in cs], top_k=5)
+    assert outcome.best_seconds == pytest.approx(min(truth.values()), rel=1e-12)
+
+
+def test_the_ensemble_is_the_weighted_sum_of_z_scored_members(records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor) -> None:
+    r = records[2]
+    scores = [m.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for m in ranker.members]
+    expected = sum((s - s.mean()) / s.std() for s in scores)
+    np.testing.assert_allclose(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), expected, rtol=1e-9)
+
+
+def test_save_load_round_trip_and_finetune(tmp_path, records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+    path = ranker.save(tmp_path / "ens.json", extra={"note": "test"})
+    loaded = load_tile_ranker("gbdt-ens", path)
+    assert isinstance(loaded, GbdtEnsembleTilePredictor)
+    assert loaded.extra["note"] == "test" and loaded.extra["train"]["members"] == [list(m) for m in MEMBERS]
+    r = records[1]
+    before = loaded.rank_rows(r.node_feat, r.node_opcode, r.config_feat)
+    np.testing.assert_array_equal(before, ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat))
+    space = TileSpace(build_kernel(KernelSpec("matmul", TRAIN_SHAPES[1])))
+    configs = [TileConfig.from_text(t) for t in r.config_text[:8]]
+    rounds = [m.gbdt.booster.num_boosted_rounds() for m in loaded.members]
+    loaded.finetune(space, configs, r.config_runtime[:8], steps=5)
+    assert [m.gbdt.booster.num_boosted_rounds() for m in loaded.members] == [n + 5 for n in rounds]
+    after = loaded.rank_rows(r.node_feat, r.node_opcode, r.config_feat)
+    assert not np.array_equal(before, after)
+    again = GbdtEnsembleTilePredictor.load(loaded.save(tmp_path / "tuned.json"))
+    np.testing.assert_array_equal(again.rank_rows(r.node_feat, r.node_opcode, r.config_feat), after)
+    assert again.extra["finetune_rounds"] == 5
+
+
+def test_bad_files_are_refused(tmp_path, ranker: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\xff not json")
+    with pytest.raises(DatasetError, match="garbage.json"):
+        GbdtEnsembleTilePredictor.load(garbage)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": "something/1"}), encoding="utf-8")
+    with pytest.raises(DatasetError, match="other.json.*not a compiler-opt GBDT ensemble"):
+        GbdtEnsembleTilePredictor.load(other)
+    doc = json.loads(ranker.save(tmp_path / "ok.json").read_text(encoding="utf-8"))
+    doc["members"][1]["ubj"] = "bm90IGEgbW9kZWw="  # base64 of "not a model"
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(DatasetError, match="broken.json.*member 1"):
+        GbdtEnsembleTilePredictor.load(broken)
+    with pytest.raises(DatasetError, match="missing.json"):
+        load_tile_ranker("gbdt-ens", tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="weights"):
+        GbdtEnsembleTilePredictor(ranker.members, [1.0])
+
+
+def test_costmodel_train_gbdt_ens_writes_a_loadable_ranker(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.gbdt_ensemble import MEMBERS as SHIPPED_MEMBERS
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    out = tmp_path / "ens.json"
+    assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "program", "--test-fraction", "0.3"]) == 0
+    loaded = load_tile_ranker("gbdt-ens", out)
+    report = loaded.extra
+    assert report["train_config"]["model"] == "gbdt-ens" and report["train_kernels"] + report["test_kernels"] == len(records)
+    assert [[m.gbdt.objective, m.gbdt.seed, m.gbdt.rank_pairs] for m in loaded.members] == [[o, s, p] for o, s, p in SHIPPED_MEMBERS]
+    assert 0.0 <= report["metrics"]["test"]["top5"] < 0.5 and report["metrics"]["train"]["kendall"] > 0.5
+
+
+def test_rank_pairs_option_and_files_without_it() -> None:
+    from cost_model.learned.baselines import GbdtBaseline
+    from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+
+    assert GbdtBaseline(objective="rank", rank_pairs=50).params()["lambdarank_num_pair_per_sample"] == 50
+    assert "lambdarank_num_pair_per_sample" not in GbdtBaseline(objective="rank").params()  # XGBoost's default (top 32)
+    with pytest.raises(ValueError, match="rank_pairs"):
+        GbdtBaseline(objective="relative", rank_pairs=50)
+    shipped = GbdtTilePredictor.packaged()  # written before rank_pairs existed: loads with the default
+    assert shipped.gbdt.rank_pairs is None and shipped.gbdt.objective == "rank"
