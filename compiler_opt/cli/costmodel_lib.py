@@ -203,11 +203,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
-                   save_model: str | None = None, ranker: str = "gnn") -> list[Any]:
-    """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn or
-    gbdt; `cost_model` its file, None: the packaged one), write the result to `output`."""
+                   save_model: str | None = None, ranker: str | None = None) -> list[Any]:
+    """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
+    or gbdt-ens; None: the one `cost_model`'s suffix names, else gbdt-ens; `cost_model` its file,
+    None: the packaged one), write the result to `output`."""
     import graph_ir
-    from cost_model.learned.predictor import load_tile_ranker
+    from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
     from cost_model.measure.harness import Harness
     from cost_model.measure.machine import machine_key
     from cost_model.measure.tile.runner import host_target_text
@@ -218,7 +219,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
 
     graph = graph_ir.load(model)
     graph = run_pipeline(graph, "shape-infer").graph  # kernel shapes come from value types
-    predictor = load_tile_ranker(ranker, cost_model)
+    predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
     with ProfileCache(cache_path) as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
         tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps).tune_graph(graph, progress=progress)
@@ -270,7 +271,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
         return 2
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model, ranker=args.ranker or "gnn")
+                             save_model=args.save_model, ranker=args.ranker)
     for t in tunings:
         print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
     print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
@@ -381,8 +382,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                       help="tile: TVM tile configs of dot/conv/reduce kernels; fusion: fusion groups of an HLO graph (run on XLA)")
     tune.add_argument("--cost-model", metavar="MODEL", help="trained cost model (gnn: .pt, gbdt: .ubj, gbdt-ens: .json; default: the one shipped in the package for the task and ranker)")
     tune.add_argument("--ranker", choices=("gnn", "gbdt", "gbdt-ens", "additive"), default=None,
-                      help="tile: rank candidates with the GraphSAGE model (gnn, default), the XGBoost rank model on flat features (gbdt) or that model "
-                           "and a per-kernel relative regression together (gbdt-ens); "
+                      help="tile: rank candidates with the GraphSAGE model (gnn), the XGBoost rank model on flat features (gbdt) or that model "
+                           "and a per-kernel relative regression together (gbdt-ens; the default, or what --cost-model's suffix names: .pt gnn, .ubj gbdt, .json gbdt-ens); "
                            "fusion: the additive model over the roofline simulator (additive, default) or the GraphSAGE layout model (gnn)")
     tune.add_argument("--budget", type=int, default=None, metavar="N",
                       help="candidates ranked by the model per kernel (tile, default 200) or graph (fusion: random legal fusions + the default one, default 100)")

@@ -235,6 +235,26 @@ def load_fusion_ranker(path: str | os.PathLike[str] | None = None, ranker: str |
     raise ValueError(f"unknown fusion ranker {ranker!r} (one of {', '.join(FUSION_RANKERS)})")
 
 
+# The tile autotuner's default ranker (fourteenth session): on the 346-kernel `tile_s13` dataset,
+# held-out programs (3 split seeds), gbdt-ens top-1 57.9% / top-5 8.2% / tau 0.514 against the
+# GraphSAGE file's 293% / 36.6% / 0.198 (seed 0; RESULTS.md (i), fourteenth session, tiles).
+DEFAULT_TILE_RANKER = "gbdt-ens"
+_TILE_RANKER_SUFFIX = {".pt": "gnn", ".ubj": "gbdt", ".json": "gbdt-ens"}
+
+
+def tile_ranker_for(path: str | os.PathLike[str] | None = None, ranker: str | None = None) -> str:
+    """The tile ranker to use: `ranker` when given, else the one a model file's suffix names
+    (.pt gnn, .ubj gbdt, .json gbdt-ens), else `DEFAULT_TILE_RANKER`."""
+    if ranker:
+        return ranker
+    if path:
+        suffix = Path(path).suffix.lower()
+        if suffix not in _TILE_RANKER_SUFFIX:
+            raise ValueError(f"{path}: cannot tell the tile ranker from the suffix {suffix!r} (.pt gnn, .ubj gbdt, .json gbdt-ens); name it with --ranker")
+        return _TILE_RANKER_SUFFIX[suffix]
+    return DEFAULT_TILE_RANKER
+
+
 def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:
     """The tile autotuner's ranker: `gnn` (GraphSAGE, a `.pt` checkpoint), `gbdt` (XGBoost rank
     model, a `.ubj` file) or `gbdt-ens` (XGBoost rank and relative models, z-scored and summed, a

@@ -2,7 +2,8 @@
 
 For every dot / MatMul / Gemm, convolution and reduce node (`kernels_from_node`), `budget`
 random configurations of its TVM schedule space are ranked by a learned model (`ranker`: the
-GraphSAGE `TilePredictor`, or the XGBoost rank model `GbdtTilePredictor`), the `top_k`
+XGBoost rank + relative ensemble `GbdtEnsembleTilePredictor` by default, the rank model alone
+`GbdtTilePredictor`, or the GraphSAGE `TilePredictor`), the `top_k`
 best predicted are compiled, checked against the unscheduled kernel and measured for real
 through the `Harness` (SQLite cache: a rerun measures nothing twice), and the fastest is written
 into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
@@ -113,23 +114,27 @@ class AutotuneTiles(Pass):
 
     name = "autotune-tiles"
     model: str = option("", "trained ranker (gnn: .pt, gbdt: .ubj, gbdt-ens: .json); empty: the packaged one")
-    ranker: str = option("gnn", "gnn (GraphSAGE), gbdt (XGBoost rank on flat features) or gbdt-ens (that + a per-kernel relative regression)")
+    ranker: str = option("", "gnn (GraphSAGE), gbdt (XGBoost rank on flat features) or gbdt-ens (that + a per-kernel relative regression); empty: what model's suffix names, else gbdt-ens")
     budget: int = option(200, "configurations ranked by the model per kernel")
     top_k: int = option(5, "configurations measured for real per kernel")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
 
     def call(self, graph: Graph) -> PassResult:
-        from cost_model.learned.predictor import TILE_RANKERS, load_tile_ranker
+        from cost_model.learned.predictor import TILE_RANKERS, load_tile_ranker, tile_ranker_for
         from cost_model.measure.harness import Harness
         from cost_model.measure.machine import machine_key
         from cost_model.measure.tile.runner import host_target_text
         from cost_model.profiling.cache import ProfileCache
 
-        if self.ranker not in TILE_RANKERS:
+        if self.ranker and self.ranker not in TILE_RANKERS:
             raise PassError(f"autotune-tiles: ranker must be one of {', '.join(TILE_RANKERS)}, got {self.ranker!r}")
         try:
-            predictor = load_tile_ranker(self.ranker, self.model or None)
+            ranker = tile_ranker_for(self.model or None, self.ranker or None)
+        except ValueError as error:
+            raise PassError(f"autotune-tiles: {error}") from error
+        try:
+            predictor = load_tile_ranker(ranker, self.model or None)
         except ImportError as error:
             raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
         with ProfileCache(self.cache or None) as cache:

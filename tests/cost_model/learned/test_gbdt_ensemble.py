@@ -13,7 +13,7 @@ pytest.importorskip("xgboost")
 pytest.importorskip("tvm")
 
 from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor  # noqa: E402
-from cost_model.learned.predictor import load_tile_ranker  # noqa: E402
+from cost_model.learned.predictor import DEFAULT_TILE_RANKER, load_tile_ranker, tile_ranker_for  # noqa: E402
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord  # noqa: E402
 from cost_model.measure.tile.collect import kernel_configs  # noqa: E402
 from cost_model.measure.tile.kernels import KernelSpec, build_kernel  # noqa: E402
@@ -119,3 +119,12 @@ def test_rank_pairs_option_and_files_without_it() -> None:
         GbdtBaseline(objective="relative", rank_pairs=50)
     shipped = GbdtTilePredictor.packaged()  # written before rank_pairs existed: loads with the default
     assert shipped.gbdt.rank_pairs is None and shipped.gbdt.objective == "rank"
+
+
+def test_the_default_tile_ranker_and_the_one_a_file_names() -> None:
+    assert DEFAULT_TILE_RANKER == "gbdt-ens" and tile_ranker_for() == "gbdt-ens"
+    assert [tile_ranker_for(p) for p in ("m.pt", "m.UBJ", "dir/m.json")] == ["gnn", "gbdt", "gbdt-ens"]
+    assert tile_ranker_for("m.pt", "gbdt") == "gbdt"  # a named ranker wins over the suffix
+    with pytest.raises(ValueError, match="suffix"):
+        tile_ranker_for("model.bin")
+    assert isinstance(load_tile_ranker(tile_ranker_for()), GbdtEnsembleTilePredictor)  # the packaged default loads
