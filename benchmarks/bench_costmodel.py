@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cost_model.learned.baselines import GbdtBaseline, roofline_predictions
-    from cost_model.learned.data import split_records, to_tensors
+    from cost_model.learned.data import split_records
     from cost_model.learned.tpugraphs import load_dir
     from cost_model.learned.train import TrainConfig, fit, predict, tensors_for
     from cost_model.measure.harness import noise_floor
