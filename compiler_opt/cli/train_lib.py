@@ -60,6 +60,10 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--imitation-heads", choices=("placement", "all"), default="placement",
         help="imitate: clone the placement only, or also the fusion and priority levels of the target's fastest joint variant",
     )
+    p.add_argument(
+        "--imitation-colocation", type=float, default=0.0, metavar="W",
+        help="imitate: add W x a co-location loss (per edge: are both ends on one device, as in the target; label-free)",
+    )
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
     p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
@@ -157,6 +161,7 @@ def config_from_args(args: Any) -> TrainConfig:
         imitation_sampled=getattr(args, "imitation_sampled", 0.0),
         imitation_by_gain=getattr(args, "imitation_by_gain", False),
         imitation_heads=getattr(args, "imitation_heads", "placement"),
+        imitation_colocation=getattr(args, "imitation_colocation", 0.0),
     )
 
 

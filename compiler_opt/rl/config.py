@@ -5,6 +5,7 @@ Stored in every checkpoint (with the command line) so a run can be reproduced.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
@@ -97,6 +98,8 @@ class TrainConfig:
     # The heads imitation trains: "placement", or "all" (the fusion and priority levels of the
     # target's fastest joint variant too, rl/imitation.py).
     imitation_heads: str = "placement"
+    # Weight of the co-location loss beside the placement cross-entropy (rl/imitation.py); 0: off.
+    imitation_colocation: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -125,6 +128,8 @@ class TrainConfig:
             raise TrainConfigError(f"imitation_sampled must be within [0, 1], got {self.imitation_sampled}", field="imitation_sampled")
         if self.imitation_heads not in ("placement", "all"):
             raise TrainConfigError(f"imitation_heads must be placement or all, got {self.imitation_heads!r}", field="imitation_heads")
+        if not (self.imitation_colocation >= 0 and math.isfinite(self.imitation_colocation)):
+            raise TrainConfigError(f"imitation_colocation must be a finite number >= 0, got {self.imitation_colocation}", field="imitation_colocation")
         if not self.imitation_seconds > 0:
             raise TrainConfigError(f"imitation_seconds must be > 0, got {self.imitation_seconds}", field="imitation_seconds")
         if self.policy:  # sizes of fresh weights (a checkpoint's own sizes win, `make_policy`)

@@ -50,6 +50,7 @@ __all__ = [
     "IMITATION_HEADS",
     "ImitationTarget",
     "canonical_devices",
+    "colocation_loss",
     "imitation_loss",
     "imitate",
     "joint_target",
@@ -180,12 +181,14 @@ def imitation_loss(
     sampled: bool = False,
     generator: torch.Generator | None = None,
     levels: tuple[torch.Tensor, torch.Tensor] | None = None,
+    colocation: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the placement logits against `target` (N,) at round 1 and round 2
     (conditioned on round 1's greedy decisions, or with `sampled` on decisions drawn from round
     1's distribution, as the zero-shot's sampled episodes are), over the nodes whose target is
     allowed. With `levels` (fusion (N,), priority (N,)) the fusion and priority heads'
-    cross-entropies over every node are added to each round's."""
+    cross-entropies over every node are added to each round's. `colocation` > 0 adds that
+    weight times `colocation_loss` to each round's."""
     enc = policy.encode(env.inputs)
     place, fusion, priority = policy._logits(enc, None, 1)
     allowed = env.inputs.device_mask.gather(1, target[:, None]).squeeze(1)
@@ -196,6 +199,8 @@ def imitation_loss(
 
     def round_loss(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
         loss = cross_entropy(logits[0][0][allowed], target[allowed])
+        if colocation > 0:
+            loss = loss + colocation * colocation_loss(logits[0][0], target, env.inputs.edge_index)
         if levels is not None:
             loss = loss + cross_entropy(logits[1][0], levels[0]) + cross_entropy(logits[2][0], levels[1])
         return loss
@@ -211,6 +216,23 @@ def imitation_loss(
     return first, second
 
 
+def colocation_loss(logits: torch.Tensor, target: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """Label-free placement loss: per data edge, the probability that both ends land on one device
+    (sum over devices of p(u, d) p(v, d)) against whether the target puts them on one device, as a
+    binary cross-entropy averaged within each class (kept and cut edges weigh half each, since a
+    split cuts few edges). A METIS target is a partition whose device labels the node features
+    cannot predict (RESULTS.md h13); which edges it cuts is what this asks the policy to learn."""
+    src, dst = edge_index[0], edge_index[1]
+    if src.numel() == 0:
+        return logits[torch.isfinite(logits)].sum() * 0.0
+    p = torch.softmax(logits, dim=-1)  # masked devices (-inf) get 0
+    same = (p[src] * p[dst]).sum(-1).clamp(1e-6, 1.0 - 1e-6)
+    kept = target[src] == target[dst]
+    loss = -torch.where(kept, same.log(), (1.0 - same).log())
+    parts = [loss[mask].mean() for mask in (kept, ~kept) if bool(mask.any())]
+    return sum(parts) / len(parts)
+
+
 def imitate(
     policy: GoPolicy,
     envs: Sequence[GraphEnvironment],
@@ -224,6 +246,7 @@ def imitate(
     sampled_fraction: float = 0.0,
     by_gain: bool = False,
     heads: str = "placement",
+    colocation: float = 0.0,
 ) -> list[dict[str, float]]:
     """`steps` Adam steps, each on one environment drawn at random; the history of losses. A
     `sampled_fraction` of the steps (drawn at random) condition round 2 on a sampled round 1
@@ -232,7 +255,8 @@ def imitate(
     log(reference / target step), floored at 0.01 (advantage-weighted cloning: a target the
     search barely improved, often the expert's own split on a large graph, is rarely drawn).
     `heads`: "placement" clones the placement only; "all" the fusion and priority levels too
-    (targets without levels get them from `joint_target` first)."""
+    (targets without levels get them from `joint_target` first). `colocation`: weight of
+    `colocation_loss` beside the placement's cross-entropy (0: off)."""
     if not 0.0 <= sampled_fraction <= 1.0:
         raise ValueError(f"sampled_fraction must be within [0, 1], got {sampled_fraction}")
     if heads not in IMITATION_HEADS:
@@ -270,7 +294,7 @@ def imitate(
         for step in range(steps):
             env, target, levels = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
             sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
-            first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator, levels=levels)
+            first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator, levels=levels, colocation=colocation)
             loss = first + second
             optimizer.zero_grad()
             loss.backward()

@@ -420,6 +420,7 @@ def _run_imitation(
     history = imitate(
         policy, envs, targets, steps=config.iterations, learning_rate=config.learning_rate, seed=config.seed, progress=progress,
         sampled_fraction=config.imitation_sampled, by_gain=config.imitation_by_gain, heads=config.imitation_heads,
+        colocation=config.imitation_colocation,
     )
     if save:
         save_checkpoint(
