@@ -14,7 +14,7 @@ import torch
 from compiler_opt.cli.main import main
 from compiler_opt.policy import GoPolicy, PolicyConfig, load_checkpoint
 from compiler_opt.rl import GraphEnvironment
-from compiler_opt.rl.imitation import ImitationTarget, canonical_devices, imitate, imitation_loss, load_targets, save_targets
+from compiler_opt.rl.imitation import ImitationTarget, canonical_devices, colocation_loss, imitate, imitation_loss, load_targets, save_targets
 from compiler_opt.workloads.synthetic import random_onnx_dag
 from cost_model.devices.loader import load_topology
 from graph_ir.io.onnx_import import import_onnx
@@ -92,6 +92,43 @@ def test_round_two_learns_from_sampled_first_rounds() -> None:
     assert 0 < sum(h["sampled"] for h in mixed) < 40
     with pytest.raises(ValueError, match="sampled_fraction"):
         imitate(policy, [env], [target], steps=1, progress=False, sampled_fraction=1.5)
+
+
+def test_colocation_loss_by_hand_and_it_ignores_labels() -> None:
+    # Chain 0 - 1 - 2 over two devices: node 0 sure of device 0, node 1 even, node 2 sure of device 1.
+    logits = torch.tensor([[20.0, -20.0], [0.0, 0.0], [-20.0, 20.0]])
+    edges = torch.tensor([[0, 1], [1, 2]])
+    # p_same is 1/2 on both edges; target {0, 0, 1}: edge (0, 1) kept, (1, 2) cut; each class a half.
+    assert float(colocation_loss(logits, torch.tensor([0, 0, 1]), edges)) == pytest.approx(math.log(2), rel=1e-4)
+    # Swapping the target's labels changes nothing: only which edges it cuts counts.
+    assert float(colocation_loss(logits, torch.tensor([1, 1, 0]), edges)) == pytest.approx(math.log(2), rel=1e-4)
+    # Every edge kept: the sure ends disagree with each other, so keeping (1, 2) costs, and both edges weigh equally.
+    sure = torch.tensor([[20.0, -20.0], [20.0, -20.0], [-20.0, 20.0]])
+    assert float(colocation_loss(sure, torch.tensor([0, 0, 0]), edges)) == pytest.approx((0.0 - math.log(1e-6)) / 2, rel=1e-3)
+
+
+def test_colocation_weight_trains_and_bad_weights_are_refused() -> None:
+    from compiler_opt.rl.config import TrainConfig, TrainConfigError
+
+    env = _env()
+    mask = env.inputs.device_mask.numpy()
+    usable = np.flatnonzero(mask.all(0))
+    device = canonical_devices(usable[(np.arange(env.problem.num_nodes) >= env.problem.num_nodes // 2).astype(np.int64)], mask)
+    target = ImitationTarget(env.label, device, 1.0, 2.0, "hand")
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=2, attention_layers=1))
+    tensor = torch.as_tensor(device)
+    with torch.no_grad():
+        plain, with_col = imitation_loss(policy, env, tensor)[0], imitation_loss(policy, env, tensor, colocation=2.0)[0]
+        extra = colocation_loss(policy._logits(policy.encode(env.inputs), None, 1)[0][0], tensor, env.inputs.edge_index)
+    assert float(with_col) == pytest.approx(float(plain) + 2.0 * float(extra), rel=1e-5)
+    before = float(extra)
+    imitate(policy, [env], [target], steps=80, learning_rate=1e-2, progress=False, colocation=1.0)
+    with torch.no_grad():
+        after = float(colocation_loss(policy._logits(policy.encode(env.inputs), None, 1)[0][0], tensor, env.inputs.edge_index))
+    assert after < before / 2
+    with pytest.raises(TrainConfigError, match="imitation_colocation"):
+        TrainConfig(mode="imitate", workloads=["rnnlm-2"], imitation_colocation=-1.0)
 
 
 def test_draws_by_gain_favour_targets_the_search_improved() -> None:
