@@ -29,8 +29,8 @@ def coarsened_placements(device: np.ndarray, mask: np.ndarray) -> list[np.ndarra
     used = np.unique(device)
     if used.size < 2:
         return []
-    rows = np.arange(device.size, dtype=np.float64)
-    centre = np.array([rows[device == d].mean() for d in used])
+    # Each used device's mean row: where its nodes sit in the topological order.
+    centre = np.bincount(device, weights=np.arange(device.size, dtype=np.float64))[used] / np.bincount(device)[used]
     order = used[np.argsort(centre, kind="stable")]  # stages in the answer's topological order
     stage_of = np.empty(int(device.max()) + 1, dtype=np.int64)
     stage_of[order] = np.arange(order.size)

@@ -204,6 +204,13 @@ def zero_shot(
     return BestFound(found.decisions, found.score, env, evaluations)
 
 
+def _faster(env: GraphEnvironment, actions: np.ndarray, found: BestFound) -> BestFound:
+    """`found`, or the decision `actions` (N, 3) decode to when it simulates faster."""
+    decisions = env.decisions(actions)
+    score = env.score_decisions(decisions, with_reward=False)
+    return BestFound(decisions, score, env) if score.rank_key < found.score.rank_key else found
+
+
 def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[float]) -> tuple[BestFound, int]:
     """`found`, or a faster smoothed decoding (policy/smoothing.py) of `rollout`'s greedy episode
     (episode 0, unseeded): its last round's placement log-probabilities, as sampled (no second
@@ -221,10 +228,7 @@ def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[fl
         seen.add(device.tobytes())
         actions = last.copy()
         actions[:, 0] = device
-        decisions = env.decisions(actions)
-        score = env.score_decisions(decisions, with_reward=False)
-        if score.rank_key < found.score.rank_key:
-            found = BestFound(decisions, score, env)
+        found = _faster(env, actions, found)
     return found, len(seen) - 1
 
 
@@ -243,10 +247,7 @@ def _best_coarsened(rollout: GraphRollout, found: BestFound) -> tuple[BestFound,
             seen.add(device.tobytes())
             actions = final[episode].copy()
             actions[:, 0] = device
-            decisions = env.decisions(actions)
-            score = env.score_decisions(decisions, with_reward=False)
-            if score.rank_key < found.score.rank_key:
-                found = BestFound(decisions, score, env)
+            found = _faster(env, actions, found)
     return found, len(seen)
 
 
@@ -261,10 +262,7 @@ def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound,
             if key in seen:
                 continue
             seen.add(key)
-            decisions = env.decisions(actions)
-            score = env.score_decisions(decisions, with_reward=False)
-            if score.rank_key < found.score.rank_key:
-                found = BestFound(decisions, score, env)
+            found = _faster(env, actions, found)
     return found, len(seen)
 
 

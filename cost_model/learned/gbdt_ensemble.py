@@ -23,9 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cost_model.learned.baselines import GbdtBaseline, flat_rows
-from cost_model.learned.gbdt_predictor import FORMAT as MEMBER_FORMAT
-from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+from cost_model.learned.baselines import flat_rows
+from cost_model.learned.gbdt_predictor import GbdtTilePredictor, fit_and_save_tile_ranker
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
@@ -96,11 +95,8 @@ class GbdtEnsembleTilePredictor:
 
         members = []
         for member in self.members:
-            gbdt = member.gbdt
-            meta = {"format": MEMBER_FORMAT, "objective": gbdt.objective, "width": gbdt.width, "seed": gbdt.seed, "rounds": gbdt.rounds,
-                    "depth": gbdt.depth, "rank_pairs": gbdt.rank_pairs, "extra": member.extra}
-            raw = bytes(gbdt.booster.save_raw(raw_format="ubj"))
-            members.append({"meta": meta, "ubj": base64.b64encode(raw).decode("ascii")})
+            raw = bytes(member.gbdt.booster.save_raw(raw_format="ubj"))
+            members.append({"meta": member.meta(), "ubj": base64.b64encode(raw).decode("ascii")})
         doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {}), "members": members}
         target = Path(path)
         with atomic_path(target) as tmp:
@@ -121,16 +117,11 @@ class GbdtEnsembleTilePredictor:
         members = []
         for i, entry in enumerate(doc.get("members", [])):
             try:
-                meta = entry["meta"]
                 booster = xgb.Booster(model_file=bytearray(base64.b64decode(entry["ubj"], validate=True)))
-                pairs = meta.get("rank_pairs")
-                gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
-                                    rank_pairs=None if pairs is None else int(pairs))
+                members.append(GbdtTilePredictor.from_meta(booster, entry["meta"]))
             except (KeyError, TypeError, ValueError, xgb.core.XGBoostError) as error:
                 raise DatasetError(f"member {i} is not a GBDT tile ranker: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
                                    file=name) from error
-            gbdt.booster, gbdt.width = booster, int(meta["width"])
-            members.append(GbdtTilePredictor(gbdt, dict(meta.get("extra", {}))))
         if not members:
             raise DatasetError("the GBDT ensemble tile ranker has no members", file=name)
         return cls(members, doc.get("weights"), dict(doc.get("extra", {})))
@@ -147,23 +138,8 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
                                  rounds: int = 400, depth: int = 6, threads: int = 1) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it."""
-    from cost_model.learned.data import split_records
-    from cost_model.learned.metrics import kernel_metrics, mean_metrics
-    from cost_model.learned.tpugraphs import load_dir
-
-    records = load_dir(data_dir)
-    train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
     config = {"model": "gbdt-ens", "members": [list(m) for m in MEMBERS], "split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth}
-    ranker = GbdtEnsembleTilePredictor.train([records[i] for i in train_idx], seed=seed, rounds=rounds, depth=depth, threads=threads)
-
-    def metrics(indices: list[int]) -> dict[str, float]:
-        rows = [kernel_metrics(ranker.rank_rows(records[i].node_feat, records[i].node_opcode, records[i].config_feat), records[i].config_runtime)
-                for i in indices]
-        return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
-
-    report = {"metrics": {"train": metrics(train_idx), "test": metrics(test_idx) if test_idx else {}}, "train_config": config,
-              "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
-              "data": os.path.basename(os.path.normpath(data_dir))}
-    ranker.save(output, extra=report)
-    return report
+    return fit_and_save_tile_ranker(
+        data_dir, output, lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads), config,
+    )

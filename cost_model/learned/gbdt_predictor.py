@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -91,9 +91,7 @@ class GbdtTilePredictor:
         from graph_ir.io.atomic import atomic_path
 
         booster = self.gbdt.booster
-        meta = {"format": FORMAT, "objective": self.gbdt.objective, "width": self.gbdt.width, "seed": self.gbdt.seed,
-                "rounds": self.gbdt.rounds, "depth": self.gbdt.depth, "rank_pairs": self.gbdt.rank_pairs, "extra": self.extra | (extra or {})}
-        booster.set_attr(compiler_opt=json.dumps(meta))
+        booster.set_attr(compiler_opt=json.dumps(self.meta(extra)))
         target = Path(path)
         with atomic_path(target) as tmp:
             tmp.write_bytes(bytes(booster.save_raw(raw_format="ubj")))
@@ -118,6 +116,18 @@ class GbdtTilePredictor:
             meta = {}
         if meta.get("format") != FORMAT:
             raise DatasetError(f"an XGBoost model but not a compiler-opt GBDT tile ranker (attribute compiler_opt.format != {FORMAT})", file=name)
+        return cls.from_meta(booster, meta)
+
+    def meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What a file stores beside the booster: the settings `from_meta` rebuilds it with."""
+        gbdt = self.gbdt
+        return {"format": FORMAT, "objective": gbdt.objective, "width": gbdt.width, "seed": gbdt.seed, "rounds": gbdt.rounds,
+                "depth": gbdt.depth, "rank_pairs": gbdt.rank_pairs, "extra": self.extra | (extra or {})}
+
+    @classmethod
+    def from_meta(cls, booster: Any, meta: dict[str, Any]) -> GbdtTilePredictor:
+        """The ranker of a loaded `booster` and its `meta` (KeyError / TypeError / ValueError when
+        the meta lacks a field or holds a bad one)."""
         pairs = meta.get("rank_pairs")  # files before the fourteenth session: XGBoost's default
         gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
                             rank_pairs=None if pairs is None else int(pairs))
@@ -136,14 +146,23 @@ def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", te
                         rounds: int = 400, depth: int = 6, threads: int = 1) -> dict[str, Any]:
     """`costmodel train --model gbdt`: fit the rank model on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau; MAPE is meaningless for rank scores), save it."""
+    config = {"model": "gbdt", "objective": "rank", "split": split, "test_fraction": test_fraction, "seed": seed, "rounds": rounds, "depth": depth}
+    return fit_and_save_tile_ranker(
+        data_dir, output, lambda train: GbdtTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads), config,
+    )
+
+
+def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed, `fit` a ranker (with
+    `rank_rows` and `save(path, extra=)`) on the training side, score both sides (top-1/top-5
+    slowdown, Kendall tau), save it with that report as its extra, and return the report."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
     records = load_dir(data_dir)
-    train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
-    config = {"model": "gbdt", "objective": "rank", "split": split, "test_fraction": test_fraction, "seed": seed, "rounds": rounds, "depth": depth}
-    ranker = GbdtTilePredictor.train([records[i] for i in train_idx], seed=seed, rounds=rounds, depth=depth, threads=threads)
+    train_idx, test_idx = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
+    ranker = fit([records[i] for i in train_idx])
 
     def metrics(indices: list[int]) -> dict[str, float]:
         rows = [kernel_metrics(ranker.rank_rows(records[i].node_feat, records[i].node_opcode, records[i].config_feat), records[i].config_runtime)
