@@ -31,6 +31,7 @@ import torch
 
 from compiler_opt.policy.checkpoint import load_checkpoint, save_checkpoint
 from compiler_opt.policy.coarsen import coarsened_placements
+from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS, partitioned_placements
 from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
 from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS, smooth_placement
@@ -157,6 +158,7 @@ def zero_shot(
     seeds: Sequence[str] = (),
     smoothing: Sequence[float] = SMOOTHING_WEIGHTS,
     coarsen: bool = True,
+    partition: Sequence[float] = AGREEMENT_EXPONENTS,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -170,7 +172,10 @@ def zero_shot(
     where every edit of the best seed stayed at 138.0). `smoothing`: the unseeded greedy
     answer's last round decoded again with neighbours asked to agree, one candidate per weight
     (policy/smoothing.py); () turns that off. `coarsen`: the unseeded greedy and best episodes'
-    splits merged into fewer stages, down to one device, each a candidate (policy/coarsen.py)."""
+    splits merged into fewer stages, down to one device, each a candidate (policy/coarsen.py).
+    `partition`: the unseeded greedy answer's placement distributions read as co-location and
+    cut by METIS, one candidate per agreement exponent and part count (policy/partitioned.py);
+    () turns that off."""
     generator = torch.Generator().manual_seed(seed)
     head: Seed | None = None
     if seeds:
@@ -197,6 +202,9 @@ def zero_shot(
         evaluations += more
     if coarsen:
         found, more = _best_coarsened(cold, found)
+        evaluations += more
+    if partition:
+        found, more = _best_partitioned(cold, found, partition)
         evaluations += more
     if head is not None:
         if head.score.rank_key <= found.score.rank_key:
@@ -249,6 +257,25 @@ def _best_coarsened(rollout: GraphRollout, found: BestFound) -> tuple[BestFound,
             actions[:, 0] = device
             found = _faster(env, actions, found)
     return found, len(seen)
+
+
+def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequence[float]) -> tuple[BestFound, int]:
+    """`found`, or a faster partitioned decoding (policy/partitioned.py) of `rollout`'s greedy
+    episode (episode 0, unseeded): its last round's placement log-probabilities, as sampled,
+    with that episode's fusion and priority levels; each distinct placement simulated once.
+    Returns it and how many were simulated."""
+    env = rollout.env
+    inputs = env.inputs
+    last = rollout.actions[-1, 0].numpy()
+    placements = partitioned_placements(
+        rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(), inputs.edge_bytes.numpy(),
+        inputs.node_time.numpy(), inputs.device_mask.numpy(), last[:, 0], exponents=exponents,
+    )
+    for device in placements:
+        actions = last.copy()
+        actions[:, 0] = device
+        found = _faster(env, actions, found)
+    return found, len(placements)
 
 
 def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
@@ -425,8 +452,8 @@ def _run_imitation(
             out / "imitated.pt", policy, train_config=config.to_dict(), command=command,
             extra={"imitation": {t.label: [t.step_s, t.reference_s, t.method] for t in targets}},
         )
-    # The fit on the training graphs: the policy's own answer, not its coarsenings.
-    best = {env.label: zero_shot(policy, env, 0, seed=config.seed, coarsen=False) for env in envs}
+    # The fit on the training graphs: the policy's own answer, not its coarsenings or partitions.
+    best = {env.label: zero_shot(policy, env, 0, seed=config.seed, coarsen=False, partition=()) for env in envs}
     return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
 
 

@@ -26,7 +26,7 @@ from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
 from passes.placement.context import PlacementContext
 
-__all__ = ["MetisPlacement", "ScotchPlacement", "SPECTRAL_LIMIT"]
+__all__ = ["MetisPlacement", "ScotchPlacement", "SPECTRAL_LIMIT", "metis_parts", "undirected_edges"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +34,64 @@ SPECTRAL_LIMIT = 50_000
 _BALANCE_TOLERANCE = 0.03
 
 
-def _undirected(ctx: PlacementContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Symmetric edge list (a, b, bytes) with a != b, both directions present, merged."""
-    a, b, w = ctx.edge_src, ctx.edge_dst, ctx.edge_bytes
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    n = max(ctx.num_nodes, 1)
+def undirected_edges(
+    src: np.ndarray, dst: np.ndarray, weight: np.ndarray, num_nodes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Symmetric edge list (a, b, weight) with a != b, both directions present, parallel edges
+    merged (weights summed)."""
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keep = src != dst
+    src, dst, weight = src[keep], dst[keep], np.asarray(weight, dtype=np.float64)[keep]
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    n = max(num_nodes, 1)
     keys, inverse = np.unique(lo * n + hi, return_inverse=True)
-    weight = np.bincount(inverse.reshape(-1), weights=w, minlength=keys.size)
+    merged = np.bincount(inverse.reshape(-1), weights=weight, minlength=keys.size)
     lo, hi = keys // n, keys % n
-    return np.r_[lo, hi], np.r_[hi, lo], np.r_[weight, weight]
+    return np.r_[lo, hi], np.r_[hi, lo], np.r_[merged, merged]
+
+
+def _undirected(ctx: PlacementContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return undirected_edges(ctx.edge_src, ctx.edge_dst, ctx.edge_bytes, ctx.num_nodes)
+
+
+def metis_parts(
+    parts: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    edge_weight: np.ndarray,
+    vertex_weight: np.ndarray,
+    *,
+    shares: np.ndarray | None = None,
+    seed: int = 0,
+) -> np.ndarray:
+    """pymetis k-way partition of the undirected graph of edges `src`-`dst` (either direction,
+    merged): (N,) int64 part ids in [0, parts). `shares`: each part's target fraction of the
+    vertex weight (None: equal)."""
+    import pymetis
+
+    count = int(np.asarray(vertex_weight).shape[0])
+    if parts <= 1 or count <= 1:
+        return np.zeros(count, dtype=np.int64)
+    a, b, weight = undirected_edges(src, dst, edge_weight, count)
+    order = np.lexsort((b, a))
+    a, b, weight = a[order], b[order], weight[order]
+    xadj = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=count), out=xadj[1:])
+    # METIS wants positive integers: scale to a fixed resolution, floor at 1.
+    vw = np.asarray(vertex_weight, dtype=np.float64)
+    vweights = np.maximum(np.rint(vw / max(vw.max(), 1e-30) * 1e5), 1).astype(np.int64)
+    eweights = np.maximum(np.rint(weight / max(weight.max(initial=0.0), 1.0) * 1e5), 1).astype(np.int64)
+    target = np.full(parts, 1.0 / parts) if shares is None else np.asarray(shares, dtype=np.float64) / np.sum(shares)
+    _, out = pymetis.part_graph(
+        parts,
+        xadj=xadj.tolist(),
+        adjncy=b.tolist(),
+        vweights=vweights.tolist(),
+        eweights=eweights.tolist() if eweights.size else None,
+        tpwgts=(target * (1 - 1e-9)).tolist(),
+        options=pymetis.Options(seed=seed),
+    )
+    return np.asarray(out, dtype=np.int64)
 
 
 def _speed_shares(ctx: PlacementContext, devices: np.ndarray) -> np.ndarray:
@@ -63,32 +112,14 @@ class MetisPlacement(PlacementPass):
     name = "metis"
 
     def assign(self, ctx: PlacementContext) -> np.ndarray:
-        import pymetis
-
         k = ctx.candidates.size
         if k == 1 or ctx.num_nodes <= 1:
             return np.full(ctx.num_nodes, ctx.candidates[0], dtype=np.int64)
-        src, dst, weight = _undirected(ctx)
-        order = np.lexsort((dst, src))
-        src, dst, weight = src[order], dst[order], weight[order]
-        xadj = np.zeros(ctx.num_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=ctx.num_nodes), out=xadj[1:])
-        # METIS wants positive integers: scale to a fixed resolution, floor at 1.
-        vw = _vertex_weights(ctx)
-        vweights = np.maximum(np.rint(vw / max(vw.max(), 1e-30) * 1e5), 1).astype(np.int64)
-        eweights = np.maximum(np.rint(weight / max(weight.max(initial=0.0), 1.0) * 1e5), 1).astype(np.int64)
-        options = pymetis.Options(seed=self.seed)
-        shares = _speed_shares(ctx, ctx.candidates)
-        _, parts = pymetis.part_graph(
-            k,
-            xadj=xadj.tolist(),
-            adjncy=dst.tolist(),
-            vweights=vweights.tolist(),
-            eweights=eweights.tolist() if eweights.size else None,
-            tpwgts=(shares / shares.sum() * (1 - 1e-9)).tolist(),
-            options=options,
+        parts = metis_parts(
+            k, ctx.edge_src, ctx.edge_dst, ctx.edge_bytes, _vertex_weights(ctx),
+            shares=_speed_shares(ctx, ctx.candidates), seed=self.seed,
         )
-        return ctx.candidates[np.asarray(parts, dtype=np.int64)]
+        return ctx.candidates[parts]
 
 
 @register_pass

@@ -1,6 +1,7 @@
 """Zero-shot decoding (rl/trainer.zero_shot): every refinement round's decision is a candidate, and
-so are the smoothed decodings of the greedy answer (policy/smoothing.py) and the coarsened
-decodings of the greedy and best answers (policy/coarsen.py)."""
+so are the smoothed decodings of the greedy answer (policy/smoothing.py), the coarsened
+decodings of the greedy and best answers (policy/coarsen.py) and the partitioned decodings of the
+greedy answer (policy/partitioned.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from compiler_opt.policy import GoPolicy, PolicyConfig
 from compiler_opt.policy.coarsen import coarsened_placements
+from compiler_opt.policy.partitioned import partitioned_placements
 from compiler_opt.policy.smoothing import smooth_placement
 from compiler_opt.rl import GraphEnvironment, zero_shot
 from compiler_opt.rl.rollout import collect_rollouts
@@ -23,7 +25,7 @@ def test_the_answer_is_the_fastest_decision_of_any_round() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(0)  # an untrained policy whose middle round beats its last
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=3))
-    found = zero_shot(policy, env, 5, seed=4, smoothing=(), coarsen=False)
+    found = zero_shot(policy, env, 5, seed=4, smoothing=(), coarsen=False, partition=())
     # The same episodes again (zero_shot seeds its generator with `seed`), every round scored.
     rollout = collect_rollouts(policy, [env], 6, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     assert rollout.actions.shape[0] == 3
@@ -40,9 +42,9 @@ def test_smoothed_decodings_are_candidates() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(2)
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2))
-    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False)
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=())
     weights = (0.3, 1.0, 3.0, 30.0)
-    smoothed = zero_shot(policy, env, 3, seed=4, smoothing=weights, coarsen=False)
+    smoothed = zero_shot(policy, env, 3, seed=4, smoothing=weights, coarsen=False, partition=())
     # By hand: the greedy episode's last round scored again, decoded at each weight.
     rollout = collect_rollouts(policy, [env], 1, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     greedy = rollout.actions[:, 0]
@@ -66,8 +68,8 @@ def test_coarsened_decodings_are_candidates() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(2)
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2))
-    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False)
-    coarse = zero_shot(policy, env, 3, seed=4, smoothing=())
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=())
+    coarse = zero_shot(policy, env, 3, seed=4, smoothing=(), partition=())
     # By hand: the greedy (0) and best episodes' last rounds, their stages merged.
     rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     final = rollout.actions[-1].numpy()
@@ -84,6 +86,31 @@ def test_coarsened_decodings_are_candidates() -> None:
     assert coarse.evaluations == plain.evaluations + len(steps)
     assert coarse.score.step_time_s == pytest.approx(min(plain.score.step_time_s, *steps.values()))
     assert coarse.score.step_time_s <= min(steps[key] for key in one_device)
+
+
+def test_partitioned_decodings_are_candidates() -> None:
+    torch.set_num_threads(1)
+    env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
+    torch.manual_seed(2)
+    policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2))
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=())
+    cut = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(1.0, 4.0))
+    # By hand: the greedy episode's last-round distributions, cut by METIS.
+    rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
+    last = rollout.actions[-1, 0].numpy()
+    inputs = env.inputs
+    placements = partitioned_placements(
+        rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(), inputs.edge_bytes.numpy(),
+        inputs.node_time.numpy(), inputs.device_mask.numpy(), last[:, 0], exponents=(1.0, 4.0),
+    )
+    assert placements
+    steps = []
+    for device in placements:
+        actions = last.copy()
+        actions[:, 0] = device
+        steps.append(env.score(actions, with_reward=False).step_time_s)
+    assert cut.evaluations == plain.evaluations + len(placements)
+    assert cut.score.step_time_s == pytest.approx(min(plain.score.step_time_s, *steps))
 
 
 def test_smoothing_by_hand() -> None:
