@@ -12,8 +12,11 @@ expects a device change and the tensor is small. Each part then goes to the devi
 most of its nodes' probability mass (one device per part, an assignment problem), and a node
 that may not use its part's device keeps the policy's own.
 
-k runs over the usable device count and its halves down to 2, gamma over a few exponents: each
-distinct placement is one zero-shot candidate, simulated like the sampled episodes. gamma = 0 is
+k runs over the usable device count and its halves down to 2, with equal parts; one more cut per
+gamma has one part per usable device, sized by the policy's own expected load on that device
+(`sum_n p_n(d) * time_n`, at least 1%), each part on its device: the policy says how much each
+device should run, METIS where to cut. gamma runs over a few exponents; each distinct placement
+is one zero-shot candidate, simulated like the sampled episodes. gamma = 0 is
 plain METIS on bytes, a classical method, so it is not a candidate here (RESULTS.md h14 reports it
 as the control).
 """
@@ -27,8 +30,10 @@ import numpy as np
 __all__ = ["AGREEMENT_EXPONENTS", "edge_agreement", "partitioned_placements"]
 
 # Exponents of the edge agreement: 1 trusts the policy's probabilities as they are, 4 cuts
-# almost only where it is confident of a change (RESULTS.md h14's probe; both win cells).
-AGREEMENT_EXPONENTS: tuple[float, ...] = (1.0, 4.0)
+# almost only where it is confident of a change (RESULTS.md h14: chosen on the training split's
+# inference cells; each wins cells the others lose).
+AGREEMENT_EXPONENTS: tuple[float, ...] = (1.0, 2.0, 4.0)
+_MIN_SHARE = 0.01
 
 
 def edge_agreement(prob: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -84,15 +89,21 @@ def partitioned_placements(
     rows = np.arange(count)
     out: list[np.ndarray] = []
     seen = {fallback.tobytes()}
+    load = (prob[:, candidates] * vertex[:, None]).sum(axis=0)
+    shares = np.maximum(load / max(load.sum(), 1e-30), _MIN_SHARE)
+
+    def keep(device: np.ndarray) -> None:
+        device = np.where(mask[rows, device], device, fallback)
+        if device.tobytes() not in seen:
+            seen.add(device.tobytes())
+            out.append(device)
+
     for gamma in exponents:
         weight = edge_bytes * agree**gamma
         k = candidates.size
         while k >= 2:
             parts = metis_parts(k, src, dst, weight, vertex, seed=seed)
-            device = _part_devices(parts, k, prob, candidates)[parts]
-            device = np.where(mask[rows, device], device, fallback)
-            if device.tobytes() not in seen:
-                seen.add(device.tobytes())
-                out.append(device)
+            keep(_part_devices(parts, k, prob, candidates)[parts])
             k //= 2
+        keep(candidates[metis_parts(candidates.size, src, dst, weight, vertex, shares=shares, seed=seed)])
     return out

@@ -69,3 +69,19 @@ def test_one_usable_device_or_one_node_gives_nothing() -> None:
         node_time=np.ones((1, 2)), mask=np.ones((1, 2), dtype=bool), fallback=np.zeros(1, dtype=np.int64),
     )
     assert partitioned_placements(**single) == []
+
+
+def test_one_cut_sizes_its_parts_by_the_policys_expected_load() -> None:
+    # A chain of 12 unit nodes; the policy runs about 70% of the work on device 0 (its argmax
+    # sends node 4 to device 1, so its own answer is not the cut).
+    src = np.arange(11)
+    prob = np.tile([0.9, 0.1], (12, 1))
+    prob[9:] = [0.1, 0.9]
+    prob[4] = [0.45, 0.55]
+    args = dict(
+        log_prob=np.log(prob), edge_index=np.stack([src, src + 1]), edge_bytes=np.ones(11),
+        node_time=np.ones((12, 2)), mask=np.ones((12, 2), dtype=bool), fallback=prob.argmax(axis=1),
+    )
+    sizes = {tuple(np.bincount(device, minlength=2)) for device in partitioned_placements(**args, exponents=(1.0,))}
+    assert (6, 6) in sizes  # the equal cut
+    assert any(first >= 8 for first, _ in sizes)  # the cut shaped by the policy's load
