@@ -13,9 +13,10 @@ most of its nodes' probability mass (one device per part, an assignment problem)
 that may not use its part's device keeps the policy's own.
 
 k runs over the usable device count and its halves down to 2, with equal parts; one more cut per
-gamma has one part per usable device, sized by the policy's own expected load on that device
-(`sum_n p_n(d) * time_n`, at least 1%), each part on its device: the policy says how much each
-device should run, METIS where to cut. gamma runs over a few exponents; each distinct placement
+gamma has one part per device that the policy gives at least 5% of its expected load
+(`sum_n p_n(d) * time_n`), sized by that load, each part on its device: the policy says how much
+each device should run, METIS where to cut (smaller shares are dropped: METIS cannot fill a part
+of almost no weight, and says so on stdout). gamma runs over a few exponents; each distinct placement
 is one zero-shot candidate, simulated like the sampled episodes. gamma = 0 is
 plain METIS on bytes, a classical method, so it is not a candidate here (RESULTS.md h14 reports it
 as the control).
@@ -33,7 +34,7 @@ __all__ = ["AGREEMENT_EXPONENTS", "edge_agreement", "partitioned_placements"]
 # almost only where it is confident of a change (RESULTS.md h14: chosen on the training split's
 # inference cells; each wins cells the others lose).
 AGREEMENT_EXPONENTS: tuple[float, ...] = (1.0, 2.0, 4.0)
-_MIN_SHARE = 0.01
+_MIN_SHARE = 0.05
 
 
 def edge_agreement(prob: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -90,7 +91,7 @@ def partitioned_placements(
     out: list[np.ndarray] = []
     seen = {fallback.tobytes()}
     load = (prob[:, candidates] * vertex[:, None]).sum(axis=0)
-    shares = np.maximum(load / max(load.sum(), 1e-30), _MIN_SHARE)
+    busy = load >= _MIN_SHARE * load.sum()
 
     def keep(device: np.ndarray) -> None:
         device = np.where(mask[rows, device], device, fallback)
@@ -105,5 +106,6 @@ def partitioned_placements(
             parts = metis_parts(k, src, dst, weight, vertex, seed=seed)
             keep(_part_devices(parts, k, prob, candidates)[parts])
             k //= 2
-        keep(candidates[metis_parts(candidates.size, src, dst, weight, vertex, shares=shares, seed=seed)])
+        if busy.sum() >= 2:
+            keep(candidates[busy][metis_parts(int(busy.sum()), src, dst, weight, vertex, shares=load[busy], seed=seed)])
     return out

@@ -85,3 +85,19 @@ def test_one_cut_sizes_its_parts_by_the_policys_expected_load() -> None:
     sizes = {tuple(np.bincount(device, minlength=2)) for device in partitioned_placements(**args, exponents=(1.0,))}
     assert (6, 6) in sizes  # the equal cut
     assert any(first >= 8 for first, _ in sizes)  # the cut shaped by the policy's load
+
+
+def test_the_load_sized_cut_leaves_out_devices_the_policy_barely_uses() -> None:
+    # Three devices; the policy gives the third ~0.3% of the load: the equal 3-way cut uses it,
+    # the load-sized cut does not (a part of almost no weight is one METIS cannot fill).
+    src = np.arange(11)
+    prob = np.tile([0.897, 0.1, 0.003], (12, 1))
+    prob[9:] = [0.1, 0.897, 0.003]
+    prob[4] = [0.45, 0.547, 0.003]
+    args = dict(
+        log_prob=np.log(prob), edge_index=np.stack([src, src + 1]), edge_bytes=np.ones(11),
+        node_time=np.ones((12, 3)), mask=np.ones((12, 3), dtype=bool), fallback=prob.argmax(axis=1),
+    )
+    out = partitioned_placements(**args, exponents=(1.0,))
+    assert any(set(device.tolist()) == {0, 1, 2} for device in out)
+    assert any(set(device.tolist()) == {0, 1} and np.bincount(device)[0] >= 8 for device in out)
