@@ -1,6 +1,7 @@
 """Why a saved GraphSAGE tile model fails on another dataset: its inputs under its own normalizers.
 
-    PYTHONPATH=. python benchmarks/bench_tile_model_host.py out/tile_s13 cost_model/learned/tile_model.pt --seeds 0,1,2
+    git show a075496:cost_model/learned/tile_model.pt > out/tile_model_s6.pt   # the file trained on out/tile_s6
+    PYTHONPATH=. python benchmarks/bench_tile_model_host.py out/tile_s13 out/tile_model_s6.pt --seeds 0,1,2
 
 For each config feature, how far the dataset's values lie from the checkpoint's stored training
 mean in units of its stored std (features constant on the training data were stored with std
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
-    from cost_model.learned.tile_hw_features import HW_FEATURES, HostCaches
+    from cost_model.learned.tile_hw_features import HostCaches
     from cost_model.learned.tpugraphs import load_dir
     from cost_model.learned.train import load_model, predict, tensors_for
     from cost_model.measure.tile.space import CONFIG_FEATURES, refresh_config_features
@@ -51,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     for j in np.argsort(-np.median(z, axis=0))[:8]:
         print(f"| {j} | {mean[j]:.4g} | {std[j]:.3g} | {feats[:, j].mean():.4g} | {feats[:, j].min():.4g} | {feats[:, j].max():.4g} | {np.median(z[:, j]):.3g} |")
     overrides = {k: int(v) for k, v in (item.split("=") for item in args.host.split(",") if item)}
-    machine_cols = slice(CONFIG_FEATURES - 7, CONFIG_FEATURES)  # the last HW features: log2 l1, l2, l3, lanes, registers, threads, known pattern
-    del HW_FEATURES
+    # the machine's own columns (tile_hw_features: log2 L1, L2, L3, lanes, registers, threads), before the last ("pattern known")
+    machine_cols = slice(CONFIG_FEATURES - 7, CONFIG_FEATURES - 1)
 
     def variant(name: str) -> list[np.ndarray]:
         out = []
