@@ -23,7 +23,7 @@ from cost_model.learned.metrics import kernel_metrics, mean_metrics
 from cost_model.learned.model import CostModel, ModelConfig
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord, load_dir
 
-__all__ = ["TrainConfig", "evaluate_model", "evaluate_saved", "fit", "load_model", "predict", "save_model", "tensors_for", "train_and_save"]
+__all__ = ["TrainConfig", "evaluate_model", "evaluate_saved", "feature_scale", "fit", "load_model", "predict", "save_model", "tensors_for", "train_and_save"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +47,26 @@ class TrainConfig:
     residual: bool = False  # fusion: learn log(runtime / roofline_s), the fusion terms joined before the MLP
 
 
+def feature_scale(rows: torch.Tensor) -> torch.Tensor:
+    """Per-column std for input normalization, floored at 1e-3; 1 for a column constant over `rows`.
+    A constant column (the collecting machine's cache sizes, lanes, registers) carries nothing to
+    learn from, and with the 1e-3 floor a model trained on one machine read another machine's
+    value as thousands of standard deviations out (fifteenth session: the tile model of
+    `out/tile_s6`, 8 lanes, scored top-1 293% on `out/tile_s13`'s 16-lane kernels)."""
+    if rows.shape[0] < 2:
+        return torch.ones(rows.shape[1], dtype=rows.dtype)
+    constant = rows.max(0).values == rows.min(0).values
+    return torch.where(constant, torch.ones((), dtype=rows.dtype), rows.std(0).clamp_min(1e-3))
+
+
 def _fit_normalization(model: CostModel, data: Sequence[KernelTensors]) -> None:
     nodes = torch.cat([d.node_feat for d in data])
     configs = torch.cat([d.config_feat.reshape(-1, d.config_feat.shape[-1]) for d in data])
     with torch.no_grad():
         model.node_mean.copy_(nodes.mean(0))
-        model.node_std.copy_(nodes.std(0).clamp_min(1e-3) if nodes.shape[0] > 1 else torch.ones_like(model.node_std))
+        model.node_std.copy_(feature_scale(nodes))
         model.config_mean.copy_(configs.mean(0))
-        model.config_std.copy_(configs.std(0).clamp_min(1e-3) if configs.shape[0] > 1 else torch.ones_like(model.config_std))
+        model.config_std.copy_(feature_scale(configs))
         model.target_mean.copy_(torch.cat([torch.log(d.runtime) - (d.offset if d.offset is not None else 0.0) for d in data]).mean().float())
         if model.config.graph_features:
             graphs = torch.cat([d.graph_feat for d in data])

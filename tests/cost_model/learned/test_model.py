@@ -9,7 +9,7 @@ import torch
 
 from cost_model.learned.data import split_records
 from cost_model.learned.tpugraphs import KernelRecord
-from cost_model.learned.train import TrainConfig, evaluate_model, fit, load_model, predict, save_model
+from cost_model.learned.train import TrainConfig, evaluate_model, feature_scale, fit, load_model, predict, save_model
 from cost_model.learned.data import to_tensors
 
 
@@ -74,3 +74,26 @@ def test_splits() -> None:
     train, test = split_records(records, "program", test_fraction=0.3, seed=0)
     programs = {records[i].program for i in test}
     assert programs and not programs & {records[i].program for i in train}
+
+
+def test_a_feature_constant_in_training_is_scaled_by_one() -> None:
+    # Fifteenth session: a machine constant (lanes, cache sizes) stored with std 1e-3 made another
+    # machine's value thousands of standard deviations out; constant columns now get scale 1.
+    rows = torch.tensor([[1.0, 8.0, 5.0], [3.0, 8.0, 5.0001], [5.0, 8.0, 5.0]])
+    scale = feature_scale(rows)
+    assert scale[0] == pytest.approx(2.0)
+    assert scale[1] == 1.0  # constant
+    assert scale[2] == pytest.approx(1e-3)  # nearly constant: the floor, as before
+    assert torch.equal(feature_scale(rows[:1]), torch.ones(3))
+
+    records = _synthetic(kernels=2)
+    for r in records:  # a machine constant appended to every configuration
+        r.config_feat = np.concatenate([r.config_feat, np.full((r.config_feat.shape[0], 1), 8.0, dtype=np.float32)], axis=1)
+    model = fit(records, TrainConfig(epochs=2, hidden=16, layers=1))
+    assert float(model.config_std[-1]) == 1.0 and float(model.config_mean[-1]) == 8.0
+    d = to_tensors(records[0])
+    other_machine = to_tensors(records[0])
+    other_machine.config_feat[:, -1] = 16.0
+    z = (other_machine.config_feat[:, -1] - model.config_mean[-1]) / model.config_std[-1]
+    assert float(z.abs().max()) == 8.0  # not 8000
+    assert np.isfinite(predict(model, other_machine)).all() and predict(model, d).shape == (12,)
