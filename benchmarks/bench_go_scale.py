@@ -5,7 +5,7 @@
 
 Each case runs in its own subprocess (so the peak RSS is that case's alone): a generated random
 DAG (`compiler_opt.workloads.synthetic.random_onnx_dag`) of N nodes, or a suite workload at its
-paper size, then the whole `go{mode=zero-shot,budget=B}` pass with the shipped checkpoint, timed
+paper size, then the whole `go{mode=zero-shot,budget=B,decodings=D}` pass with the shipped checkpoint, timed
 end to end (the pass builds the simulation problem, the features, runs the network, decodes the
 fusion groups, simulates each candidate and writes the decisions onto the nodes). Stages are
 timed separately (CPU seconds) on the same graph by running the pass's steps one by one. Graph
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _case(spec: str, devices: str, repeats: int, budget: int) -> dict:
+def _case(spec: str, devices: str, repeats: int, budget: int, decodings: str = "all") -> dict:
     import torch
 
     torch.set_num_threads(1)
@@ -61,7 +61,7 @@ def _case(spec: str, devices: str, repeats: int, budget: int) -> dict:
     for _ in range(repeats):
         copy = graph.clone()
         began, began_cpu = time.perf_counter(), time.process_time()
-        run_pipeline(copy, f"go{{mode=zero-shot,budget={budget}}}", target=Target.resolve(devices=devices))
+        run_pipeline(copy, f"go{{mode=zero-shot,budget={budget},decodings={decodings}}}", target=Target.resolve(devices=devices))
         totals.append(time.perf_counter() - began)
         cpu.append(time.process_time() - began_cpu)
     rss_pass = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -93,7 +93,7 @@ def _case(spec: str, devices: str, repeats: int, budget: int) -> dict:
     result = simulate(problem, decisions)
     stage("simulate")
     return {
-        "case": label, "nodes": problem.num_nodes, "devices": devices, "budget": budget, "build_s": build_s,
+        "case": label, "nodes": problem.num_nodes, "devices": devices, "budget": budget, "decodings": decodings, "build_s": build_s,
         "pass_s_median": statistics.median(totals), "pass_s": totals, "pass_cpu_s_median": statistics.median(cpu), "pass_cpu_s": cpu,
         "stages_cpu_s": stages, "step_time_s": result.step_time_s,
         "peak_rss_gib_after_build": rss_graph, "peak_rss_gib": rss_pass, "load_average": os.getloadavg()[0],
@@ -107,16 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default="8xV100")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=int, default=0, help="zero-shot samples beside the greedy answer")
+    parser.add_argument("--decodings", choices=["all", "off"], default="all", help="the go pass's decodings option: the greedy answer's smoothed, coarsened and partitioned candidates, or none")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case, print its JSON
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_go_scale.json"))
     args = parser.parse_args(argv)
     if args.case:
-        print(json.dumps(_case(args.case, args.devices, args.repeats, args.budget)))
+        print(json.dumps(_case(args.case, args.devices, args.repeats, args.budget, args.decodings)))
         return 0
     rows = []
     for case in [*map(str, args.nodes), *args.workloads]:
         repeats = args.repeats if not case.isdigit() or int(case) <= 20000 else 1
-        cmd = [sys.executable, __file__, "--case", case, "--devices", args.devices, "--repeats", str(repeats), "--budget", str(args.budget)]
+        cmd = [sys.executable, __file__, "--case", case, "--devices", args.devices, "--repeats", str(repeats), "--budget", str(args.budget), "--decodings", args.decodings]
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         if done.returncode != 0:
             rows.append({"case": case, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"})

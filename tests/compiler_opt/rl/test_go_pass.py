@@ -54,7 +54,26 @@ def test_go_runs_in_a_pipeline_string(mode: str, checkpoint: Path) -> None:
     assert all(node.device is not None and node.priority is not None for node in graph)
 
 
+@pytest.mark.parametrize("decodings", ["all", "off"])
+def test_go_decodings_option_picks_zero_shots_candidates(decodings: str, checkpoint: Path) -> None:
+    from compiler_opt.policy import load_checkpoint
+    from compiler_opt.rl import GraphEnvironment, zero_shot
+    from cost_model.costs import Target
+
+    target = Target.resolve(devices="4xV100")
+    graph = import_onnx(random_onnx_dag(80, seed=3))
+    env = GraphEnvironment(graph.name or "graph", graph, target.topology, problem=target.problem(graph))
+    policy, _ = load_checkpoint(checkpoint)
+    extra = {} if decodings == "all" else {"smoothing": (), "coarsen": False, "partition": ()}
+    expected = zero_shot(policy, env, 0, seed=0, **extra).decisions.device
+    run_pipeline(graph, 'go{mode=zero-shot,budget=0,checkpoint="%s",decodings=%s}' % (checkpoint, decodings), target=target)
+    written = Decisions.from_graph(graph, target.topology, nodes=env.problem.nodes).device
+    assert np.array_equal(written, expected)
+
+
 def test_go_rejects_bad_options() -> None:
+    with pytest.raises(PassError, match="decodings"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{decodings=some}")
     with pytest.raises(PassError, match="mode"):
         run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=sometimes}")
 
