@@ -31,9 +31,9 @@ import torch
 
 from compiler_opt.policy.checkpoint import load_checkpoint, save_checkpoint
 from compiler_opt.policy.coarsen import coarsened_placements
-from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS, partitioned_placements
 from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
+from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS, partitioned_placements
 from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS, smooth_placement
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
