@@ -41,7 +41,7 @@ import numpy as np
 from cost_model.learned.fusion_terms import TERM_NAMES, record_terms, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["CONV_OFFSET", "FORMAT", "MIN_FRACTION", "AdditiveFusionModel", "train_additive_and_save"]
+__all__ = ["CONV_OFFSET", "FORMAT", "MIN_FRACTION", "AdditiveFusionModel", "TiedTerm", "train_additive_and_save"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ FORMAT = "compiler-opt-fusion-additive/1"
 MIN_FRACTION = 0.1
 # The shipped form's terms of either sign (`signed_terms`): the per-conv offset of the measured conv seconds.
 CONV_OFFSET = ("conv_nodes",)
+# (a, b, r): w_b = r x w_a, r >= 0 (`tied_terms`)
+TiedTerm = tuple[str, str, float]
 _L1_ITERATIONS = 20  # reweighting rounds of the l1 fit (converged well before on the fusion datasets)
 
 
@@ -58,7 +60,7 @@ class AdditiveFusionModel:
     """Seconds of a fusion configuration as a weighted sum of its `fusion_terms`."""
 
     def __init__(self, *, nonnegative: bool = True, ridge: float = 1e-4, terms: Sequence[str] = TERM_NAMES, loss: str = "l2",
-                 signed_terms: Sequence[str] = ()) -> None:
+                 signed_terms: Sequence[str] = (), tied_terms: Sequence[TiedTerm] = ()) -> None:
         if loss not in ("l2", "l1"):
             raise ValueError(f"loss must be 'l2' or 'l1', got {loss!r}")
         unknown = set(terms) - set(TERM_NAMES)
@@ -68,6 +70,14 @@ class AdditiveFusionModel:
             raise ValueError(f"signed_terms must be among the model's terms, got {sorted(set(signed_terms) - set(terms))}")
         self.nonnegative, self.ridge, self.terms, self.loss = nonnegative, ridge, tuple(terms), loss
         self.signed_terms = tuple(t for t in self.terms if t in set(signed_terms))
+        self.tied_terms: tuple[TiedTerm, ...] = tuple((str(a), str(b), float(r)) for a, b, r in tied_terms)
+        tied = [b for _, b, _ in self.tied_terms]
+        for a, b, r in self.tied_terms:
+            if a not in self.terms or b not in self.terms or a == b or a in tied or tied.count(b) > 1 or not r >= 0:
+                raise ValueError(f"tied_terms: ({a!r}, {b!r}, {r}) must name two different model terms, tie each term once "
+                                 f"to an untied one, ratio >= 0")
+            if b in self.signed_terms or (a in self.signed_terms and r > 0):
+                raise ValueError(f"tied_terms: ({a!r}, {b!r}) may not tie a signed term")
         self.weights: np.ndarray | None = None
         self.extra: dict[str, Any] = {}
 
@@ -81,9 +91,20 @@ class AdditiveFusionModel:
         y = np.concatenate([np.asarray(r.config_runtime, dtype=np.float64) for r in records])
         return self.fit_terms(x, y)
 
+    def _tie_matrix(self) -> np.ndarray:
+        """(len(terms), free weights): weights = tie @ free; a tied term's row is r x its anchor's."""
+        tied = {b: (a, r) for a, b, r in self.tied_terms}
+        free = [t for t in self.terms if t not in tied]
+        tie = np.zeros((len(self.terms), len(free)))
+        for i, t in enumerate(self.terms):
+            anchor, ratio = tied.get(t, (t, 1.0))
+            tie[i, free.index(anchor)] = ratio
+        return tie
+
     def fit_terms(self, terms: np.ndarray, runtime: np.ndarray) -> AdditiveFusionModel:
         """Fit on a (rows, len(self.terms)) matrix of terms and their runtimes (seconds)."""
-        a = np.asarray(terms, dtype=np.float64) / np.asarray(runtime, dtype=np.float64)[:, None]
+        tie = self._tie_matrix()
+        a = (np.asarray(terms, dtype=np.float64) @ tie) / np.asarray(runtime, dtype=np.float64)[:, None]
         scale = np.sqrt((a**2).mean(axis=0))
         scale[scale == 0] = 1.0  # a term that is zero everywhere gets weight 0
         scaled = a / scale
@@ -92,7 +113,7 @@ class AdditiveFusionModel:
         for _ in range(_L1_ITERATIONS if self.loss == "l1" else 1):
             weights = self._solve(scaled * row_weight[:, None], row_weight)
             row_weight = 1.0 / np.sqrt(np.maximum(np.abs(scaled @ weights - 1.0), 1e-3))
-        self.weights = weights / scale
+        self.weights = tie @ (weights / scale)
         logger.info("additive fusion model: %s", dict(zip(self.terms, self.weights.round(9).tolist())))
         return self
 
@@ -100,7 +121,8 @@ class AdditiveFusionModel:
         if self.nonnegative and self.signed_terms:
             from scipy.optimize import lsq_linear
 
-            lower = np.array([-np.inf if t in self.signed_terms else 0.0 for t in self.terms])
+            tied = {b for _, b, _ in self.tied_terms}
+            lower = np.array([-np.inf if t in self.signed_terms else 0.0 for t in self.terms if t not in tied])
             return lsq_linear(a, b, bounds=(lower, np.inf), method="bvls").x
         if self.nonnegative:
             from scipy.optimize import nnls
@@ -129,7 +151,8 @@ class AdditiveFusionModel:
         if self.weights is None:
             raise RuntimeError("fit() first")
         return {"format": FORMAT, "terms": list(self.terms), "weights": [float(w) for w in self.weights], "nonnegative": self.nonnegative, "ridge": self.ridge, "loss": self.loss,
-                "signed_terms": list(self.signed_terms), "min_fraction": MIN_FRACTION, "extra": self.extra}
+                "signed_terms": list(self.signed_terms),
+                "tied_terms": [list(t) for t in self.tied_terms], "min_fraction": MIN_FRACTION, "extra": self.extra}
 
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
         from graph_ir.io.atomic import atomic_path
@@ -150,7 +173,7 @@ class AdditiveFusionModel:
             raise DatasetError(f"not an additive fusion model (format field is not {FORMAT!r})", file=os.fspath(path))
         try:
             model = cls(nonnegative=bool(state["nonnegative"]), ridge=float(state["ridge"]), terms=state["terms"], loss=str(state.get("loss", "l2")),
-                        signed_terms=state.get("signed_terms", ()))
+                        signed_terms=state.get("signed_terms", ()), tied_terms=[tuple(t) for t in state.get("tied_terms", ())])
             weights = np.asarray(state["weights"], dtype=np.float64)
         except (KeyError, TypeError, ValueError) as error:
             raise DatasetError(f"additive fusion model: bad field {error}", file=os.fspath(path)) from error

@@ -369,6 +369,38 @@ def test_a_signed_term_recovers_a_negative_offset_the_nonnegative_fit_cannot(tmp
         AdditiveFusionModel(terms=("kernels", "roofline_s"), signed_terms=CONV_OFFSET)
 
 
+
+def test_tied_terms_hold_their_ratio_and_recover_a_truth_that_obeys_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """(a, b, r) ties w_b = r x w_a: exact on a truth with that ratio; held on one without it,
+    where the free fit finds the other split; saved and loaded with the model."""
+    rng = np.random.default_rng(1)
+    names = ("kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "roofline_s")
+    terms = np.stack([rng.integers(2, 30, 60), rng.integers(2, 20, 60), rng.uniform(0.01, 2, 60), rng.uniform(0.01, 2, 60),
+                      rng.uniform(20e-6, 80e-6, 60)], axis=1).astype(np.float64)
+    truth = np.array([2e-6, 6e-6, 60e-6, 30e-6, 1.0])  # outputs 3 x arguments, MB written 0.5 x MB read
+    runtime = terms @ truth
+    tied = AdditiveFusionModel(terms=names, tied_terms=[("kernel_inputs", "kernel_outputs", 3.0), ("input_mb", "output_mb", 0.5)])
+    np.testing.assert_allclose(tied.fit_terms(terms, runtime).weights, truth, rtol=1e-6)
+    equal = AdditiveFusionModel(terms=names, tied_terms=[("kernel_inputs", "kernel_outputs", 1.0)]).fit_terms(terms, runtime)
+    assert equal.weights[0] == pytest.approx(equal.weights[1], rel=1e-12) and equal.weights[0] > 0  # tied equal though the truth is 1:3
+    free = AdditiveFusionModel(terms=names).fit_terms(terms, runtime)
+    np.testing.assert_allclose(free.weights, truth, rtol=1e-6)
+    full = np.zeros((len(terms), len(TERM_NAMES)))
+    full[:, [TERM_NAMES.index(n) for n in names]] = terms
+    loaded = AdditiveFusionModel.load(equal.save(tmp_path / "m.json"))
+    assert loaded.tied_terms == (("kernel_inputs", "kernel_outputs", 1.0),)
+    np.testing.assert_allclose(loaded.predict_terms(full), equal.predict_terms(full))
+    state = json.loads((tmp_path / "m.json").read_text())
+    del state["tied_terms"]
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    assert AdditiveFusionModel.load(tmp_path / "old.json").tied_terms == ()
+    for bad in ([("kernel_inputs", "kernel_inputs", 1.0)], [("kernel_inputs", "fused_groups", 1.0)], [("input_mb", "output_mb", -1.0)],
+                [("kernel_inputs", "kernel_outputs", 1.0), ("kernel_outputs", "input_mb", 1.0)]):
+        with pytest.raises(ValueError, match="tied_terms"):
+            AdditiveFusionModel(terms=names, tied_terms=bad)
+    with pytest.raises(ValueError, match="signed term"):
+        AdditiveFusionModel(terms=("conv_nodes",) + names, signed_terms=("conv_nodes",), tied_terms=[("kernel_inputs", "conv_nodes", 1.0)])
+
 def test_train_additive_and_save_frees_the_conv_offset_by_default(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from compiler_opt.cli.main import main
     from cost_model.learned.fusion_additive import train_additive_and_save

@@ -1,0 +1,168 @@
+"""The additive fusion model with its collinear pairs tied: held out one program at a time, by the
+program split and by the random split (fifteenth session).
+
+    PYTHONPATH=. python benchmarks/bench_fusion_pairs.py out/fusion_s12c [--seeds 0,1,2] [--json out/pairs_s12c.json]
+
+The shipped form (`AdditiveFusionModel(signed_terms=CONV_OFFSET)`) fits the MB read and MB written
+between calls (`input_mb`, `output_mb`) and the arguments and outputs of a call (`kernel_inputs`,
+`kernel_outputs`) as free weights; the pairs are collinear, and where the fit puts each pair's
+cost moves with every program added or held out (RESULTS (i), twelfth session part 2, thirteenth
+session). Each variant here ties the second term of a pair to the first at a ratio
+(`tied_terms`, w_b = r x w_a):
+
+- `mb=R`, `args=R`, `mb=R+args=S`: the ratio fixed (the same for every fit);
+- `cv` (`cvargs`, `cvmb`: that pair only, the other free): each pair's ratio chosen from `--grid` by grouped cross-validation over the training
+  programs only (`--inner-folds` folds of whole programs; the mean per-graph MAPE), then the
+  model refitted on all training programs with it (nested: the held-out programs never choose).
+
+Per variant: leave one program out (every program of the folder), the program split and the random
+split of `bench_costmodel.py` (`split_records`, test fraction 0.25, the seeds given): mean MAPE,
+Kendall tau and level error over the test graphs, graphs over 5%, and the worst held-out graphs.
+Terms are computed once per file (`record_terms`); every fit is `fit_terms` on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+MB = ("input_mb", "output_mb")
+ARGS = ("kernel_inputs", "kernel_outputs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data")
+    parser.add_argument("--json", default="")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--variants", default="shipped,mb=1,args=1,mb=1+args=1,cv", help="comma list: shipped, mb=R, args=R, mb=R+args=S, fixed (all of those over --grid), cv, cvargs, cvmb")
+    parser.add_argument("--grid", default="0,0.5,1,2,3,4,8", help="ratios of the `fixed` variants (w_b / w_a)")
+    parser.add_argument("--cv-grid", default="0,0.5,1,2,3,4", help="ratios the cv variants choose from")
+    parser.add_argument("--inner-folds", type=int, default=5)
+    parser.add_argument("--splits", default="lopo,program,random")
+    args = parser.parse_args(argv)
+
+    from cost_model.learned.data import split_records
+    from cost_model.learned.fusion_additive import CONV_OFFSET, AdditiveFusionModel
+    from cost_model.learned.fusion_terms import TERM_NAMES, record_terms
+    from cost_model.learned.metrics import kernel_metrics
+    from cost_model.learned.tpugraphs import load_dir
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_costmodel import level_metrics
+
+    records = load_dir(args.data)
+    terms = [record_terms(r) for r in records]
+    runtime = [np.asarray(r.config_runtime, dtype=np.float64) for r in records]
+    programs = np.array([r.program for r in records])
+    grid = [float(g) for g in args.cv_grid.split(",")]
+    variants = []
+    for name in args.variants.split(","):
+        if name == "fixed":
+            ratios = args.grid.split(",")
+            name = ",".join(["shipped"] + [f"args={a}" for a in ratios] + [f"mb={m}" for m in ratios] + [f"mb={m}+args={a}" for m in ratios for a in ratios])
+        variants += [v for v in name.split(",") if v not in variants]
+    all_terms, all_runtime = np.concatenate(terms), np.concatenate(runtime)
+    row_graph = np.concatenate([np.full(len(t), i) for i, t in enumerate(terms)])
+    counted = all_runtime >= 5e-6  # kernel_metrics' MAPE floor
+
+    def fit(indices: list[int], ties: list[tuple[str, str, float]]) -> AdditiveFusionModel:
+        model = AdditiveFusionModel(signed_terms=CONV_OFFSET, tied_terms=ties)
+        return model.fit_terms(np.concatenate([terms[i] for i in indices]), np.concatenate([runtime[i] for i in indices]))
+
+    def choose_ties(train: list[int], pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str, float]]:
+        """Each pair's ratio by grouped CV over the training programs (the joint grid)."""
+        train_programs = sorted(set(programs[train]))
+        order = np.random.default_rng(0).permutation(train_programs)
+        folds = [set(order[k :: args.inner_folds]) for k in range(min(args.inner_folds, len(order)))]
+        best, best_ties = np.inf, []
+        for ratios in itertools.product(grid, repeat=len(pairs)):
+            ties = [(*pair, r) for pair, r in zip(pairs, ratios)]
+            errors = []
+            for fold in folds:
+                test_graphs = [i for i in train if programs[i] in fold]
+                inner_train = np.isin(row_graph, [i for i in train if programs[i] not in fold])
+                inner_test = np.isin(row_graph, test_graphs) & counted
+                model = AdditiveFusionModel(signed_terms=CONV_OFFSET, tied_terms=ties).fit_terms(all_terms[inner_train], all_runtime[inner_train])
+                error = np.abs(model.predict_terms(all_terms[inner_test]) / all_runtime[inner_test] - 1.0)
+                errors += [error[row_graph[inner_test] == i].mean() for i in test_graphs]  # per-graph MAPE
+            if np.mean(errors) < best:
+                best, best_ties = float(np.mean(errors)), ties
+        return best_ties
+
+    def variant_ties(name: str, train: list[int]) -> list[tuple[str, str, float]]:
+        if name == "shipped":
+            return []
+        if name == "cv":
+            return choose_ties(train, (MB, ARGS))
+        if name == "cvargs":
+            return choose_ties(train, (ARGS,))
+        if name == "cvmb":
+            return choose_ties(train, (MB,))
+        ties = []
+        for part in name.split("+"):
+            key, ratio = part.split("=")
+            ties.append((*{"mb": MB, "args": ARGS}[key], float(ratio)))
+        return ties
+
+    splits: dict[str, list[tuple[list[int], list[int]]]] = {}
+    everything = list(range(len(records)))
+    for split in args.splits.split(","):
+        if split == "lopo":
+            splits["lopo"] = [([i for i in everything if programs[i] != p], [i for i in everything if programs[i] == p]) for p in sorted(set(programs))]
+        else:
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                splits[f"{split}{seed}"] = [split_records(records, split, test_fraction=0.25, seed=seed)]
+
+    results: dict[str, dict] = {}
+    for variant in variants:
+        out: dict[str, dict] = {}
+        for split_name, folds in splits.items():
+            rows, chosen = [], []
+            for train, test in folds:
+                ties = variant_ties(variant, train)
+                chosen.append([t[2] for t in ties])
+                model = fit(train, ties)
+                for i in test:
+                    pred = np.log(model.predict_terms(terms[i]))
+                    rows.append({"graph": records[i].name, "program": records[i].program} | kernel_metrics(pred, runtime[i]) | level_metrics(pred, runtime[i]))
+            out[split_name] = {"mape": float(np.mean([r["mape"] for r in rows])), "kendall": float(np.mean([r["kendall"] for r in rows])),
+                               "level_error": float(np.mean([r["level_error"] for r in rows])), "over_5pct": sum(r["mape"] > 0.05 for r in rows),
+                               "graphs": len(rows), "rows": rows, "ratios": chosen, "weights": dict(zip(model.terms, model.weights.tolist()))}
+            worst = sorted(rows, key=lambda r: -r["mape"])[:6]
+            print(f"{variant:>16} {split_name:>9}: MAPE {out[split_name]['mape']:.2%} tau {out[split_name]['kendall']:.3f} "
+                  f"level {out[split_name]['level_error']:.2%} over 5% {out[split_name]['over_5pct']}/{len(rows)}"
+                  + (f" ratios {chosen[0] if len(chosen) == 1 else sorted({tuple(c) for c in chosen})}" if variant.startswith("cv") else "")
+                  + ("  worst " + ", ".join(f"{r['graph']} {r['mape']:.1%}" for r in worst) if split_name == "lopo" else ""), flush=True)
+        for split in ("program", "random"):
+            seeds = [v for k, v in out.items() if k.startswith(split)]
+            if seeds:
+                print(f"{variant:>16} {split:>9} mean of {len(seeds)} seeds: MAPE {np.mean([s['mape'] for s in seeds]):.2%} "
+                      f"({', '.join(format(s['mape'], '.1%') for s in seeds)}) tau {np.mean([s['kendall'] for s in seeds]):.3f}", flush=True)
+        results[variant] = out
+    # a bound on any choice of the pairs' ratios: each held-out program's best fixed setting, chosen on that program itself
+    fixed = [v for v in results if not v.startswith("cv") and "lopo" in results[v]]
+    if len(fixed) > 1:
+        mape = {v: {r["graph"]: r["mape"] for r in results[v]["lopo"]["rows"]} for v in fixed}
+        by_program: dict[str, list[str]] = {}
+        for r in results[fixed[0]]["lopo"]["rows"]:
+            by_program.setdefault(r["program"], []).append(r["graph"])
+        graphs = sum(len(g) for g in by_program.values())
+        per_program = sum(min(sum(mape[v][g] for g in gs) for v in fixed) for gs in by_program.values()) / graphs
+        per_graph = float(np.mean([min(mape[v][g] for v in fixed) for gs in by_program.values() for g in gs]))
+        print(f"bound over the {len(fixed)} fixed settings, leave one program out: the best setting per held-out program {per_program:.2%}, "
+              f"per held-out graph {per_graph:.2%}")
+        results["_bound"] = {"per_program": per_program, "per_graph": per_graph, "settings": fixed}
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"data": Path(args.data).name, "grid": grid, "results": results}, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
