@@ -60,8 +60,8 @@ def _part_devices(parts: np.ndarray, count: int, prob: np.ndarray, candidates: n
 def partitioned_placements(
     log_prob: np.ndarray,
     edge_index: np.ndarray,
-    edge_bytes: np.ndarray,
-    node_time: np.ndarray,
+    edge_bytes: np.ndarray | None,
+    node_time: np.ndarray | None,
     mask: np.ndarray,
     fallback: np.ndarray,
     *,
@@ -71,7 +71,8 @@ def partitioned_placements(
     """The distinct partitioned decodings (module docstring), each (N,) int64.
 
     `log_prob` (N, D): the policy's placement log-probabilities; `edge_index` (2, E) producer ->
-    consumer; `edge_bytes` (E,); `node_time` (N, D) seconds of each node on each device; `mask`
+    consumer; `edge_bytes` (E,); `node_time` (N, D) seconds of each node on each device (None, as
+    in `PolicyInputs` of a profiled problem: every edge one byte, every node one unit); `mask`
     (N, D) bool, the devices each node may use; `fallback` (N,) the policy's own device, kept by
     a node whose part's device is masked for it. Devices no node may use are never a part's."""
     from passes.placement.partition import metis_parts
@@ -85,8 +86,8 @@ def partitioned_placements(
         return []
     src, dst = np.asarray(edge_index, dtype=np.int64)
     agree = edge_agreement(prob, src, dst)
-    edge_bytes = np.maximum(np.asarray(edge_bytes, dtype=np.float64), 1.0)
-    vertex = np.asarray(node_time, dtype=np.float64)[:, candidates].min(axis=1)
+    edge_bytes = np.ones(src.size) if edge_bytes is None else np.maximum(np.asarray(edge_bytes, dtype=np.float64), 1.0)
+    vertex = np.ones(count) if node_time is None else np.asarray(node_time, dtype=np.float64)[:, candidates].min(axis=1)
     rows = np.arange(count)
     out: list[np.ndarray] = []
     seen = {fallback.tobytes()}

@@ -268,8 +268,10 @@ def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequen
     inputs = env.inputs
     last = rollout.actions[-1, 0].numpy()
     placements = partitioned_placements(
-        rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(), inputs.edge_bytes.numpy(),
-        inputs.node_time.numpy(), inputs.device_mask.numpy(), last[:, 0], exponents=exponents,
+        rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(),
+        None if inputs.edge_bytes is None else inputs.edge_bytes.numpy(),
+        None if inputs.node_time is None else inputs.node_time.numpy(),
+        inputs.device_mask.numpy(), last[:, 0], exponents=exponents,
     )
     for device in placements:
         actions = last.copy()

@@ -60,6 +60,15 @@ def test_a_node_keeps_its_own_device_where_its_parts_is_masked() -> None:
     assert any(np.array_equal(device[1:], np.r_[np.full(5, 1), np.full(6, 0)]) for device in out)
 
 
+def test_without_bytes_or_times_every_edge_and_node_counts_one() -> None:
+    # A profiled problem's policy inputs carry neither (PolicyInputs: None).
+    args = _two_chains(confident=True)
+    unit = dict(args, edge_bytes=np.ones(args["edge_bytes"].size), node_time=np.ones((12, 3)))
+    assert [d.tolist() for d in partitioned_placements(**dict(args, edge_bytes=None, node_time=None))] == [
+        d.tolist() for d in partitioned_placements(**unit)
+    ]
+
+
 def test_one_usable_device_or_one_node_gives_nothing() -> None:
     args = _two_chains(confident=False)
     args["mask"][:, 1] = False
