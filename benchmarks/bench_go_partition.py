@@ -23,6 +23,7 @@ import json
 import math
 import time
 from pathlib import Path
+from statistics import geometric_mean
 
 import torch
 
@@ -34,10 +35,6 @@ from cost_model.devices.loader import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ("inception-v3:inference", "amoebanet:inference", "rnnlm-8:inference", "gnmt-8:inference")
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, keep in (("held out", lambda r: r["workload"] in args.held_out), ("all", lambda r: True)):
         chosen = [r for r in rows if keep(r)]
         if chosen:
-            lines.append(f"| geomean {label} | | {len(chosen)} cells | " + " | ".join(f"{_geomean([r[c] for r in chosen]):.3f}" for c in columns) + " |")
+            lines.append(f"| geomean {label} | | {len(chosen)} cells | " + " | ".join(f"{geometric_mean([r[c] for r in chosen]):.3f}" for c in columns) + " |")
     print("\n".join(lines))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)

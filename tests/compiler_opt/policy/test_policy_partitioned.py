@@ -51,7 +51,7 @@ def test_cuts_where_the_policy_expects_a_change_and_labels_parts_by_its_mass() -
         assert not np.array_equal(device, args["fallback"])  # the policy's own answer is not repeated
 
 
-def test_a_node_keeps_its_own_device_where_its_parts_is_masked() -> None:
+def test_a_node_keeps_its_own_device_where_its_parts_device_is_masked() -> None:
     args = _two_chains(confident=True)
     args["mask"][0, 1] = False
     args["fallback"][0] = 0
