@@ -63,6 +63,10 @@ class TrainConfig:
     # The polish races this many start placements: the answer's and the fastest distinct warm-start
     # seeds' (rl/polish.py; RESULTS.md h7). 1: the answer's only.
     polish_starts: int = 4
+    # Of those starts, up to this many are the policy's own decodings (its unseeded greedy answer
+    # and that answer's partitioned / coarsened placements, fastest first), before the seeds: the
+    # one place a pretrained policy's co-location can reach fine-tune's answer. 0: seeds only.
+    policy_starts: int = 1
     # With a CPU budget an iteration starts only when it is expected to end within PPO's share:
     # the last iteration's CPU seconds, or before the first this x nodes x samples (one torch
     # thread on this 2-core machine: 0.18-0.36 ms, RESULTS.md h6).
@@ -144,6 +148,8 @@ class TrainConfig:
             )
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
+        if self.policy_starts < 0:
+            raise TrainConfigError(f"policy_starts must be >= 0, got {self.policy_starts}", field="policy_starts")
         if self.seed_replay < 0:
             raise TrainConfigError(f"seed_replay must be >= 0, got {self.seed_replay}", field="seed_replay")
         unknown = unknown_placement_methods(self.warm_start or [])

@@ -220,12 +220,12 @@ def seeds_and_polish(
     return SeedsAndPolish(seeds, head, done, seed_cpu)
 
 
-def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int) -> list[np.ndarray]:
-    """Up to `count` distinct placements of the fitting warm-start seeds (fastest first), other
-    than `answer`: the polish's other starts."""
+def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int, first: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
+    """Up to `count` distinct placements other than `answer`: the polish's other starts. `first`
+    (the policy's decodings) come before the fitting warm-start seeds' (fastest first)."""
     from compiler_opt.rl.warm_start import fitting_seeds
 
-    placements = _distinct([np.asarray(answer), *(np.asarray(s.decisions.device) for s in fitting_seeds(seeds))])
+    placements = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in fitting_seeds(seeds))])
     return placements[1 : count + 1]
 
 

@@ -83,6 +83,7 @@ class TrainResult:
     seeds: dict[str, list[Seed]] = field(default_factory=dict)  # warm start: env label -> the seeds run
     seed_cpu_seconds: float = 0.0  # CPU seconds the warm start took (seeds and their replay episodes)
     polished: dict[str, Polished] = field(default_factory=dict)  # env label -> its final polish (rl/polish.py)
+    decoded: dict[str, list[BestFound]] = field(default_factory=dict)  # env label -> the policy's polish starts (policy_decodings)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -280,6 +281,41 @@ def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequen
     return found, len(placements)
 
 
+def policy_decodings(
+    policy: GoPolicy, env: GraphEnvironment, *, seed: int = 0, partition: Sequence[float] = AGREEMENT_EXPONENTS, coarsen: bool = True
+) -> list[BestFound]:
+    """The policy's unseeded greedy answer and that answer's partitioned (policy/partitioned.py)
+    and coarsened (policy/coarsen.py) placements with its fusion and priority levels, each
+    distinct placement simulated once; the fitting ones, fastest first. Fine-tune's polish
+    starts (`TrainConfig.policy_starts`): a cold zero-shot without the sampled episodes."""
+    generator = torch.Generator().manual_seed(seed)
+    rollout = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
+    inputs = env.inputs
+    last = rollout.actions[-1, 0].numpy()
+    placements: list[np.ndarray] = []
+    if partition:
+        placements += partitioned_placements(
+            rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(),
+            None if inputs.edge_bytes is None else inputs.edge_bytes.numpy(),
+            None if inputs.node_time is None else inputs.node_time.numpy(),
+            inputs.device_mask.numpy(), last[:, 0], exponents=partition,
+        )
+    if coarsen:
+        placements += coarsened_placements(last[:, 0], inputs.device_mask.numpy())
+    found = [BestFound(rollout.decisions[0], rollout.scores[0], env)]
+    seen = {last[:, 0].tobytes()}
+    for device in placements:
+        if device.tobytes() in seen:
+            continue
+        seen.add(device.tobytes())
+        actions = last.copy()
+        actions[:, 0] = device
+        decisions = env.decisions(actions)
+        found.append(BestFound(decisions, env.score_decisions(decisions, with_reward=False), env))
+    fitting = [f for f in found if not (f.score.oom or f.score.invalid)]
+    return sorted(fitting, key=lambda f: f.score.step_time_s)
+
+
 def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
     """`found`, or a faster decision of an earlier refinement round of `rollout`'s episodes
     (each distinct one simulated once), and how many were simulated."""
@@ -332,6 +368,7 @@ def run_training(
     seed_began = time.process_time()
     seeds, pending = _warm_start(config, envs, policy, best, initial, replayed)
     seed_cpu = time.process_time() - seed_began
+    decoded = _decoded_starts(config, envs, policy, best)
     env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
@@ -407,9 +444,9 @@ def run_training(
             scalars.close()
     if saver is not None:
         saver.step(policy, float("-inf"), history[-1] if history else {}, final=True)
-    polished = _polish(config, envs, best, policy.config, seeds, time.process_time() - began_cpu) if config.polishes() else {}
+    polished = _polish(config, envs, best, policy.config, seeds, time.process_time() - began_cpu, decoded) if config.polishes() else {}
     backend = scalars.backend if scalars is not None else "none"
-    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished)
+    return TrainResult(policy, best, iteration, time.monotonic() - began, backend, history, env_history, seeds, seed_cpu, polished, decoded)
 
 
 def _iteration_fits(config: TrainConfig, batch: Sequence[GraphEnvironment], last_cost: float | None, left: float) -> bool:
@@ -459,6 +496,22 @@ def _run_imitation(
     return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
 
 
+def _decoded_starts(config: TrainConfig, envs: Sequence[GraphEnvironment], policy: GoPolicy, best: dict[str, BestFound]) -> dict[str, list[BestFound]]:
+    """Per environment, the policy's decodings (`policy_decodings`) when the run polishes with
+    `policy_starts` of them; the fastest is an answer candidate at once."""
+    decoded: dict[str, list[BestFound]] = {}
+    if not config.polishes() or config.policy_starts == 0:
+        return decoded
+    for env in envs:
+        if not isinstance(env, GraphEnvironment):
+            continue  # a profiled workload: no fusion decode or partitioned cut to polish
+        found = policy_decodings(policy, env, seed=config.seed)
+        decoded[env.label] = found
+        if found:
+            _update_best(best, env, found[0].decisions, found[0].score)
+    return decoded
+
+
 def _polish(
     config: TrainConfig,
     envs: Sequence[GraphEnvironment],
@@ -466,12 +519,14 @@ def _polish(
     levels: PolicyConfig,
     seeds: dict[str, list[Seed]],
     spent: float,
+    decoded: dict[str, list[BestFound]] | None = None,
 ) -> dict[str, Polished]:
     """Each environment's best answer polished by local search and joint variants (rl/polish.py),
     which replaces it when faster; the search gets the CPU budget left after `spent` (PPO may stop
     early: its next iteration would not have fit), at least `polish_fraction` of it, split evenly
     between the environments. The search races the answer's placement against the fastest
-    distinct placements of the environment's fitting warm-start seeds (`polish_starts` in all)."""
+    distinct placements of `policy_starts` of the policy's `decoded` placements, then of the
+    environment's fitting warm-start seeds (`polish_starts` in all)."""
     out: dict[str, Polished] = {}
     total = max(config.max_cpu_seconds * config.polish_fraction, config.max_cpu_seconds - spent) if config.max_cpu_seconds else 0.0
     share = total / max(len(envs), 1)
@@ -479,7 +534,10 @@ def _polish(
         found = best.get(env.label)
         if found is None or not isinstance(env, GraphEnvironment):
             continue  # nothing fits, or a profiled workload (device arrays scored by another model)
-        others = start_placements(found.decisions.device, seeds.get(env.label, []), config.polish_starts - 1)
+        answer = np.asarray(found.decisions.device)
+        mine = [np.asarray(d.decisions.device) for d in (decoded or {}).get(env.label, [])]
+        mine = [d for d in mine if not np.array_equal(d, answer)][: config.policy_starts]
+        others = start_placements(answer, seeds.get(env.label, []), config.polish_starts - 1, first=mine)
         result = polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
             fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, group_moves=config.polish_group_moves,
