@@ -230,3 +230,64 @@ def test_the_placement_only_view_shares_what_the_environment_computed(env: Graph
     assert only.placement_only and not env.placement_only and only.problem is env.problem
     assert only.reference_decisions is reference and only.reference_step_s == env.reference_step_s
     assert joint_variants(only, reference.device, fusion_levels=4, priority_levels=8) == []
+
+
+def test_the_policys_decodings_come_first_among_the_other_starts(env: GraphEnvironment) -> None:
+    seeds = warm_start_seeds(env, ["metis", "single-device", "dp"], fusion_levels=4, priority_levels=8)
+    answer = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)[0].decisions.device
+    mine = (np.arange(env.problem.num_nodes) % 2).astype(np.int32)
+    got = start_placements(answer, seeds, 2, first=[mine, np.asarray(answer)])
+    assert np.array_equal(got[0], mine) and not np.array_equal(got[1], answer)  # the answer's own placement is never another start
+    assert np.array_equal(got[1], start_placements(answer, seeds, 1)[0])  # then the fastest seed's
+    with pytest.raises(TrainConfigError, match="policy_starts"):
+        TrainConfig(mode="go-one", workloads=["dag"], policy_starts=-1)
+
+
+def test_policy_decodings_are_distinct_fitting_and_fastest_first(env: GraphEnvironment) -> None:
+    from compiler_opt.policy import GoPolicy
+    from compiler_opt.rl.trainer import policy_decodings
+
+    import torch
+
+    torch.manual_seed(0)
+    found = policy_decodings(GoPolicy(TINY), env, seed=0)
+    assert len(found) >= 2  # the greedy answer and at least one METIS cut of it
+    times = [f.score.step_time_s for f in found]
+    assert times == sorted(times) and not any(f.score.oom or f.score.invalid for f in found)
+    keys = {np.asarray(f.decisions.device).tobytes() for f in found}
+    assert len(keys) == len(found)
+    for f in found:  # scored as the environment scores them
+        assert env.score_decisions(f.decisions).step_time_s == pytest.approx(f.score.step_time_s)
+    alone = policy_decodings(GoPolicy(TINY), env, seed=0, partition=(), coarsen=False)
+    assert len(alone) == 1
+
+
+def test_fine_tune_races_the_policys_fastest_decoding(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `policy_starts` the polish's second start is the policy's fastest decoding other than
+    the answer; that decoding is an answer candidate before PPO too."""
+    import torch
+
+    import compiler_opt.rl.trainer as trainer
+
+    others: list[list[np.ndarray]] = []
+
+    def spy(*args, **kwargs):  # the real polish, its other starts recorded
+        others.append(kwargs["others"])
+        return polish(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "polish", spy)
+    common = dict(
+        mode="go-one", workloads=["dag"], devices=["4xV100"], iterations=1, samples_per_graph=2, warm_start=["metis", "dp"],
+        polish_evaluations=400, policy=TINY.to_dict(),
+    )
+    torch.manual_seed(0)
+    with_policy = run_training(TrainConfig(**common), envs=[env], progress=False, save=False)
+    decoded = with_policy.decoded[env.label]
+    assert decoded and with_policy.polished[env.label].starts >= 2
+    assert with_policy.best[env.label].score.step_time_s <= decoded[0].score.step_time_s
+    answer = with_policy.polished[env.label].start_step_s
+    mine = [np.asarray(d.decisions.device) for d in decoded if d.score.step_time_s != answer]
+    assert np.array_equal(others[0][0], mine[0])
+    torch.manual_seed(0)
+    seeds_only = run_training(TrainConfig(**common, policy_starts=0), envs=[env], progress=False, save=False)
+    assert seeds_only.decoded == {}
