@@ -303,7 +303,7 @@ def test_graphsage_residual_form_overfits() -> None:
     records = _fusion_records(count=4, configs=16)
     model = fit(records, TrainConfig(loss="mse", mse_weight=0.0, epochs=150, hidden=16, layers=1, lr=5e-3, kernels_per_step=4,
                                      configs_per_step=16, residual=True))
-    assert model.config.residual and model.config.graph_features == len(TERM_NAMES)
+    assert model.config.residual and model.config.graph_features == len(SHIPPED_TERMS)
     metrics = evaluate_model(model, records)
     assert metrics["mape"] < 0.05, metrics
     assert metrics["kendall"] > 0.85, metrics
