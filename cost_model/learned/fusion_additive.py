@@ -3,6 +3,9 @@ executable call costs on this host.
 
     seconds = sum_j w_j x term_j        (terms: `fusion_terms.TERM_NAMES`, per configuration)
 
+The default terms are `fusion_terms.SHIPPED_TERMS` (all but the sixteenth session's buffer size
+terms, `BUFFER_SIZE_TERMS`: pass `terms=` to fit them; held out they did not help, RESULTS (i)).
+
 The weights are fitted by least squares on the relative error (every row divided by its label,
 target 1: the fit minimises sum (pred / runtime - 1)^2, what MAPE measures) on column-scaled
 terms, non-negative by default (scipy's NNLS: every call, buffer and byte costs time, so a
