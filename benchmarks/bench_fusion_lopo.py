@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cost_model.learned.fusion_additive import CONV_OFFSET, AdditiveFusionModel
     from compiler_opt.costmodel.fusion_graphs import FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS
-    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, MEASURED_CONV_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, record_terms
+    from cost_model.learned.fusion_terms import BASE_TERMS, CLASS_MB, MEASURED_CONV_TERMS, S9_TERMS, S10_TERMS, S11_TERMS, SHIPPED_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     programs = sorted(p for p in {r.program for r in records} if held is None or p in held)
     variants = {"signed": ("additive, signed weights", {"nonnegative": False}), "base": ("additive without op-class node counts", {"terms": BASE_TERMS}),
                 "l1": ("additive, l1 fit", {"loss": "l1"}), "s9": ("additive, ninth-session terms", {"terms": S9_TERMS}),
-                "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in TERM_NAMES if t not in CLASS_MB)}),
+                "nomb": ("additive without the op-class MB", {"terms": tuple(t for t in SHIPPED_TERMS if t not in CLASS_MB)}),
                 "s9l1": ("additive, ninth-session terms, l1 fit", {"terms": S9_TERMS, "loss": "l1"}),
                 "s10": ("additive, tenth-session terms", {"terms": S10_TERMS}), "s10l1": ("additive, tenth-session terms, l1 fit", {"terms": S10_TERMS, "loss": "l1"}),
                 "s11": ("additive, eleventh-session terms", {"terms": S11_TERMS}), "s11l1": ("additive, eleventh-session terms, l1 fit", {"terms": S11_TERMS, "loss": "l1"}),

@@ -15,9 +15,18 @@ session). Each variant here ties the second term of a pair to the first at a rat
   programs only (`--inner-folds` folds of whole programs; the mean per-graph MAPE), then the
   model refitted on all training programs with it (nested: the held-out programs never choose).
 
-Per variant: leave one program out (every program of the folder), the program split and the random
+Sixteenth session: variants with the per-argument / per-output cost split by buffer size
+(`fusion_terms.BUFFER_SIZE_TERMS`) added to the shipped form, every pair free: `logsize`
+(`LOG_SIZE_TERMS`: the sum of log2 elements over arguments and over outputs), `sizeclass`
+(`SIZE_CLASS_TERMS`: the arguments and outputs over 4 KiB), `logsize_in` / `sizeclass_in` (the
+argument term of each alone), `bothsize` (all four); a `_signed` suffix (`logsize_signed`, ...)
+frees those terms' sign (`signed_terms`), so an argument may cost less as its buffer grows.
+
+Per variant (`--splits`): leave one program out (every program of the folder), the program split and the random
 split of `bench_costmodel.py` (`split_records`, test fraction 0.25, the seeds given): mean MAPE,
-Kendall tau and level error over the test graphs, graphs over 5%, and the worst held-out graphs.
+Kendall tau and level error over the test graphs, graphs over 5%, and the worst held-out graphs;
+`all` fits on every graph and scores each in sample (a graph the form cannot fit even then is not
+fixed by more data of the same kind).
 Terms are computed once per file (`record_terms`); every fit is `fit_terms` on them.
 """
 
@@ -33,6 +42,10 @@ import numpy as np
 
 MB = ("input_mb", "output_mb")
 ARGS = ("kernel_inputs", "kernel_outputs")
+# sixteenth session: buffer size terms added to the shipped form (names from `fusion_terms`)
+SIZE_VARIANTS = {"logsize": ("kernel_input_log2_elements", "kernel_output_log2_elements"), "logsize_in": ("kernel_input_log2_elements",),
+                 "sizeclass": ("large_kernel_inputs", "large_kernel_outputs"), "sizeclass_in": ("large_kernel_inputs",),
+                 "bothsize": ("kernel_input_log2_elements", "kernel_output_log2_elements", "large_kernel_inputs", "large_kernel_outputs")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,16 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data")
     parser.add_argument("--json", default="")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--variants", default="shipped,mb=1,args=1,mb=1+args=1,cv", help="comma list: shipped, mb=R, args=R, mb=R+args=S, fixed (all of those over --grid), cv, cvargs, cvmb")
+    parser.add_argument("--variants", default="shipped,mb=1,args=1,mb=1+args=1,cv",
+                        help="comma list: shipped, mb=R, args=R, mb=R+args=S, fixed (all of those over --grid), cv, cvargs, cvmb, " + ", ".join(SIZE_VARIANTS))
     parser.add_argument("--grid", default="0,0.5,1,2,3,4,8", help="ratios of the `fixed` variants (w_b / w_a)")
     parser.add_argument("--cv-grid", default="0,0.5,1,2,3,4", help="ratios the cv variants choose from")
     parser.add_argument("--inner-folds", type=int, default=5)
-    parser.add_argument("--splits", default="lopo,program,random")
+    parser.add_argument("--splits", default="lopo,program,random", help="comma list: lopo, program, random, all (in sample: fit and score on every graph)")
     args = parser.parse_args(argv)
 
     from cost_model.learned.data import split_records
     from cost_model.learned.fusion_additive import CONV_OFFSET, AdditiveFusionModel
-    from cost_model.learned.fusion_terms import TERM_NAMES, record_terms
+    from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES, record_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
@@ -57,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_costmodel import level_metrics
 
     records = load_dir(args.data)
-    terms = [record_terms(r) for r in records]
+    full_terms = [record_terms(r) for r in records]
     runtime = [np.asarray(r.config_runtime, dtype=np.float64) for r in records]
     programs = np.array([r.program for r in records])
     grid = [float(g) for g in args.cv_grid.split(",")]
@@ -67,13 +81,19 @@ def main(argv: list[str] | None = None) -> int:
             ratios = args.grid.split(",")
             name = ",".join(["shipped"] + [f"args={a}" for a in ratios] + [f"mb={m}" for m in ratios] + [f"mb={m}+args={a}" for m in ratios for a in ratios])
         variants += [v for v in name.split(",") if v not in variants]
-    all_terms, all_runtime = np.concatenate(terms), np.concatenate(runtime)
+    size_terms = {v: SIZE_VARIANTS.get(v.removesuffix("_signed"), ()) for v in variants}
+    model_terms = {v: SHIPPED_TERMS[:-1] + size_terms[v] + ("roofline_s",) for v in variants}  # the columns each variant's model reads
+    model_signed = {v: CONV_OFFSET + (size_terms[v] if v.endswith("_signed") else ()) for v in variants}
+    terms = [t[:, [TERM_NAMES.index(n) for n in SHIPPED_TERMS]] for t in full_terms]  # the shipped form's columns (the tie variants)
+    all_terms, all_full, all_runtime = np.concatenate(terms), np.concatenate(full_terms), np.concatenate(runtime)
     row_graph = np.concatenate([np.full(len(t), i) for i, t in enumerate(terms)])
     counted = all_runtime >= 5e-6  # kernel_metrics' MAPE floor
 
-    def fit(indices: list[int], ties: list[tuple[str, str, float]]) -> AdditiveFusionModel:
-        model = AdditiveFusionModel(signed_terms=CONV_OFFSET, tied_terms=ties)
-        return model.fit_terms(np.concatenate([terms[i] for i in indices]), np.concatenate([runtime[i] for i in indices]))
+    def fit(indices: list[int], ties: list[tuple[str, str, float]], names: tuple[str, ...] = SHIPPED_TERMS,
+            signed: tuple[str, ...] = CONV_OFFSET) -> AdditiveFusionModel:
+        model = AdditiveFusionModel(signed_terms=signed, tied_terms=ties, terms=names)
+        columns = [TERM_NAMES.index(n) for n in names]
+        return model.fit_terms(np.concatenate([full_terms[i][:, columns] for i in indices]), np.concatenate([runtime[i] for i in indices]))
 
     def choose_ties(train: list[int], pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str, float]]:
         """Each pair's ratio by grouped CV over the training programs (the joint grid)."""
@@ -89,14 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                 inner_train = np.isin(row_graph, [i for i in train if programs[i] not in fold])
                 inner_test = np.isin(row_graph, test_graphs) & counted
                 model = AdditiveFusionModel(signed_terms=CONV_OFFSET, tied_terms=ties).fit_terms(all_terms[inner_train], all_runtime[inner_train])
-                error = np.abs(model.predict_terms(all_terms[inner_test]) / all_runtime[inner_test] - 1.0)
+                error = np.abs(model.predict_terms(all_full[inner_test]) / all_runtime[inner_test] - 1.0)
                 errors += [error[row_graph[inner_test] == i].mean() for i in test_graphs]  # per-graph MAPE
             if np.mean(errors) < best:
                 best, best_ties = float(np.mean(errors)), ties
         return best_ties
 
     def variant_ties(name: str, train: list[int]) -> list[tuple[str, str, float]]:
-        if name == "shipped":
+        if name == "shipped" or name.removesuffix("_signed") in SIZE_VARIANTS:
             return []
         if name == "cv":
             return choose_ties(train, (MB, ARGS))
@@ -113,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     splits: dict[str, list[tuple[list[int], list[int]]]] = {}
     everything = list(range(len(records)))
     for split in args.splits.split(","):
-        if split == "lopo":
+        if split == "all":  # in sample: fitted on every graph, scored on each (can the form fit a graph at all?)
+            splits["all"] = [(everything, everything)]
+        elif split == "lopo":
             splits["lopo"] = [([i for i in everything if programs[i] != p], [i for i in everything if programs[i] == p]) for p in sorted(set(programs))]
         else:
             for seed in [int(s) for s in args.seeds.split(",")]:
@@ -127,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             for train, test in folds:
                 ties = variant_ties(variant, train)
                 chosen.append([t[2] for t in ties])
-                model = fit(train, ties)
+                model = fit(train, ties, model_terms[variant], model_signed[variant])
                 for i in test:
-                    pred = np.log(model.predict_terms(terms[i]))
+                    pred = np.log(model.predict_terms(full_terms[i]))
                     rows.append({"graph": records[i].name, "program": records[i].program} | kernel_metrics(pred, runtime[i]) | level_metrics(pred, runtime[i]))
             out[split_name] = {"mape": float(np.mean([r["mape"] for r in rows])), "kendall": float(np.mean([r["kendall"] for r in rows])),
                                "level_error": float(np.mean([r["level_error"] for r in rows])), "over_5pct": sum(r["mape"] > 0.05 for r in rows),
@@ -138,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{variant:>16} {split_name:>9}: MAPE {out[split_name]['mape']:.2%} tau {out[split_name]['kendall']:.3f} "
                   f"level {out[split_name]['level_error']:.2%} over 5% {out[split_name]['over_5pct']}/{len(rows)}"
                   + (f" ratios {chosen[0] if len(chosen) == 1 else sorted({tuple(c) for c in chosen})}" if variant.startswith("cv") else "")
-                  + ("  worst " + ", ".join(f"{r['graph']} {r['mape']:.1%}" for r in worst) if split_name == "lopo" else ""), flush=True)
+                  + ("  worst " + ", ".join(f"{r['graph']} {r['mape']:.1%}" for r in worst) if split_name in ("lopo", "all") else ""), flush=True)
         for split in ("program", "random"):
             seeds = [v for k, v in out.items() if k.startswith(split)]
             if seeds:
@@ -146,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"({', '.join(format(s['mape'], '.1%') for s in seeds)}) tau {np.mean([s['kendall'] for s in seeds]):.3f}", flush=True)
         results[variant] = out
     # a bound on any choice of the pairs' ratios: each held-out program's best fixed setting, chosen on that program itself
-    fixed = [v for v in results if not v.startswith("cv") and "lopo" in results[v]]
+    fixed = [v for v in results if not v.startswith("cv") and v.removesuffix("_signed") not in SIZE_VARIANTS and "lopo" in results[v]]
     if len(fixed) > 1:
         mape = {v: {r["graph"]: r["mape"] for r in results[v]["lopo"]["rows"]} for v in fixed}
         by_program: dict[str, list[str]] = {}

@@ -146,6 +146,9 @@ class GbdtBaseline:
         rows = self._pad(flat_features(record))
         if terms is None:
             return rows
+        from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES
+
+        terms = terms[:, [TERM_NAMES.index(name) for name in SHIPPED_TERMS]]  # not the buffer size terms (sixteenth session, off by default)
         # kernels first: per-kernel ratios of the others
         return np.concatenate([np.log(terms + 1e-9), terms[:, 1:-1] / terms[:, :1], rows], axis=1).astype(np.float32)
 

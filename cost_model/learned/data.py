@@ -30,14 +30,15 @@ class KernelTensors:
 
 
 def residual_inputs(terms: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """(graph_feat, offset) of the residual form from `fusion_terms` rows (C, len(TERM_NAMES)):
+    """(graph_feat, offset) of the residual form from `fusion_terms` rows (C, len(TERM_NAMES); read: `SHIPPED_TERMS`):
     log1p of the counts, of MB / GFLOP x 1000 and of measured seconds x 1e6 (a count of 0 stays near the others, where
     log(0 + eps) would put it far out), log roofline_s; the offset is log roofline_s."""
-    from cost_model.learned.fusion_terms import TERM_NAMES
+    from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES
 
-    terms = np.asarray(terms, dtype=np.float64)
-    roofline = TERM_NAMES.index("roofline_s")
-    scaled = np.array([1e3 if name.endswith(("_mb", "_gflops")) else 1e6 if name.startswith("measured_") else 1.0 for name in TERM_NAMES])
+    # the shipped form's terms only: the sixteenth session's buffer size terms (off by default) leave the width of older checkpoints as it was
+    terms = np.asarray(terms, dtype=np.float64)[:, [TERM_NAMES.index(name) for name in SHIPPED_TERMS]]
+    roofline = SHIPPED_TERMS.index("roofline_s")
+    scaled = np.array([1e3 if name.endswith(("_mb", "_gflops")) else 1e6 if name.startswith("measured_") else 1.0 for name in SHIPPED_TERMS])
     feat = np.log1p(terms * scaled)
     feat[:, roofline] = np.log(terms[:, roofline])
     return torch.from_numpy(feat).float(), torch.from_numpy(np.log(terms[:, roofline]))

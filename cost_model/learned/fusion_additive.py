@@ -3,6 +3,9 @@ executable call costs on this host.
 
     seconds = sum_j w_j x term_j        (terms: `fusion_terms.TERM_NAMES`, per configuration)
 
+The default terms are `fusion_terms.SHIPPED_TERMS` (all but the sixteenth session's buffer size
+terms, `BUFFER_SIZE_TERMS`: pass `terms=` to fit them; held out they did not help, RESULTS (i)).
+
 The weights are fitted by least squares on the relative error (every row divided by its label,
 target 1: the fit minimises sum (pred / runtime - 1)^2, what MAPE measures) on column-scaled
 terms, non-negative by default (scipy's NNLS: every call, buffer and byte costs time, so a
@@ -38,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cost_model.learned.fusion_terms import TERM_NAMES, record_terms, residual_target
+from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES, record_terms, residual_target
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 __all__ = ["CONV_OFFSET", "FORMAT", "MIN_FRACTION", "AdditiveFusionModel", "TiedTerm", "train_additive_and_save"]
@@ -59,7 +62,7 @@ _L1_ITERATIONS = 20  # reweighting rounds of the l1 fit (converged well before o
 class AdditiveFusionModel:
     """Seconds of a fusion configuration as a weighted sum of its `fusion_terms`."""
 
-    def __init__(self, *, nonnegative: bool = True, ridge: float = 1e-4, terms: Sequence[str] = TERM_NAMES, loss: str = "l2",
+    def __init__(self, *, nonnegative: bool = True, ridge: float = 1e-4, terms: Sequence[str] = SHIPPED_TERMS, loss: str = "l2",
                  signed_terms: Sequence[str] = (), tied_terms: Sequence[TiedTerm] = ()) -> None:
         if loss not in ("l2", "l1"):
             raise ValueError(f"loss must be 'l2' or 'l1', got {loss!r}")

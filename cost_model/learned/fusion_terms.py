@@ -37,6 +37,15 @@ for the dataset and the autotuner's candidates):
   without the column (`costmodel conv-times DIR` adds it) and for convs not timed (NaN);
   `graph_terms` times a candidate graph's convs once (`conv_timer`), so a model that uses these
   terms needs one measurement per distinct conv of a new graph (~50 ms each, cached per machine);
+- `BUFFER_SIZE_TERMS` (sixteenth session, per configuration, from the same arguments and outputs
+  as `kernel_inputs` / `kernel_outputs`): what a call's argument or output costs beyond a fixed
+  amount as its buffer grows. `LOG_SIZE_TERMS`: the sum over arguments (outputs) of log2 of the
+  buffer's elements (a 1-element buffer adds 0), so a fit prices an argument a + b x log2(elements);
+  `SIZE_CLASS_TERMS`: the arguments (outputs) whose buffer is over `LARGE_BUFFER_BYTES` (4 KiB, a
+  page; fixed before any fit, not tuned). The fifteenth session's worst held-out graphs miss in
+  opposite directions at the same argument / output ratio, one with tiny buffers (xent@1, 64 B per
+  argument) and one with larger ones (clip_loss@2); these terms let the per-argument cost differ.
+  Not in the shipped form (`SHIPPED_TERMS`; RESULTS (i), sixteenth session);
 - `roofline_s`: the roofline simulator's step time of the configuration on the host (the
   collector stores it in `meta["roofline_s"]`; `roofline_step_times` computes it for new ones).
 
@@ -55,7 +64,8 @@ import numpy as np
 from cost_model.learned.features import opcode_id
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["BASE_TERMS", "CLASS_MB", "CONV_TERMS", "MEASURED_CONV_TERMS", "OP_CLASSES", "S9_TERMS", "S10_TERMS", "S11_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
+__all__ = ["BASE_TERMS", "BUFFER_SIZE_TERMS", "CLASS_MB", "CONV_TERMS", "LARGE_BUFFER_BYTES", "LOG_SIZE_TERMS", "MEASURED_CONV_TERMS", "OP_CLASSES", "S9_TERMS",
+           "S10_TERMS", "S11_TERMS", "SHIPPED_TERMS", "SIZE_CLASS_TERMS", "TERM_NAMES", "config_terms", "graph_terms", "record_groups", "record_terms", "residual_seconds", "residual_target",
            "roofline_step_times"]
 
 # Op classes whose nodes are counted (per graph: the same for every configuration): what an op
@@ -74,14 +84,21 @@ CLASS_MB = tuple(name.replace("_nodes", "_mb") for name in OP_CLASSES)
 CONV_TERMS = ("grouped_conv_nodes", "grouped_conv_mb", "grouped_conv_mmacs")
 # Measured conv seconds (twelfth session; from the record's `node_conv_time`, `conv_timing`).
 MEASURED_CONV_TERMS = ("measured_dense_conv_s", "measured_grouped_conv_s")
+# Per-argument / per-output cost by buffer size (sixteenth session; per configuration).
+LOG_SIZE_TERMS = ("kernel_input_log2_elements", "kernel_output_log2_elements")
+SIZE_CLASS_TERMS = ("large_kernel_inputs", "large_kernel_outputs")
+BUFFER_SIZE_TERMS = LOG_SIZE_TERMS + SIZE_CLASS_TERMS
+LARGE_BUFFER_BYTES = 4096  # a page: the size class boundary of `SIZE_CLASS_TERMS`
 BASE_TERMS = ("kernels", "kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "fused_groups", "layout_kernels", "graph_gflops", "roofline_s")
-TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + CONV_TERMS + MEASURED_CONV_TERMS + ("roofline_s",)
+TERM_NAMES = BASE_TERMS[:-1] + tuple(OP_CLASSES) + CLASS_MB + CONV_TERMS + MEASURED_CONV_TERMS + BUFFER_SIZE_TERMS + ("roofline_s",)
+# The shipped model's form (`AdditiveFusionModel`'s default): the twelfth session's terms, without the buffer size terms.
+SHIPPED_TERMS = tuple(t for t in TERM_NAMES if t not in BUFFER_SIZE_TERMS)
 # The eleventh session's terms (the shipped model's form until the twelfth session): without the measured convs.
-S11_TERMS = tuple(t for t in TERM_NAMES if t not in MEASURED_CONV_TERMS)
+S11_TERMS = tuple(t for t in SHIPPED_TERMS if t not in MEASURED_CONV_TERMS)
 # The tenth session's terms (the shipped model's form until the eleventh session): without CONV_TERMS.
-S10_TERMS = tuple(t for t in TERM_NAMES if t not in CONV_TERMS + MEASURED_CONV_TERMS)
+S10_TERMS = tuple(t for t in SHIPPED_TERMS if t not in CONV_TERMS + MEASURED_CONV_TERMS)
 # The ninth session's terms (the shipped model's until the tenth session): without the three new classes.
-S9_TERMS = tuple(t for t in TERM_NAMES if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB + CONV_TERMS + MEASURED_CONV_TERMS)
+S9_TERMS = tuple(t for t in SHIPPED_TERMS if t not in ("pool_nodes", "gather_nodes", "concat_pad_nodes") + CLASS_MB + CONV_TERMS + MEASURED_CONV_TERMS)
 logger = logging.getLogger(__name__)
 _CONV_OPCODE = opcode_id("conv")
 _WARNED: set[str] = set()  # files already warned about (once per process)
@@ -181,8 +198,11 @@ def config_terms(
     leaves |= ~consumed  # graph outputs
     sizes = np.bincount(kernel, minlength=count)
     arithmetic = np.bincount(kernel, weights=(~layout).astype(np.float64), minlength=count)
-    return np.array([count, len(pairs), leaves.sum(), 4e-6 * elements[pairs[:, 1]].sum(), 4e-6 * elements[leaves].sum(),
-                     (sizes > 1).sum(), (arithmetic == 0).sum(), gflops, *classes], dtype=np.float64)
+    arguments, outputs = elements[pairs[:, 1]], elements[leaves]
+    sizes_terms = [np.log2(np.maximum(arguments, 1.0)).sum(), np.log2(np.maximum(outputs, 1.0)).sum(),  # LOG_SIZE_TERMS
+                   (4 * arguments > LARGE_BUFFER_BYTES).sum(), (4 * outputs > LARGE_BUFFER_BYTES).sum()]  # SIZE_CLASS_TERMS
+    return np.array([count, len(pairs), leaves.sum(), 4e-6 * arguments.sum(), 4e-6 * outputs.sum(),
+                     (sizes > 1).sum(), (arithmetic == 0).sum(), gflops, *classes, *sizes_terms], dtype=np.float64)
 
 
 def record_groups(record: KernelRecord) -> list[np.ndarray]:

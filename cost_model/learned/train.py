@@ -95,10 +95,10 @@ def model_config_for(records: Sequence[KernelRecord], config: TrainConfig) -> Mo
     width = first.node_config_feat.shape[-1] if layout else first.config_feat.shape[-1]
     if config.residual and not layout:
         raise DatasetError("the residual form (log runtime / roofline_s) needs fusion (layout-form) files")
-    from cost_model.learned.fusion_terms import TERM_NAMES
+    from cost_model.learned.fusion_terms import SHIPPED_TERMS
 
     return ModelConfig(first.node_feat.shape[1], int(width), layout, config.hidden, config.layers, config.pooling,
-                       graph_features=len(TERM_NAMES) if config.residual else 0, residual=config.residual)
+                       graph_features=len(SHIPPED_TERMS) if config.residual else 0, residual=config.residual)
 
 
 def fit(records: Sequence[KernelRecord], config: TrainConfig, *, log_every: int = 10) -> CostModel:

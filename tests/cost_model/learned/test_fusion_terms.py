@@ -12,8 +12,9 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import (CLASS_MB, CONV_TERMS, MEASURED_CONV_TERMS, OP_CLASSES, S9_TERMS, S10_TERMS, S11_TERMS, TERM_NAMES, config_terms,
-                                             graph_terms, record_terms, residual_seconds, residual_target)
+from cost_model.learned.fusion_terms import (BUFFER_SIZE_TERMS, CLASS_MB, CONV_TERMS, LARGE_BUFFER_BYTES, LOG_SIZE_TERMS, MEASURED_CONV_TERMS, OP_CLASSES, S9_TERMS,
+                                             S10_TERMS, S11_TERMS, SHIPPED_TERMS, SIZE_CLASS_TERMS, TERM_NAMES, config_terms, graph_terms, record_terms,
+                                             residual_seconds, residual_target)
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 # A 4-node graph: 0 -> 1 -> 2, 0 -> 3. Edges are [consumer, producer] rows.
@@ -117,7 +118,7 @@ def test_twelfth_session_measured_conv_terms_by_hand() -> None:
     assert all(old[t] == 0 for t in MEASURED_CONV_TERMS) and all(old[t] == terms[t] for t in S11_TERMS if t != "roofline_s")
     with pytest.raises(ValueError, match="node_conv_time"):
         config_terms(feat, ops, EDGES, np.full(4, -1), node_conv_time=seconds[:3])
-    assert S11_TERMS == tuple(t for t in TERM_NAMES if t not in MEASURED_CONV_TERMS) and TERM_NAMES[-1] == "roofline_s"
+    assert S11_TERMS == tuple(t for t in SHIPPED_TERMS if t not in MEASURED_CONV_TERMS) and TERM_NAMES[-1] == "roofline_s"
 
 
 def test_graph_terms_time_a_real_conv_once_per_graph(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -160,7 +161,7 @@ def test_graph_terms_time_a_real_conv_once_per_graph(tmp_path) -> None:  # type:
     # the additive predictor times them only when its model weighs a measured term, into the cache it is handed
     from cost_model.learned.predictor import AdditiveFusionPredictor
 
-    weighted = AdditiveFusionModel().fit_terms(terms, np.array([2e-4, 1e-4]))
+    weighted = AdditiveFusionModel(terms=TERM_NAMES).fit_terms(terms, np.array([2e-4, 1e-4]))
     weighted.weights = np.where(np.isin(np.array(TERM_NAMES), MEASURED_CONV_TERMS), 0.5, 1e-9 * (np.array(TERM_NAMES) != "roofline_s"))
     weighted.weights[TERM_NAMES.index("roofline_s")] = 1.0
     predictor = AdditiveFusionPredictor(weighted)
@@ -180,6 +181,56 @@ def test_graph_terms_time_a_real_conv_once_per_graph(tmp_path) -> None:  # type:
     assert (plain[:, list(column.values())] == 0).all()
     others = [i for i in range(len(TERM_NAMES)) if i not in column.values()]
     np.testing.assert_allclose(plain[:, others], terms[:, others])
+
+
+def _sized_record() -> KernelRecord:
+    """The 4-node graph with buffers around `LARGE_BUFFER_BYTES`: 1024, 2048, 64, 8 elements (4096,
+    8192, 256, 32 bytes: node 0 exactly at the boundary, node 1 over it), three groupings."""
+    feat, ops = _graph()
+    feat[:, 6] = [10.0, 11.0, 6.0, 3.0]
+    groups = [np.array([0, 0, -1, -1]), np.full(4, -1), np.zeros(4, dtype=int)]
+    return KernelRecord(feat, ops, EDGES, np.full(3, 1e-4), np.full(3, 1e-4), node_config_ids=np.arange(4),
+                        node_config_feat=np.zeros((3, 4, 4), dtype=np.float32), config_text=[json.dumps(g.tolist()) for g in groups],
+                        meta={"program": "p", "roofline_s": [5e-5] * 3})
+
+
+def test_sixteenth_session_buffer_size_terms_by_hand() -> None:
+    """Per configuration: the arguments' / outputs' log2 elements summed, and those over 4 KiB counted,
+    from the same (kernel, producer) arguments and leaving outputs as `kernel_inputs` / `kernel_outputs`."""
+    assert LARGE_BUFFER_BYTES == 4096 and BUFFER_SIZE_TERMS == LOG_SIZE_TERMS + SIZE_CLASS_TERMS
+    assert not set(BUFFER_SIZE_TERMS) & set(SHIPPED_TERMS) and set(SHIPPED_TERMS) | set(BUFFER_SIZE_TERMS) == set(TERM_NAMES)
+    assert AdditiveFusionModel().terms == SHIPPED_TERMS  # off by default
+    terms = record_terms(_sized_record())
+    got = {name: terms[:, TERM_NAMES.index(name)].tolist() for name in ("kernel_inputs", "kernel_outputs") + BUFFER_SIZE_TERMS}
+    # {0, 1} fused, 2 and 3 alone: arguments node 1 -> {2} (2048 el.), node 0 -> {3} (1024); outputs 0, 1 (leave), 2, 3 (graph outputs)
+    # all alone: arguments 0 -> 1, 1 -> 2, 0 -> 3 (1024, 2048, 1024), outputs all four; one group: no arguments, outputs 2 and 3
+    assert got == {"kernel_inputs": [2, 3, 0], "kernel_outputs": [4, 4, 2],
+                   "kernel_input_log2_elements": [11 + 10, 10 + 11 + 10, 0], "kernel_output_log2_elements": [10 + 11 + 6 + 3, 10 + 11 + 6 + 3, 6 + 3],
+                   "large_kernel_inputs": [1, 1, 0], "large_kernel_outputs": [1, 1, 0]}  # only node 1's 8192 bytes is over 4096
+
+
+def test_a_fit_recovers_a_per_argument_cost_that_grows_with_the_buffer() -> None:
+    """Truth: each argument costs 1 us + 0.5 us x log2(elements), each output over 4 KiB 3 us more,
+    plus the roofline; the fit with the buffer size terms recovers those weights, the shipped form
+    cannot fit it."""
+    rng = np.random.default_rng(3)
+    feat, ops = _graph()
+    rows, runtime = [], []
+    for _ in range(30):  # graphs with other buffer sizes, each under random groupings
+        feat[:, 6] = rng.uniform(0, 14, size=4)
+        for _ in range(6):
+            t = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, rng.integers(-1, 2, size=4))))
+            t["roofline_s"] = rng.uniform(20e-6, 80e-6)
+            rows.append([t[n] for n in TERM_NAMES])
+            runtime.append(1e-6 * t["kernel_inputs"] + 0.5e-6 * t["kernel_input_log2_elements"] + 3e-6 * t["large_kernel_outputs"] + t["roofline_s"])
+    rows, runtime = np.array(rows), np.array(runtime)
+    names = ("kernel_inputs", "kernel_input_log2_elements", "large_kernel_outputs", "kernel_outputs", "roofline_s")
+    model = AdditiveFusionModel(terms=names).fit_terms(rows[:, [TERM_NAMES.index(n) for n in names]], runtime)
+    np.testing.assert_allclose(model.weights, [1e-6, 0.5e-6, 3e-6, 0.0, 1.0], rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(model.predict_terms(rows), runtime, rtol=1e-6)
+    shipped = AdditiveFusionModel(terms=("kernel_inputs", "kernel_outputs", "input_mb", "output_mb", "roofline_s"))
+    shipped.fit_terms(rows[:, [TERM_NAMES.index(n) for n in shipped.terms]], runtime)
+    assert np.abs(shipped.predict_terms(rows) / runtime - 1).mean() > 0.005
 
 
 def test_residual_round_trip() -> None:
@@ -252,7 +303,7 @@ def test_graphsage_residual_form_overfits() -> None:
     records = _fusion_records(count=4, configs=16)
     model = fit(records, TrainConfig(loss="mse", mse_weight=0.0, epochs=150, hidden=16, layers=1, lr=5e-3, kernels_per_step=4,
                                      configs_per_step=16, residual=True))
-    assert model.config.residual and model.config.graph_features == len(TERM_NAMES)
+    assert model.config.residual and model.config.graph_features == len(SHIPPED_TERMS)
     metrics = evaluate_model(model, records)
     assert metrics["mape"] < 0.05, metrics
     assert metrics["kendall"] > 0.85, metrics
