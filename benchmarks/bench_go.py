@@ -317,6 +317,7 @@ class Bench:
             curve = [[cpu, step] for _, step, cpu in result.curve]
         elif method in ("go-zero-shot", "go-zero-shot-warm"):
             from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS
+            from compiler_opt.rl.trainer import JOINT_CANDIDATES
             from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS
             from compiler_opt.rl.warm_start import DEFAULT_SEEDS
 
@@ -324,7 +325,7 @@ class Bench:
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
             began = time.process_time()
             seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
-            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS)
+            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES)
             decisions, seconds, evals = found.decisions, time.process_time() - began, found.evaluations
         elif method == SEARCH_CONTROL:
             decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
@@ -567,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
     parser.add_argument("--zero-shot-samples", type=int, default=8)
     parser.add_argument("--no-partition", action="store_true", help="zero-shot without the partitioned decodings of its answer (the placement distributions cut by METIS, policy/partitioned.py)")
+    parser.add_argument("--no-joint", action="store_true", help="zero-shot without the joint variants (merged fusion, bottom-level priorities) of its fastest candidates (rl/joint.py)")
     parser.add_argument("--no-coarsen", action="store_true", help="zero-shot without the coarsened decodings of its answer (fewer stages down to one device, policy/coarsen.py)")
     parser.add_argument("--no-smoothing", action="store_true", help="zero-shot without the smoothed decodings of its greedy answer (policy/smoothing.py)")
     parser.add_argument("--classical-budget", type=int, default=1000, help="dp-ls evaluations")

@@ -6,7 +6,8 @@ beside plain METIS on the same greedy answer as the control.
 
 Per (workload, devices) cell, the shipped checkpoint (or `--checkpoint`), one torch thread:
 - `zero-shot`: `zero_shot(policy, env, samples)` without partitioned candidates (greedy, samples,
-  every round, smoothed and coarsened decodings: the zero-shot before partitioning);
+  every round, smoothed and coarsened decodings: the zero-shot before partitioning; no joint
+  variants in either column, as in RESULTS.md h14);
 - `+partition`: the same with the default partitioned candidates (`AGREEMENT_EXPONENTS`);
 - one column per exponent gamma: the best of `partitioned_placements(..., exponents=(gamma,))` on
   the greedy answer (its fusion and priority levels kept), alone. gamma = 0 ignores the policy's
@@ -61,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             ref = env.reference_step_s
             row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
             began = time.process_time()
-            row["zero-shot"] = zero_shot(policy, env, args.samples, seed=args.seed, partition=()).score.step_time_s / ref
+            row["zero-shot"] = zero_shot(policy, env, args.samples, seed=args.seed, partition=(), joint=0).score.step_time_s / ref
             row["zero-shot_s"] = time.process_time() - began
             began = time.process_time()
-            row["+partition"] = zero_shot(policy, env, args.samples, seed=args.seed).score.step_time_s / ref
+            row["+partition"] = zero_shot(policy, env, args.samples, seed=args.seed, joint=0).score.step_time_s / ref
             row["+partition_s"] = time.process_time() - began
             rollout = collect_rollouts(policy, [env], 1, greedy_first=True, with_reward=False)[0]
             last = rollout.actions[-1, 0].numpy()

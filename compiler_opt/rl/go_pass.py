@@ -12,7 +12,7 @@ weights on this graph alone). `seeds`: the warm start's classical placement meth
 `rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
 the answer is never worse than the best seed (rl/warm_start.py). `polish`: fine-tune and one end
 with that many simulations of local search from the best answer (rl/polish.py). `decodings=off`:
-the greedy answer is not decoded again (smoothed, coarsened, partitioned: rl/trainer.zero_shot),
+the greedy answer is not decoded again (smoothed, coarsened, partitioned, joint variants: rl/trainer.zero_shot),
 for graphs so large that each extra fusion decode and simulation counts. Zero-shot with seeds samples
 edits of the best seed without training. The best decisions the simulator saw are written onto the nodes'
 `device`, `fusion_group` and `priority`; if no episode fit in memory the reference placement
@@ -56,7 +56,7 @@ class GoPass(Pass):
     seed: int = option(0, "random seed")
     seeds: str = option("auto", "fine-tune/one warm start: placement methods joined by '+', auto or off")
     polish: int = option(300, "fine-tune/one: simulations of the final local search from the best answer (rl/polish.py); 0: off")
-    decodings: str = option("all", "the greedy answer's extra decodings (smoothed, coarsened, partitioned; each one more fusion decode and simulation, ~1 CPU min in all at 100k nodes): all or off")
+    decodings: str = option("all", "the greedy answer's extra decodings (smoothed, coarsened, partitioned, joint variants; each one more fusion decode and simulation, ~1 CPU min in all at 100k nodes): all or off")
 
     def __post_init__(self) -> None:
         if self.mode not in GO_MODES:
@@ -107,7 +107,7 @@ class GoPass(Pass):
             seeds = config.seed_methods() if mode == "zero-shot" else []
             # a fine-tune starts from the policy's greedy answer only without a warm start (the seeds, the reference first, come sooner and better)
             greedy = mode == "zero-shot" or (mode == "fine-tune" and (not config.seed_methods() or self.budget == 0))
-            extra = {} if self.decodings == "all" else {"smoothing": (), "coarsen": False, "partition": ()}
+            extra = {} if self.decodings == "all" else {"smoothing": (), "coarsen": False, "partition": (), "joint": 0}
             candidates = [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds, **extra)] if greedy else []
             if mode != "zero-shot" and self.budget > 0:
                 result = run_training(config, envs=[env], policy=policy, progress=False, save=False)

@@ -49,7 +49,13 @@ if TYPE_CHECKING:
     from cost_model.decisions import Decisions
     from graph_ir.graph import Graph
 
-__all__ = ["BestFound", "TrainResult", "build_environments", "load_graph", "make_policy", "run_training", "zero_shot"]
+__all__ = [
+    "JOINT_CANDIDATES", "BestFound", "TrainResult", "build_environments", "load_graph", "make_policy", "policy_decodings", "run_training", "zero_shot",
+]
+
+# Zero-shot tries the joint variants of this many of its fastest distinct placements (chosen on
+# the training split's inference cells: 4 beat 1 there, 0.409x vs 0.412x; RESULTS.md h15).
+JOINT_CANDIDATES = 4
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +166,7 @@ def zero_shot(
     smoothing: Sequence[float] = SMOOTHING_WEIGHTS,
     coarsen: bool = True,
     partition: Sequence[float] = AGREEMENT_EXPONENTS,
+    joint: int = JOINT_CANDIDATES,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -176,8 +183,12 @@ def zero_shot(
     splits merged into fewer stages, down to one device, each a candidate (policy/coarsen.py).
     `partition`: the unseeded greedy answer's placement distributions read as co-location and
     cut by METIS, one candidate per agreement exponent and part count (policy/partitioned.py);
-    () turns that off."""
+    () turns that off. `joint`: the joint variants (rl/joint.py: fusion merged beyond the default,
+    priorities by bottom level) of this many fastest distinct candidates are candidates too; the
+    fusion and priority heads are often slower than those (rnnlm-2 2xV100: 0.644x -> 0.536x the
+    expert, RESULTS.md h15); 0 turns that off."""
     generator = torch.Generator().manual_seed(seed)
+    leaders = _Leaders(joint)
     head: Seed | None = None
     if seeds:
         fitting = fitting_seeds(
@@ -187,40 +198,89 @@ def zero_shot(
     start = {env.label: head.actions} if head is not None else None
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
-    found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env))
+    leaders.offer_episodes(rollout)
+    found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env), leaders)
     evaluations += len(rollout.scores)
     cold = rollout
     if head is not None:
         evaluations += len(seeds)
         cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
         cold_index, cold_score = cold.best()
+        leaders.offer_episodes(cold)
         if cold_score.rank_key < found.score.rank_key:
             found = BestFound(cold.decisions[cold_index], cold_score, env)
-        found, more = _best_of_rounds(cold, found)
+        found, more = _best_of_rounds(cold, found, leaders)
         evaluations += more + len(cold.scores)
     if smoothing:
-        found, more = _best_smoothed(cold, found, smoothing)
+        found, more = _best_smoothed(cold, found, smoothing, leaders)
         evaluations += more
     if coarsen:
-        found, more = _best_coarsened(cold, found)
+        found, more = _best_coarsened(cold, found, leaders)
         evaluations += more
     if partition:
-        found, more = _best_partitioned(cold, found, partition)
+        found, more = _best_partitioned(cold, found, partition, leaders)
         evaluations += more
+    found, more = leaders.best_joint(found, policy.config)
+    evaluations += more
     if head is not None:
         if head.score.rank_key <= found.score.rank_key:
             found = BestFound(head.decisions, head.score, env)
     return BestFound(found.decisions, found.score, env, evaluations)
 
 
-def _faster(env: GraphEnvironment, actions: np.ndarray, found: BestFound) -> BestFound:
-    """`found`, or the decision `actions` (N, 3) decode to when it simulates faster."""
+class _Leaders:
+    """The `size` fastest fitting distinct placements a zero-shot simulated, each with its best
+    fusion and priority decisions so far: where its joint variants are tried."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: list[BestFound] = []
+
+    def offer(self, found: BestFound) -> None:
+        if self.size <= 0 or found.score.oom or found.score.invalid:
+            return
+        device = np.asarray(found.decisions.device)
+        for i, item in enumerate(self.items):
+            if np.array_equal(np.asarray(item.decisions.device), device):
+                if found.score.step_time_s < item.score.step_time_s:
+                    self.items[i] = found
+                break
+        else:
+            self.items.append(found)
+        self.items.sort(key=lambda f: f.score.step_time_s)
+        del self.items[self.size :]
+
+    def offer_episodes(self, rollout: GraphRollout) -> None:
+        for decisions, score in zip(rollout.decisions, rollout.scores):
+            self.offer(BestFound(decisions, score, rollout.env))
+
+    def best_joint(self, found: BestFound, levels: PolicyConfig) -> tuple[BestFound, int]:
+        """`found`, or a faster joint variant of a leader; and how many variants were simulated."""
+        from compiler_opt.rl.joint import best_joint_variant
+
+        tried = 0
+        for leader in self.items:
+            _, decisions, score, count = best_joint_variant(
+                leader.env, leader.decisions, leader.score, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels
+            )
+            tried += count
+            if score.rank_key < found.score.rank_key:
+                found = BestFound(decisions, score, leader.env)
+        return found, tried
+
+
+def _faster(env: GraphEnvironment, actions: np.ndarray, found: BestFound, leaders: _Leaders | None = None) -> BestFound:
+    """`found`, or the decision `actions` (N, 3) decode to when it simulates faster (offered to
+    `leaders` either way)."""
     decisions = env.decisions(actions)
     score = env.score_decisions(decisions, with_reward=False)
-    return BestFound(decisions, score, env) if score.rank_key < found.score.rank_key else found
+    candidate = BestFound(decisions, score, env)
+    if leaders is not None:
+        leaders.offer(candidate)
+    return candidate if score.rank_key < found.score.rank_key else found
 
 
-def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[float]) -> tuple[BestFound, int]:
+def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[float], leaders: _Leaders | None = None) -> tuple[BestFound, int]:
     """`found`, or a faster smoothed decoding (policy/smoothing.py) of `rollout`'s greedy episode
     (episode 0, unseeded): its last round's placement log-probabilities, as sampled (no second
     encoding of the graph), decoded at each weight with that episode's fusion and priority
@@ -237,11 +297,11 @@ def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[fl
         seen.add(device.tobytes())
         actions = last.copy()
         actions[:, 0] = device
-        found = _faster(env, actions, found)
+        found = _faster(env, actions, found, leaders)
     return found, len(seen) - 1
 
 
-def _best_coarsened(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
+def _best_coarsened(rollout: GraphRollout, found: BestFound, leaders: _Leaders | None = None) -> tuple[BestFound, int]:
     """`found`, or a faster coarsening (policy/coarsen.py) of `rollout`'s greedy episode or its
     best one, with that episode's fusion and priority levels; each distinct placement simulated
     once. Returns it and how many were simulated."""
@@ -256,11 +316,11 @@ def _best_coarsened(rollout: GraphRollout, found: BestFound) -> tuple[BestFound,
             seen.add(device.tobytes())
             actions = final[episode].copy()
             actions[:, 0] = device
-            found = _faster(env, actions, found)
+            found = _faster(env, actions, found, leaders)
     return found, len(seen)
 
 
-def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequence[float]) -> tuple[BestFound, int]:
+def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequence[float], leaders: _Leaders | None = None) -> tuple[BestFound, int]:
     """`found`, or a faster partitioned decoding (policy/partitioned.py) of `rollout`'s greedy
     episode (episode 0, unseeded): its last round's placement log-probabilities, as sampled,
     with that episode's fusion and priority levels; each distinct placement simulated once.
@@ -277,7 +337,7 @@ def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequen
     for device in placements:
         actions = last.copy()
         actions[:, 0] = device
-        found = _faster(env, actions, found)
+        found = _faster(env, actions, found, leaders)
     return found, len(placements)
 
 
@@ -316,7 +376,7 @@ def policy_decodings(
     return sorted(fitting, key=lambda f: f.score.step_time_s)
 
 
-def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound, int]:
+def _best_of_rounds(rollout: GraphRollout, found: BestFound, leaders: _Leaders | None = None) -> tuple[BestFound, int]:
     """`found`, or a faster decision of an earlier refinement round of `rollout`'s episodes
     (each distinct one simulated once), and how many were simulated."""
     env = rollout.env
@@ -327,7 +387,7 @@ def _best_of_rounds(rollout: GraphRollout, found: BestFound) -> tuple[BestFound,
             if key in seen:
                 continue
             seen.add(key)
-            found = _faster(env, actions, found)
+            found = _faster(env, actions, found, leaders)
     return found, len(seen)
 
 
@@ -491,8 +551,8 @@ def _run_imitation(
             out / "imitated.pt", policy, train_config=config.to_dict(), command=command,
             extra={"imitation": {t.label: [t.step_s, t.reference_s, t.method] for t in targets}},
         )
-    # The fit on the training graphs: the policy's own answer, not its coarsenings or partitions.
-    best = {env.label: zero_shot(policy, env, 0, seed=config.seed, coarsen=False, partition=()) for env in envs}
+    # The fit on the training graphs: the policy's own answer, not its coarsenings, partitions or joint variants.
+    best = {env.label: zero_shot(policy, env, 0, seed=config.seed, coarsen=False, partition=(), joint=0) for env in envs}
     return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
 
 

@@ -1,7 +1,7 @@
 """Zero-shot decoding (rl/trainer.zero_shot): every refinement round's decision is a candidate, and
 so are the smoothed decodings of the greedy answer (policy/smoothing.py), the coarsened
 decodings of the greedy and best answers (policy/coarsen.py) and the partitioned decodings of the
-greedy answer (policy/partitioned.py)."""
+greedy answer (policy/partitioned.py), and the joint variants of the fastest few (rl/joint.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_the_answer_is_the_fastest_decision_of_any_round() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(0)  # an untrained policy whose middle round beats its last
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=3))
-    found = zero_shot(policy, env, 5, seed=4, smoothing=(), coarsen=False, partition=())
+    found = zero_shot(policy, env, 5, seed=4, smoothing=(), coarsen=False, partition=(), joint=0)
     # The same episodes again (zero_shot seeds its generator with `seed`), every round scored.
     rollout = collect_rollouts(policy, [env], 6, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     assert rollout.actions.shape[0] == 3
@@ -42,9 +42,9 @@ def test_smoothed_decodings_are_candidates() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(2)
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2))
-    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=())
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=0)
     weights = (0.3, 1.0, 3.0, 30.0)
-    smoothed = zero_shot(policy, env, 3, seed=4, smoothing=weights, coarsen=False, partition=())
+    smoothed = zero_shot(policy, env, 3, seed=4, smoothing=weights, coarsen=False, partition=(), joint=0)
     # By hand: the greedy episode's last round scored again, decoded at each weight.
     rollout = collect_rollouts(policy, [env], 1, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     greedy = rollout.actions[:, 0]
@@ -68,8 +68,8 @@ def test_coarsened_decodings_are_candidates() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(2)
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2))
-    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=())
-    coarse = zero_shot(policy, env, 3, seed=4, smoothing=(), partition=())
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=0)
+    coarse = zero_shot(policy, env, 3, seed=4, smoothing=(), partition=(), joint=0)
     # By hand: the greedy (0) and best episodes' last rounds, their stages merged.
     rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     final = rollout.actions[-1].numpy()
@@ -93,8 +93,8 @@ def test_partitioned_decodings_are_candidates() -> None:
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(2)
     policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2))
-    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=())
-    cut = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(1.0, 4.0))
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=0)
+    cut = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(1.0, 4.0), joint=0)
     # By hand: the greedy episode's last-round distributions, cut by METIS.
     rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
     last = rollout.actions[-1, 0].numpy()
@@ -127,3 +127,36 @@ def test_smoothing_by_hand() -> None:
     assert pulled[4] != 1 and set(pulled.tolist()) <= {0, 1}
     with pytest.raises(ValueError, match="weight"):
         smooth_placement(log_probs, edges, -1.0)
+
+
+def test_joint_variants_of_the_fastest_candidates_are_candidates() -> None:
+    from compiler_opt.rl.joint import joint_variants
+
+    torch.set_num_threads(1)
+    env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
+    torch.manual_seed(2)
+    config = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2)
+    policy = GoPolicy(config)
+    plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=0)
+    joint = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=2)
+    # By hand: every episode of every round, the two fastest distinct placements (each at its
+    # fastest decisions), and their joint variants.
+    rollout = collect_rollouts(policy, [env], 4, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
+    by_device: dict[bytes, tuple[float, np.ndarray]] = {}
+    for step in rollout.actions:
+        for actions in step.numpy():
+            score = env.score(actions, with_reward=False)
+            key = actions[:, 0].tobytes()
+            if not (score.oom or score.invalid) and (key not in by_device or score.step_time_s < by_device[key][0]):
+                by_device[key] = (score.step_time_s, actions[:, 0])
+    leaders = sorted(by_device.values(), key=lambda t: t[0])[:2]
+    variants = [
+        env.score(actions, with_reward=False).step_time_s
+        for _, device in leaders
+        for _, actions in joint_variants(env, device, fusion_levels=config.fusion_levels, priority_levels=config.priority_levels)
+    ]
+    assert variants
+    assert joint.evaluations == plain.evaluations + len(variants)
+    assert joint.score.step_time_s == pytest.approx(min(variants))
+    assert joint.score.step_time_s < plain.score.step_time_s  # a variant wins here
+    assert env.score_decisions(joint.decisions, with_reward=False).step_time_s == pytest.approx(joint.score.step_time_s)
