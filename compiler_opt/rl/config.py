@@ -63,9 +63,10 @@ class TrainConfig:
     # The polish races this many start placements: the answer's and the fastest distinct warm-start
     # seeds' (rl/polish.py; RESULTS.md h7). 1: the answer's only.
     polish_starts: int = 4
-    # Of those starts, up to this many are the policy's own decodings (its unseeded greedy answer
-    # and that answer's partitioned / coarsened placements, fastest first), before the seeds: the
-    # one place a pretrained policy's co-location can reach fine-tune's answer. 0: seeds only.
+    # Of those starts, up to this many are the policy's own answers, before the seeds: the cold
+    # zero-shot's answer (so a fine-tune is never slower than a zero-shot), then the greedy
+    # answer's partitioned / coarsened decodings, fastest first (rl/trainer._decoded_starts).
+    # 0: seeds only.
     policy_starts: int = 1
     # With a CPU budget an iteration starts only when it is expected to end within PPO's share:
     # the last iteration's CPU seconds, or before the first this x nodes x samples (one torch

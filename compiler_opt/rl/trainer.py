@@ -557,15 +557,20 @@ def _run_imitation(
 
 
 def _decoded_starts(config: TrainConfig, envs: Sequence[GraphEnvironment], policy: GoPolicy, best: dict[str, BestFound]) -> dict[str, list[BestFound]]:
-    """Per environment, the policy's decodings (`policy_decodings`) when the run polishes with
-    `policy_starts` of them; the fastest is an answer candidate at once."""
+    """Per environment, when the run polishes with `policy_starts` of the policy's answers: the
+    cold zero-shot's answer (`zero_shot` with `zero_shot_samples`: so a fine-tune is never
+    slower than a zero-shot), then with more starts the greedy answer's other decodings
+    (`policy_decodings`), fastest first. The fastest is an answer candidate at once."""
     decoded: dict[str, list[BestFound]] = {}
     if not config.polishes() or config.policy_starts == 0:
         return decoded
     for env in envs:
         if not isinstance(env, GraphEnvironment):
             continue  # a profiled workload: no fusion decode or partitioned cut to polish
-        found = policy_decodings(policy, env, seed=config.seed)
+        cold = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed)
+        found = [cold] if not (cold.score.oom or cold.score.invalid) else []
+        if config.policy_starts > 1:
+            found = sorted(found + policy_decodings(policy, env, seed=config.seed), key=lambda f: f.score.step_time_s)
         decoded[env.label] = found
         if found:
             _update_best(best, env, found[0].decisions, found[0].score)
