@@ -188,7 +188,8 @@ def zero_shot(
     fusion and priority heads are often slower than those (rnnlm-2 2xV100: 0.644x -> 0.536x the
     expert, RESULTS.md h15); 0 turns that off."""
     generator = torch.Generator().manual_seed(seed)
-    leaders = _Leaders(joint)
+    # joint variants need a fusion decoder: none on a profiled problem (device arrays scored by another model)
+    leaders = _Leaders(joint if isinstance(env, GraphEnvironment) else 0)
     head: Seed | None = None
     if seeds:
         fitting = fitting_seeds(
