@@ -89,7 +89,7 @@ class TrainResult:
     seeds: dict[str, list[Seed]] = field(default_factory=dict)  # warm start: env label -> the seeds run
     seed_cpu_seconds: float = 0.0  # CPU seconds the warm start took (seeds and their replay episodes)
     polished: dict[str, Polished] = field(default_factory=dict)  # env label -> its final polish (rl/polish.py)
-    decoded: dict[str, list[BestFound]] = field(default_factory=dict)  # env label -> the policy's polish starts (policy_decodings)
+    decoded: dict[str, list[BestFound]] = field(default_factory=dict)  # env label -> the policy's polish starts (_decoded_starts)
 
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
@@ -327,14 +327,8 @@ def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequen
     with that episode's fusion and priority levels; each distinct placement simulated once.
     Returns it and how many were simulated."""
     env = rollout.env
-    inputs = env.inputs
     last = rollout.actions[-1, 0].numpy()
-    placements = partitioned_placements(
-        rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(),
-        None if inputs.edge_bytes is None else inputs.edge_bytes.numpy(),
-        None if inputs.node_time is None else inputs.node_time.numpy(),
-        inputs.device_mask.numpy(), last[:, 0], exponents=exponents,
-    )
+    placements = _greedy_partitions(rollout, exponents)
     for device in placements:
         actions = last.copy()
         actions[:, 0] = device
@@ -342,25 +336,30 @@ def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequen
     return found, len(placements)
 
 
+def _greedy_partitions(rollout: GraphRollout, exponents: Sequence[float]) -> list[np.ndarray]:
+    """The distinct partitioned placements (policy/partitioned.py) of `rollout`'s greedy episode
+    (episode 0): its last round's placement log-probabilities, as sampled."""
+    inputs = rollout.env.inputs
+    return partitioned_placements(
+        rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(),
+        None if inputs.edge_bytes is None else inputs.edge_bytes.numpy(),
+        None if inputs.node_time is None else inputs.node_time.numpy(),
+        inputs.device_mask.numpy(), rollout.actions[-1, 0, :, 0].numpy(), exponents=exponents,
+    )
+
+
 def policy_decodings(
     policy: GoPolicy, env: GraphEnvironment, *, seed: int = 0, partition: Sequence[float] = AGREEMENT_EXPONENTS, coarsen: bool = True
 ) -> list[BestFound]:
     """The policy's unseeded greedy answer and that answer's partitioned (policy/partitioned.py)
     and coarsened (policy/coarsen.py) placements with its fusion and priority levels, each
-    distinct placement simulated once; the fitting ones, fastest first. Fine-tune's polish
-    starts (`TrainConfig.policy_starts`): a cold zero-shot without the sampled episodes."""
+    distinct placement simulated once; the fitting ones, fastest first: fine-tune's polish
+    starts after the zero-shot's answer (`TrainConfig.policy_starts` > 1)."""
     generator = torch.Generator().manual_seed(seed)
     rollout = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
     inputs = env.inputs
     last = rollout.actions[-1, 0].numpy()
-    placements: list[np.ndarray] = []
-    if partition:
-        placements += partitioned_placements(
-            rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(),
-            None if inputs.edge_bytes is None else inputs.edge_bytes.numpy(),
-            None if inputs.node_time is None else inputs.node_time.numpy(),
-            inputs.device_mask.numpy(), last[:, 0], exponents=partition,
-        )
+    placements = _greedy_partitions(rollout, partition) if partition else []
     if coarsen:
         placements += coarsened_placements(last[:, 0], inputs.device_mask.numpy())
     found = [BestFound(rollout.decisions[0], rollout.scores[0], env)]
