@@ -15,8 +15,9 @@ A cell is (workload, devices). Every answer is scored by the same simulator on t
 framework's default fusion kept within each device and default priorities, exactly as `compiler-opt
 bench` and RESULTS.md (d) score them (since the sixth session; before, the `fuse` pass under each
 placement, on graphs whose cheap calls were not inlined); HDP places only (same default fusion); GO decides placement, fusion and priorities jointly
-(`go-fine-tune-placement-only`, `go-one-placement-only`: GO deciding placement alone with the
-default fusion and priorities, the joint-vs-placement ablation at the same budget).
+(`go-fine-tune-placement-only`, `go-one-placement-only`, `go-zero-shot-placement-only`: GO
+deciding placement alone with the default fusion and priorities, the joint-vs-placement ablation
+at the same budget).
 
 Time is the budget, counted as CPU seconds of the benchmark process (`time.process_time()`, one
 torch thread): on this shared 2-core machine the wall time one CPU second takes varies several-fold
@@ -65,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SEARCH_CONTROL = "seeds+polish"  # GO fine-tune without the policy: its seeds and polish only (_seeds_and_polish)
 GO_ROWS = (
     "go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only",
-    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm", SEARCH_CONTROL,
+    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm", "go-zero-shot-placement-only", SEARCH_CONTROL,
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
@@ -315,7 +316,7 @@ class Bench:
             result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
             decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
             curve = [[cpu, step] for _, step, cpu in result.curve]
-        elif method in ("go-zero-shot", "go-zero-shot-warm"):
+        elif method in ("go-zero-shot", "go-zero-shot-warm", "go-zero-shot-placement-only"):
             from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS
             from compiler_opt.rl.trainer import JOINT_CANDIDATES
             from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS
@@ -325,7 +326,9 @@ class Bench:
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
             began = time.process_time()
             seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
-            found = zero_shot(policy, env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES)
+            # placement-only: the default fusion and flat priorities decode every candidate (no joint variants)
+            run_env = env.as_placement_only() if method.endswith("-placement-only") else env
+            found = zero_shot(policy, run_env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES)
             decisions, seconds, evals = found.decisions, time.process_time() - began, found.evaluations
         elif method == SEARCH_CONTROL:
             decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
