@@ -57,8 +57,8 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         help="imitate: draw graphs in proportion to log(reference / target step), so targets the search barely improved are rarely cloned",
     )
     p.add_argument(
-        "--imitation-heads", choices=("placement", "all"), default="placement",
-        help="imitate: clone the placement only, or also the fusion and priority levels of the target's fastest joint variant",
+        "--imitation-heads", choices=("placement", "all", "levels"), default="placement",
+        help="imitate: clone the placement only, also the fusion and priority levels of the target's fastest joint variant (all), or those levels alone on the two heads' output layers (levels)",
     )
     p.add_argument(
         "--imitation-colocation", type=float, default=0.0, metavar="W",

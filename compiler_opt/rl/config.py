@@ -100,8 +100,9 @@ class TrainConfig:
     imitation_sampled: float = 0.0
     # Draw imitation environments in proportion to their target's gain over the reference.
     imitation_by_gain: bool = False
-    # The heads imitation trains: "placement", or "all" (the fusion and priority levels of the
-    # target's fastest joint variant too, rl/imitation.py).
+    # The heads imitation trains: "placement", "all" (the fusion and priority levels of the
+    # target's fastest joint variant too, rl/imitation.py), or "levels" (those levels alone, on
+    # the two heads' output layers only).
     imitation_heads: str = "placement"
     # Weight of the co-location loss beside the placement cross-entropy (rl/imitation.py); 0: off.
     imitation_colocation: float = 0.0
@@ -131,8 +132,8 @@ class TrainConfig:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
         if not 0.0 <= self.imitation_sampled <= 1.0:
             raise TrainConfigError(f"imitation_sampled must be within [0, 1], got {self.imitation_sampled}", field="imitation_sampled")
-        if self.imitation_heads not in ("placement", "all"):
-            raise TrainConfigError(f"imitation_heads must be placement or all, got {self.imitation_heads!r}", field="imitation_heads")
+        if self.imitation_heads not in ("placement", "all", "levels"):
+            raise TrainConfigError(f"imitation_heads must be placement, all or levels, got {self.imitation_heads!r}", field="imitation_heads")
         if not (self.imitation_colocation >= 0 and math.isfinite(self.imitation_colocation)):
             raise TrainConfigError(f"imitation_colocation must be a finite number >= 0, got {self.imitation_colocation}", field="imitation_colocation")
         if not self.imitation_seconds > 0:

@@ -60,7 +60,11 @@ __all__ = [
     "search_target",
 ]
 
-IMITATION_HEADS = ("placement", "all")
+IMITATION_HEADS = ("placement", "all", "levels")
+# What `heads="levels"` trains: the fusion and priority heads' output layers alone, so the encoder
+# the placement reads stays as it was (RESULTS.md h12: cloning all three heads together pulled
+# the shared encoder away from the placement).
+LEVEL_PARAMETERS = ("heads.fusion_out.", "heads.priority_out.")
 
 logger = logging.getLogger(__name__)
 
@@ -182,13 +186,17 @@ def imitation_loss(
     generator: torch.Generator | None = None,
     levels: tuple[torch.Tensor, torch.Tensor] | None = None,
     colocation: float = 0.0,
+    placement: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of the placement logits against `target` (N,) at round 1 and round 2
     (conditioned on round 1's greedy decisions, or with `sampled` on decisions drawn from round
     1's distribution, as the zero-shot's sampled episodes are), over the nodes whose target is
     allowed. With `levels` (fusion (N,), priority (N,)) the fusion and priority heads'
     cross-entropies over every node are added to each round's. `colocation` > 0 adds that
-    weight times `colocation_loss` to each round's."""
+    weight times `colocation_loss` to each round's. `placement=False`: the levels' cross-entropies
+    alone (needs `levels`)."""
+    if not placement and levels is None:
+        raise ValueError("placement=False needs the fusion and priority levels")
     enc = policy.encode(env.inputs)
     place, fusion, priority = policy._logits(enc, None, 1)
     allowed = env.inputs.device_mask.gather(1, target[:, None]).squeeze(1)
@@ -198,8 +206,8 @@ def imitation_loss(
     cross_entropy = torch.nn.functional.cross_entropy
 
     def round_loss(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        loss = cross_entropy(logits[0][0][allowed], target[allowed])
-        if colocation > 0:
+        loss = cross_entropy(logits[0][0][allowed], target[allowed]) if placement else logits[0][0][allowed].sum() * 0.0
+        if colocation > 0 and placement:
             loss = loss + colocation * colocation_loss(logits[0][0], target, env.inputs.edge_index)
         if levels is not None:
             loss = loss + cross_entropy(logits[1][0], levels[0]) + cross_entropy(logits[2][0], levels[1])
@@ -255,7 +263,8 @@ def imitate(
     log(reference / target step), floored at 0.01 (advantage-weighted cloning: a target the
     search barely improved, often the expert's own split on a large graph, is rarely drawn).
     `heads`: "placement" clones the placement only; "all" the fusion and priority levels too
-    (targets without levels get them from `joint_target` first). `colocation`: weight of
+    (targets without levels get them from `joint_target` first); "levels" the levels alone,
+    training only the two heads' output layers (`LEVEL_PARAMETERS`). `colocation`: weight of
     `colocation_loss` beside the placement's cross-entropy (0: off)."""
     if not 0.0 <= sampled_fraction <= 1.0:
         raise ValueError(f"sampled_fraction must be within [0, 1], got {sampled_fraction}")
@@ -271,15 +280,23 @@ def imitate(
         if target.device.shape != (env.problem.num_nodes,):
             raise ValueError(f"{env.label}: target of {target.device.shape[0]} nodes, the graph has {env.problem.num_nodes}")
         levels = None
-        if heads == "all" and not env.placement_only:
+        if heads in ("all", "levels") and not env.placement_only:
             target = with_joint_target(env, target, fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
             levels = (torch.as_tensor(target.fusion, dtype=torch.int64), torch.as_tensor(target.priority, dtype=torch.int64))
         pairs.append((env, torch.as_tensor(target.device, dtype=torch.int64), levels))
         gains.append(max(math.log(target.reference_s / target.step_s), 0.01) if target.step_s > 0 and target.reference_s > 0 else 0.01)
     if not pairs:
         raise ValueError("no environments to imitate")
+    if heads == "levels":
+        kept = [i for i, pair in enumerate(pairs) if pair[2] is not None]  # placement-only environments have no levels
+        if not kept:
+            raise ValueError("no environment with fusion and priority levels to imitate")
+        pairs, gains = [pairs[i] for i in kept], [gains[i] for i in kept]
+        trained = [p for name, p in policy.named_parameters() if name.startswith(LEVEL_PARAMETERS)]
+    else:
+        trained = list(policy.parameters())
     policy.train()
-    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    optimizer = torch.optim.Adam(trained, lr=learning_rate)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     draw = np.asarray(gains) / np.sum(gains)
@@ -294,11 +311,13 @@ def imitate(
         for step in range(steps):
             env, target, levels = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
             sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
-            first, second = imitation_loss(policy, env, target, sampled=sampled, generator=generator, levels=levels, colocation=colocation)
+            first, second = imitation_loss(
+                policy, env, target, sampled=sampled, generator=generator, levels=levels, colocation=colocation, placement=heads != "levels"
+            )
             loss = first + second
             optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(trained, max_grad_norm)
             optimizer.step()
             history.append({"step": step, "env": env.label, "round1": float(first.detach()), "round2": float(second.detach()), "sampled": sampled, "cpu_s": time.process_time() - began})
             if bar is not None:
