@@ -206,7 +206,7 @@ def imitation_loss(
     cross_entropy = torch.nn.functional.cross_entropy
 
     def round_loss(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        loss = cross_entropy(logits[0][0][allowed], target[allowed]) if placement else logits[0][0][allowed].sum() * 0.0
+        loss = cross_entropy(logits[0][0][allowed], target[allowed]) if placement else logits[1].new_zeros(())
         if colocation > 0 and placement:
             loss = loss + colocation * colocation_loss(logits[0][0], target, env.inputs.edge_index)
         if levels is not None:
