@@ -217,3 +217,35 @@ def test_joint_target_is_the_fastest_variant_and_the_heads_learn_it(tmp_path: Pa
     assert (priority_logits.argmax(-1)[0].numpy() == priority).mean() > 0.8
     with pytest.raises(ValueError, match="heads"):
         imitate(policy, [env], [target], steps=1, progress=False, heads="fusion")
+
+
+def test_levels_only_trains_the_two_output_layers_and_learns_the_levels() -> None:
+    """heads="levels": only the fusion and priority heads' output layers move, so the round-1
+    placement logits stay exactly as they were, and the level loss falls."""
+    from compiler_opt.rl.imitation import LEVEL_PARAMETERS, with_joint_target
+
+    env = _env()
+    mask = env.inputs.device_mask.numpy()
+    usable = np.flatnonzero(mask.all(0))
+    device = canonical_devices(usable[(np.arange(env.problem.num_nodes) % 3 == 0).astype(np.int64)], mask)
+    target = with_joint_target(env, ImitationTarget(env.label, device, 1.0, 2.0, "hand"), fusion_levels=4, priority_levels=8)
+    levels = (torch.as_tensor(target.fusion), torch.as_tensor(target.priority))
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=32, heads=4, segment=16, sage_layers=2, attention_layers=1))
+    before = {name: p.detach().clone() for name, p in policy.named_parameters()}
+    with torch.no_grad():
+        place_before = policy._logits(policy.encode(env.inputs), None, 1)[0]
+        level_loss = imitation_loss(policy, env, torch.as_tensor(device), levels=levels, placement=False)
+    assert math.isfinite(float(level_loss[0])) and float(level_loss[0]) > 0
+    history = imitate(policy, [env], [target], steps=150, learning_rate=3e-2, progress=False, heads="levels")
+    assert all(math.isfinite(h["round1"]) for h in history)
+    assert history[-1]["round1"] < float(level_loss[0]) / 2
+    for name, p in policy.named_parameters():
+        moved = not torch.equal(p.detach(), before[name])
+        assert moved == name.startswith(LEVEL_PARAMETERS), name
+    with torch.no_grad():
+        place_after, fusion_logits, _ = policy._logits(policy.encode(env.inputs), None, 1)
+    assert torch.equal(place_after, place_before)
+    assert (fusion_logits.argmax(-1)[0].numpy() == target.fusion).mean() > 0.9
+    with pytest.raises(ValueError, match="levels"):
+        imitation_loss(policy, env, torch.as_tensor(device), placement=False)
