@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/fusion --losses mse,listmle   # layout-form (fusion) files
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --splits-only             # the splits, for bench_metaschedule.py
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --metaschedule benchmarks/results/metaschedule_preds.json
+    PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile_s13 --losses "" --tile-rankers gbdt-ens --code-features out/t11/code   # + compiled-code features
 
 For both splits (random kernels; whole programs held out) it trains the GraphSAGE model once
 per loss (the rank-loss ablation), fits the XGBoost flat-feature baseline (regression on log

@@ -13,8 +13,8 @@ much an unroll pragma blew the body up. This module builds each configuration fo
   (stores to / loads from `rsp` / `rbp` addresses); gathers, broadcasts (incl. AVX-512 `{1toN}`),
   shuffles / permutes / blends / inserts / extracts; calls and whether the parallel runtime is
   launched; the stack frame size;
-- loops as backward branches (a jump to a label defined above it in the same function), their
-  count and deepest nesting; and for the innermost loops (those at the deepest nesting; the
+- loops as backward branches (a jump to a label defined above it in the same function; one loop
+  per target label, up to its last backward branch), their count and deepest nesting; and for the innermost loops (those at the deepest nesting; the
   hot code of a tiled nest) the body's instructions, float operations (lanes x ops, FMA = 2),
   loads, stores and spill traffic, and the widest vector used.
 
@@ -42,12 +42,12 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats", "code_features",
-           "config_code_features", "cache_path", "fill_code_feature_cache", "load_code_features", "with_code_features"]
+__all__ = ["CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats", "code_features", "config_asm",
+           "config_code_features", "cache_path", "cached_asm", "fill_code_feature_cache", "load_code_features", "with_code_features"]
 
 logger = logging.getLogger(__name__)
 
-CODE_FEATURE_VERSION = 1
+CODE_FEATURE_VERSION = 2  # 2: one loop per backward-branch target
 _WIDTHS = ("zmm", "ymm", "xmm", "scalar")
 _LANES = {"zmm": 16, "ymm": 8, "xmm": 4, "scalar": 1}  # float32
 _COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w in _WIDTHS), "loads", "stores", "spills", "reloads",
@@ -181,8 +181,12 @@ def _parse(lines: list[str]) -> tuple[list[_Instr], dict[str, int], list[tuple[i
         if _BRANCH.match(instr.mnemonic) and instr.operands:
             jumps.append((len(instrs), instr.operands[0]))
         instrs.append(instr)
-    loops = [(labels[target], at) for at, target in jumps if target in labels and labels[target] <= at]
-    return instrs, labels, sorted(set(loops))
+    # one loop per header: a header's backward branches (latch, `continue` edges) end at its last one
+    latest: dict[str, int] = {}
+    for at, target in jumps:
+        if target in labels and labels[target] <= at:
+            latest[target] = max(at, latest.get(target, at))
+    return instrs, labels, sorted((labels[target], at) for target, at in latest.items())
 
 
 def asm_stats(asm: str) -> AsmStats:
@@ -246,11 +250,16 @@ def code_features(asm: str) -> np.ndarray:
     return asm_stats(asm).vector()
 
 
-def config_code_features(space: Any, config: Any, *, target: Any = None) -> np.ndarray:
-    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code."""
+def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
+    """The assembly of `config` of `space` (a TileSpace) compiled for this host (or `target`)."""
     from cost_model.measure.tile.runner import build_config
 
-    return code_features(build_config(space, config, target=target).mod.inspect_source("asm"))
+    return str(build_config(space, config, target=target).mod.inspect_source("asm"))
+
+
+def config_code_features(space: Any, config: Any, *, target: Any = None) -> np.ndarray:
+    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code."""
+    return code_features(config_asm(space, config, target=target))
 
 
 # -- the per-kernel cache ---------------------------------------------------------------------------
@@ -270,10 +279,40 @@ def _read_cache(path: Path, record: KernelRecord) -> np.ndarray | None:
     return feats if feats.shape == (record.num_configs, CODE_FEATURES) else None
 
 
+def cached_asm(path: str | os.PathLike[str], record: KernelRecord) -> list[str] | None:
+    """The assembly a cache file keeps for each of `record`'s configurations (zlib), None where it
+    keeps none or other configurations: a parser change re-reads it instead of compiling again."""
+    import zlib
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        if "asm_zlib" not in data.files or list(data["config_text"]) != list(record.config_text):
+            return None
+        blob, offsets = bytes(data["asm_zlib"]), data["asm_offsets"]
+    return [zlib.decompress(blob[a:b]).decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: str) -> None:
+    import zlib
+
+    from graph_ir.io.atomic import atomic_path
+
+    packed = [zlib.compress(text.encode("utf-8"), 6) for text in asm]
+    offsets = np.cumsum([0] + [len(b) for b in packed]).astype(np.int64)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, features=np.stack([code_features(text) for text in asm]), config_text=np.array(record.config_text),
+                     version=np.array(CODE_FEATURE_VERSION), target=np.array(target_text), names=np.array(CODE_FEATURE_NAMES),
+                     asm_zlib=np.frombuffer(b"".join(packed), dtype=np.uint8), asm_offsets=offsets)
+
+
 def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, deadline: float | None = None,
                             progress: bool = True) -> dict[str, Any]:
     """Compile every configuration of `records` whose kernel has no valid cache file yet and write
-    one `.npz` per kernel (features, config_text, version, target). Kernels are done in the order
+    one `.npz` per kernel (features, config_text, version, target, the assembly; a file of an older
+    feature version whose assembly matches is re-parsed, not compiled). Kernels are done in the order
     given (shuffle it for a partial run that covers every kind); `deadline` (time.time()) stops
     before a kernel that would start after it. Returns counts and the compile rate."""
     from tqdm import tqdm
@@ -281,36 +320,39 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
     from cost_model.measure.tile.kernels import KernelSpec, build_kernel
     from cost_model.measure.tile.runner import host_target, host_target_text
     from cost_model.measure.tile.space import TileConfig, TileSpace
-    from graph_ir.io.atomic import atomic_path
 
     out = Path(cache_dir)
     out.mkdir(parents=True, exist_ok=True)
     target, target_text = host_target(), host_target_text()
     todo = [r for r in records if _read_cache(cache_path(out, r), r) is None]
-    done = compiled = 0
+    done = compiled = reparsed = 0
     seconds = 0.0
     bar = tqdm(total=sum(r.num_configs for r in todo), desc="compile configs", unit="config", disable=not progress)
     for record in todo:
         if deadline is not None and time.time() >= deadline:
             break
+        path = cache_path(out, record)
+        asm = cached_asm(path, record)
+        if asm is not None:
+            _write_cache(path, record, asm, target_text)
+            reparsed += 1
+            bar.update(record.num_configs)
+            continue
         began = time.perf_counter()
         space = TileSpace(build_kernel(KernelSpec(record.meta["kind"], tuple(int(d) for d in record.meta["dims"]))))
-        rows = []
+        asm = []
         for text in record.config_text:
-            rows.append(config_code_features(space, TileConfig.from_text(text), target=target))
+            asm.append(config_asm(space, TileConfig.from_text(text), target=target))
             bar.update(1)
+        _write_cache(path, record, asm, target_text)
         seconds += time.perf_counter() - began
-        compiled += len(rows)
-        with atomic_path(cache_path(out, record)) as tmp:
-            with open(tmp, "wb") as handle:
-                np.savez(handle, features=np.stack(rows), config_text=np.array(record.config_text), version=np.array(CODE_FEATURE_VERSION),
-                         target=np.array(target_text), names=np.array(CODE_FEATURE_NAMES))
+        compiled += len(asm)
         done += 1
         bar.set_postfix(rate=f"{compiled / max(seconds, 1e-9):.1f}/s")
     bar.close()
-    return {"kernels_compiled": done, "kernels_cached_before": len(records) - len(todo), "kernels_left": len(todo) - done,
-            "configs_compiled": compiled, "seconds": seconds, "configs_per_second": compiled / seconds if seconds else float("nan"),
-            "target": target_text}
+    return {"kernels_compiled": done, "kernels_reparsed": reparsed, "kernels_cached_before": len(records) - len(todo),
+            "kernels_left": len(todo) - done - reparsed, "configs_compiled": compiled, "seconds": seconds,
+            "configs_per_second": compiled / seconds if seconds else float("nan"), "target": target_text}
 
 
 def load_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str]) -> list[np.ndarray | None]:

@@ -9,7 +9,8 @@ from cost_model.learned.tile_code_features import CODE_FEATURE_NAMES, CODE_FEATU
 
 # A hand-written module in LLVM's x86-64 AT&T form: a wrapper (left out), a compute function with
 # a two-deep loop nest whose inner body holds 2 zmm FMAs, a ymm add, a broadcast, a spill and a
-# reload; a scalar multiply and a parallel launch outside the loops.
+# reload, and two backward branches to its header (a `continue` edge and the latch: one loop);
+# a scalar multiply and a parallel launch outside the loops.
 ASM = """\
 \t.text
 \t.globl\t__tvm_ffi_main
@@ -31,6 +32,7 @@ main_compute_:
 \tvfmadd231ps\t(%rsi,%rcx,4), %zmm4, %zmm0
 \tvfmadd231ps\t64(%rsi,%rcx,4), %zmm4, %zmm1
 \tvaddps\t%ymm2, %ymm3, %ymm3
+\tje\t.LBB1_2
 \tvmovups\t%zmm1, 8(%rsp)
 \tvmovups\t16(%rsp), %zmm5
 \taddq\t$1, %rcx
@@ -48,14 +50,14 @@ main_compute_:
 def test_the_parse_counts_a_known_module_exactly() -> None:
     stats = asm_stats(ASM)
     c = stats.counts
-    assert c["instructions"] == 18  # the wrapper's 3 are not counted
+    assert c["instructions"] == 19  # the wrapper's 3 are not counted
     assert (c["fma_zmm"], c["fma_ymm"], c["add_ymm"], c["mul_scalar"], c["fma_scalar"]) == (2, 0, 1, 1, 0)
     assert (c["broadcasts"], c["calls"], c["spills"], c["reloads"]) == (1, 1, 1, 1)
     # loads: GOT entry, the call's pointer, vmulss, broadcast, 2 FMA operands, the reload, and the
     # read-modify-write operand of none (addq to registers); stores: the spill and the final vmovups
     assert (c["loads"], c["stores"]) == (7, 2)
-    assert (c["loops"], c["loop_depth"], c["inner_loops"]) == (2, 2, 1)
-    assert c["inner_instructions"] == 9  # .LBB1_2 .. its jne
+    assert (c["loops"], c["loop_depth"], c["inner_loops"]) == (2, 2, 1)  # not 3 loops 3 deep: both branches close one loop
+    assert c["inner_instructions"] == 10  # .LBB1_2 .. its last backward branch
     assert c["inner_flops"] == 2 * 16 * 2 + 8  # two zmm FMAs + a ymm add
     assert (c["inner_loads"], c["inner_stores"], c["inner_spill_traffic"]) == (4, 1, 2)
     assert stats.parallel_launch and stats.stack_bytes == 40 and stats.inner_lanes == 16
@@ -73,7 +75,7 @@ def test_a_module_without_a_compute_function_is_an_error() -> None:
 tvm = pytest.importorskip("tvm")
 
 from cost_model.learned.tile_code_features import (  # noqa: E402
-    cache_path, config_code_features, fill_code_feature_cache, load_code_features, with_code_features,
+    cache_path, cached_asm, config_code_features, fill_code_feature_cache, load_code_features, with_code_features,
 )
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord  # noqa: E402
 from cost_model.measure.tile.dataset import kernel_graph  # noqa: E402
@@ -131,3 +133,13 @@ def test_the_cache_round_trips_and_a_stale_file_is_recompiled(tmp_path) -> None:
     with pytest.raises(DatasetError, match="no cached code features"):
         with_code_features([other], tmp_path / "cache")
     assert with_code_features([other], tmp_path / "cache", require=False) == []
+    # a file of another feature version keeps its assembly: re-parsed, not compiled
+    path = cache_path(tmp_path / "cache", record)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    assert cached_asm(path, record) is not None and "main_compute_" in cached_asm(path, record)[0]
+    np.savez(path, **(arrays | {"version": np.array(0), "features": np.zeros_like(arrays["features"])}))
+    assert load_code_features([record], tmp_path / "cache") == [None]
+    third = fill_code_feature_cache([record], tmp_path / "cache", progress=False)
+    assert (third["kernels_compiled"], third["kernels_reparsed"]) == (0, 1)
+    np.testing.assert_array_equal(load_code_features([record], tmp_path / "cache")[0], loaded)
