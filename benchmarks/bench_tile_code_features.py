@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", type=int, default=0, help="compile at most this many kernels (0: all)")
     parser.add_argument("--until", default="", help="UTC HH:MM: start no kernel after it")
     parser.add_argument("--order-seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one configuration may compile (then NaN features)")
     parser.add_argument("--first", default="", help="comma list of kernel file names to compile before the random order (e.g. a diagnosis's kernels)")
     args = parser.parse_args(argv)
 
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         hour, minute = (int(x) for x in args.until.split(":"))
         now = dt.datetime.now(dt.timezone.utc)
         deadline = now.replace(hour=hour, minute=minute, second=0, microsecond=0).timestamp()
-    summary = fill_code_feature_cache(chosen, args.cache, deadline=deadline)
+    summary = fill_code_feature_cache(chosen, args.cache, deadline=deadline, timeout=args.timeout)
     summary |= {"data": Path(args.data).name, "kernels_asked": len(chosen), "order_seed": args.order_seed, "first": first}
     print(json.dumps(summary, indent=1))
     out = Path(args.cache) / "fill_summary.json"

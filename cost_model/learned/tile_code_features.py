@@ -294,6 +294,65 @@ def cached_asm(path: str | os.PathLike[str], record: KernelRecord) -> list[str] 
     return [zlib.decompress(blob[a:b]).decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])]
 
 
+def _row(asm: str) -> np.ndarray:
+    """A configuration's features; NaN (XGBoost's missing value) where its compile timed out ("")."""
+    return code_features(asm) if asm else np.full(CODE_FEATURES, np.nan, dtype=np.float32)
+
+
+class _AsmWorker:
+    """Compiles in a child process (spawned, so it inherits this process's CPU affinity and
+    environment but not its TVM state), so that a configuration LLVM takes minutes over (e.g.
+    unroll 512 over a 640-iteration vectorized body) can be abandoned after `timeout` seconds."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._process: Any = None
+        self._conn: Any = None
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_worker_main, args=(child,), daemon=True)
+        self._process.start()
+        child.close()
+
+    def asm(self, kind: str, dims: tuple[int, ...], config_text: str) -> str:
+        """The assembly, or "" when the compile took longer than the timeout (the child is then killed)."""
+        if self._process is None or not self._process.is_alive():
+            self._start()
+        self._conn.send((kind, dims, config_text))
+        # the first call of a fresh child also imports TVM
+        if self._conn.poll(self.timeout):
+            return str(self._conn.recv())
+        self.close()
+        return ""
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+            self._conn.close()
+        self._process = self._conn = None
+
+
+def _worker_main(conn: Any) -> None:
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
+    from cost_model.measure.tile.runner import host_target
+    from cost_model.measure.tile.space import TileConfig, TileSpace
+
+    target, spaces = host_target(), {}
+    while True:
+        try:
+            kind, dims, text = conn.recv()
+        except EOFError:
+            return
+        if (kind, dims) not in spaces:
+            spaces = {(kind, dims): TileSpace(build_kernel(KernelSpec(kind, dims)))}
+        conn.send(config_asm(spaces[(kind, dims)], TileConfig.from_text(text), target=target))
+
+
 def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: str) -> None:
     import zlib
 
@@ -303,29 +362,30 @@ def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: 
     offsets = np.cumsum([0] + [len(b) for b in packed]).astype(np.int64)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
-            np.savez(handle, features=np.stack([code_features(text) for text in asm]), config_text=np.array(record.config_text),
+            np.savez(handle, features=np.stack([_row(text) for text in asm]), config_text=np.array(record.config_text),
                      version=np.array(CODE_FEATURE_VERSION), target=np.array(target_text), names=np.array(CODE_FEATURE_NAMES),
                      asm_zlib=np.frombuffer(b"".join(packed), dtype=np.uint8), asm_offsets=offsets)
 
 
 def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, deadline: float | None = None,
-                            progress: bool = True) -> dict[str, Any]:
+                            progress: bool = True, timeout: float = 30.0) -> dict[str, Any]:
     """Compile every configuration of `records` whose kernel has no valid cache file yet and write
     one `.npz` per kernel (features, config_text, version, target, the assembly; a file of an older
     feature version whose assembly matches is re-parsed, not compiled). Kernels are done in the order
     given (shuffle it for a partial run that covers every kind); `deadline` (time.time()) stops
-    before a kernel that would start after it. Returns counts and the compile rate."""
+    before a kernel that would start after it. A configuration whose compile takes longer than
+    `timeout` seconds (in a child process) gets NaN features, XGBoost's missing value. Returns
+    counts and the compile rate."""
     from tqdm import tqdm
 
-    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
-    from cost_model.measure.tile.runner import host_target, host_target_text
-    from cost_model.measure.tile.space import TileConfig, TileSpace
+    from cost_model.measure.tile.runner import host_target_text
 
     out = Path(cache_dir)
     out.mkdir(parents=True, exist_ok=True)
-    target, target_text = host_target(), host_target_text()
+    target_text = host_target_text()
+    worker = _AsmWorker(timeout)
     todo = [r for r in records if _read_cache(cache_path(out, r), r) is None]
-    done = compiled = reparsed = 0
+    done = compiled = reparsed = timed_out = 0
     seconds = 0.0
     bar = tqdm(total=sum(r.num_configs for r in todo), desc="compile configs", unit="config", disable=not progress)
     for record in todo:
@@ -339,10 +399,12 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
             bar.update(record.num_configs)
             continue
         began = time.perf_counter()
-        space = TileSpace(build_kernel(KernelSpec(record.meta["kind"], tuple(int(d) for d in record.meta["dims"]))))
         asm = []
         for text in record.config_text:
-            asm.append(config_asm(space, TileConfig.from_text(text), target=target))
+            asm.append(worker.asm(str(record.meta["kind"]), tuple(int(d) for d in record.meta["dims"]), text))
+            if not asm[-1]:
+                timed_out += 1
+                logger.warning("%s: compile of %s took over %.0f s: NaN features", Path(record.path).name, text, timeout)
             bar.update(1)
         _write_cache(path, record, asm, target_text)
         seconds += time.perf_counter() - began
@@ -350,7 +412,9 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
         done += 1
         bar.set_postfix(rate=f"{compiled / max(seconds, 1e-9):.1f}/s")
     bar.close()
-    return {"kernels_compiled": done, "kernels_reparsed": reparsed, "kernels_cached_before": len(records) - len(todo),
+    worker.close()
+    return {"kernels_compiled": done, "kernels_reparsed": reparsed, "timed_out": timed_out, "timeout_s": timeout,
+            "kernels_cached_before": len(records) - len(todo),
             "kernels_left": len(todo) - done - reparsed, "configs_compiled": compiled, "seconds": seconds,
             "configs_per_second": compiled / seconds if seconds else float("nan"), "target": target_text}
 

@@ -143,3 +143,13 @@ def test_the_cache_round_trips_and_a_stale_file_is_recompiled(tmp_path) -> None:
     third = fill_code_feature_cache([record], tmp_path / "cache", progress=False)
     assert (third["kernels_compiled"], third["kernels_reparsed"]) == (0, 1)
     np.testing.assert_array_equal(load_code_features([record], tmp_path / "cache")[0], loaded)
+
+
+def test_a_compile_over_the_timeout_gets_missing_features(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    space = TileSpace(build_kernel(SPEC))
+    record = _record(space, [VECTORIZED, SCALAR], str(tmp_path / "p:matmul:abc.npz"))
+    # a millisecond: the child process has not even imported TVM, so both compiles are abandoned
+    summary = fill_code_feature_cache([record], tmp_path / "cache", progress=False, timeout=1e-3)
+    assert summary["timed_out"] == 2 and summary["kernels_compiled"] == 1
+    (loaded,) = load_code_features([record], tmp_path / "cache")
+    assert loaded is not None and np.isnan(loaded).all()  # XGBoost's missing value, not a zero count
