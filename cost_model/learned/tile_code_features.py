@@ -325,7 +325,10 @@ class _AsmWorker:
         self._conn.send((kind, dims, config_text))
         # the first call of a fresh child also imports TVM
         if self._conn.poll(self.timeout):
-            return str(self._conn.recv())
+            status, text = self._conn.recv()
+            if status != "ok":
+                raise ValueError(f"{kind}{tuple(dims)}: {config_text} does not compile: {text}")
+            return str(text)
         self.close()
         return ""
 
@@ -350,7 +353,10 @@ def _worker_main(conn: Any) -> None:
             return
         if (kind, dims) not in spaces:
             spaces = {(kind, dims): TileSpace(build_kernel(KernelSpec(kind, dims)))}
-        conn.send(config_asm(spaces[(kind, dims)], TileConfig.from_text(text), target=target))
+        try:
+            conn.send(("ok", config_asm(spaces[(kind, dims)], TileConfig.from_text(text), target=target)))
+        except Exception as error:  # a bad configuration: the parent raises it with the kernel named
+            conn.send(("error", f"{type(error).__name__}: {error}"))
 
 
 def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: str) -> None:

@@ -111,7 +111,7 @@ def _record(space: TileSpace, configs: list[TileConfig], path: str) -> KernelRec
     runtime = np.linspace(1e-5, 2e-5, len(configs))
     return KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()),
                         config_feat=np.stack([space.features(c) for c in configs]), config_text=[c.text() for c in configs],
-                        meta={"kind": SPEC.kind, "dims": list(SPEC.dims), "program": "p"}, path=path)
+                        meta={"kind": space.kernel.spec.kind, "dims": list(space.kernel.spec.dims), "program": "p"}, path=path)
 
 
 def test_the_cache_round_trips_and_a_stale_file_is_recompiled(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -153,3 +153,32 @@ def test_a_compile_over_the_timeout_gets_missing_features(tmp_path) -> None:  # 
     assert summary["timed_out"] == 2 and summary["kernels_compiled"] == 1
     (loaded,) = load_code_features([record], tmp_path / "cache")
     assert loaded is not None and np.isnan(loaded).all()  # XGBoost's missing value, not a zero count
+
+
+def test_the_ensemble_ranker_with_code_features_compiles_candidates_like_the_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+    from cost_model.measure.tile.collect import kernel_configs
+
+    records, spaces = [], []
+    for k, dims in enumerate([(64, 64, 64), (32, 128, 64), (128, 32, 32)]):
+        space = TileSpace(build_kernel(KernelSpec("matmul", dims)))
+        configs = kernel_configs(space, k, 6)
+        record = _record(space, configs, str(tmp_path / f"p{k}:matmul:{k}.npz"))
+        record.config_runtime = np.random.default_rng(k).uniform(1e-5, 2e-5, len(configs))
+        records.append(record)
+        spaces.append((space, configs))
+    fill_code_feature_cache(records, tmp_path / "cache", progress=False)
+    joined = with_code_features(records, tmp_path / "cache")
+    ranker = GbdtEnsembleTilePredictor.train(joined, rounds=5, code_features=True)
+    assert all(m.extra["code_features"] and m.extra["config_features"] == records[0].config_feat.shape[1] + CODE_FEATURES for m in ranker.members)
+    space, configs = spaces[1]
+    # rank() compiles the candidates here: the same scores as the rows built from the cache
+    np.testing.assert_allclose(ranker.rank(space, configs), ranker.rank_rows(joined[1].node_feat, joined[1].node_opcode, joined[1].config_feat), rtol=1e-6)
+    loaded = GbdtEnsembleTilePredictor.load(ranker.save(tmp_path / "ens.json"))
+    assert loaded.extra["code_features"] and loaded.members[0].extra["code_features"]
+    np.testing.assert_allclose(loaded.rank(space, configs), ranker.rank(space, configs), rtol=1e-6)
+    assert np.isfinite(loaded.finetune(space, configs, records[1].config_runtime, steps=2))
+    with pytest.raises(ValueError, match="config features"):  # the plain rows are refused: 35 columns short
+        from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+
+        GbdtTilePredictor(ranker.members[0].gbdt, {"code_features": True, "config_features": records[0].config_feat.shape[1]})
