@@ -4,6 +4,7 @@ with different objectives (pairwise rank scores, log runtime over the kernel's m
 seeds can be added.
 
     compiler-opt costmodel train out/tile_s13 -o tile_gbdt_ens.json --model gbdt-ens --split program --test-fraction 0.25
+    ... --code-features out/tile_s13_code                  # sixteenth session, what ships: + the compiled-code features
     ranker = GbdtEnsembleTilePredictor.train(records)       # MEMBERS: (objective, model-seed offset)
     scores = ranker.rank(space, configs)                   # lower = predicted faster
 
