@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/fusion --losses mse,listmle   # layout-form (fusion) files
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --splits-only             # the splits, for bench_metaschedule.py
     PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile --metaschedule benchmarks/results/metaschedule_preds.json
+    PYTHONPATH=. python benchmarks/bench_costmodel.py out/tile_s13 --losses "" --tile-rankers gbdt-ens --code-features out/t11/code   # + compiled-code features
 
 For both splits (random kernels; whole programs held out) it trains the GraphSAGE model once
 per loss (the rank-loss ablation), fits the XGBoost flat-feature baseline (regression on log
@@ -114,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--additive-signed", action="store_true", help="fusion: also the additive model with signed weights (ridge least squares), without the op-class node counts, and fitted on l1")
     parser.add_argument("--residual-depth", type=int, default=4, help="fusion: tree depth of the XGBoost residual model")
     parser.add_argument("--no-baselines", action="store_true", help="GraphSAGE rows only (baselines run once in another process)")
+    parser.add_argument("--code-features", metavar="CACHE", help="tiles: the compiled-code feature cache (benchmarks/bench_tile_code_features.py); "
+                                                                 "splits are drawn over all kernels, then every method is scored on the kernels the "
+                                                                 "cache covers, and the XGBoost rank model and --tile-rankers are fitted a second "
+                                                                 "time with the code features appended")
     args = parser.parse_args(argv)
 
     import torch
@@ -155,6 +160,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.splits_only:
         print(f"splits written to {split_file}")
         return 0
+    code_records: dict[int, object] = {}
+    if args.code_features:
+        # the same test programs as a run without the option (splits drawn over every kernel), restricted to the kernels compiled
+        from dataclasses import replace
+
+        from cost_model.learned.tile_code_features import load_code_features
+
+        for i, feats in enumerate(load_code_features(records, args.code_features)):
+            if feats is not None:
+                code_records[i] = replace(records[i], config_feat=np.concatenate([records[i].config_feat, feats], axis=1).astype(np.float32))
+        splits = {s: ([i for i in tr if i in code_records], [i for i in te if i in code_records]) for s, (tr, te) in splits.items()}
+        summary["code_features"] = {"cache": Path(args.code_features).name, "kernels": len(code_records),
+                                    "splits": {s: [len(tr), len(te)] for s, (tr, te) in splits.items()}}
+        print(f"compiled-code features cached for {len(code_records)} of {len(records)} kernels; every row below is scored on those "
+              f"(train/test: {summary['code_features']['splits']})")
     metaschedule = json.loads(Path(args.metaschedule).read_text(encoding="utf-8")) if args.metaschedule else None
     spread = floor["median"] if np.isfinite(floor.get("median", float("nan"))) else None  # tau beside, over kernels above the noise floor
     results = []
@@ -202,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         ranker = GbdtBaseline(seed=args.seed, objective="rank").fit(train)
         rows.append(score("XGBoost rank, flat features", [ranker.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
+        if code_records:
+            train_code, test_code = [code_records[i] for i in train_idx], [code_records[i] for i in test_idx]
+            began = time.perf_counter()
+            ranker = GbdtBaseline(seed=args.seed, objective="rank").fit(train_code)
+            rows.append(score("XGBoost rank, flat + compiled-code features", [ranker.predict(r) for r in test_code], test, random_needs, spread)
+                        | {"train_s": time.perf_counter() - began})
         for variant in [v for v in args.gbdt_variants.split(",") if v]:  # tile rankers of the ninth session (cost_model.learned.gbdt_variants)
             from cost_model.learned.gbdt_variants import PairwiseGbdt, PerKindGbdt
 
@@ -221,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
             began = time.perf_counter()
             model = make_tile_ranker(name, seed=args.seed).fit(train)
             rows.append(score(TILE_RANKER_NAMES[name], [model.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
+            if code_records:
+                began = time.perf_counter()
+                model = make_tile_ranker(name, seed=args.seed).fit(train_code)
+                rows.append(score(TILE_RANKER_NAMES[name] + ", + compiled-code features", [model.predict(r) for r in test_code], test, random_needs, spread)
+                            | {"train_s": time.perf_counter() - began})
         if metaschedule is not None:
             preds = metaschedule["predictions"][split]
             rows.append(score(f"MetaSchedule XGBModel (PerStoreFeature, TVM {metaschedule['tvm']})",

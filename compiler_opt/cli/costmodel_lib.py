@@ -174,7 +174,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from cost_model.learned.gbdt_ensemble import train_gbdt_ensemble_and_save
 
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
-                                              threads=args.threads)
+                                              threads=args.threads, code_features=args.code_features)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -349,6 +349,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt; "
                             "gbdt-ens: that rank model + an XGBoost regression of log(runtime / the kernel's median), z-scored per kernel and summed (autotune --ranker gbdt-ens); "
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
+    train.add_argument("--code-features", metavar="CACHE", help="gbdt-ens: also the compiled-code features of each configuration, read from this cache "
+                                                               "(benchmarks/bench_tile_code_features.py); the autotuner then compiles every candidate to rank it")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",

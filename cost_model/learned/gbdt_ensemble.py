@@ -4,6 +4,7 @@ with different objectives (pairwise rank scores, log runtime over the kernel's m
 seeds can be added.
 
     compiler-opt costmodel train out/tile_s13 -o tile_gbdt_ens.json --model gbdt-ens --split program --test-fraction 0.25
+    ... --code-features out/tile_s13_code                  # sixteenth session, what ships: + the compiled-code features
     ranker = GbdtEnsembleTilePredictor.train(records)       # MEMBERS: (objective, model-seed offset)
     scores = ranker.rank(space, configs)                   # lower = predicted faster
 
@@ -52,11 +53,15 @@ class GbdtEnsembleTilePredictor:
 
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
-              depth: int = 6, threads: int = 1, extra: dict[str, Any] | None = None) -> GbdtEnsembleTilePredictor:
-        fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs)
+              depth: int = 6, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False) -> GbdtEnsembleTilePredictor:
+        """`code_features`: the records' config features end with the compiled-code block
+        (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it."""
+        flag = {"code_features": True} if code_features else {}
+        fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs,
+                                          extra=flag)
                   for objective, offset, pairs in members]
         info = {"seed": seed, "rounds": rounds, "depth": depth, "members": [list(m) for m in members], "train_kernels": len(records)}
-        return cls(fitted, extra=(extra or {}) | {"train": info})
+        return cls(fitted, extra=(extra or {}) | flag | {"train": info})
 
     # -- ranking ---------------------------------------------------------------------------------
     def _combine(self, rows: np.ndarray) -> np.ndarray:
@@ -71,7 +76,7 @@ class GbdtEnsembleTilePredictor:
         from cost_model.measure.tile.dataset import kernel_graph
 
         feats, opcodes, _ = kernel_graph(space.kernel)
-        return self.rank_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+        return self.rank_rows(feats, opcodes, self.members[0].config_rows(space, configs))
 
     def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
         """`steps` more boosting rounds per member on one kernel's new measurements; returns the
@@ -82,10 +87,11 @@ class GbdtEnsembleTilePredictor:
 
         if len(configs) < 2 or steps <= 0:
             return float("nan")
-        for member in self.members:
-            member.finetune(space, configs, seconds, steps=steps)
         feats, opcodes, _ = kernel_graph(space.kernel)
-        rows = flat_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+        rows = flat_rows(feats, opcodes, self.members[0].config_rows(space, configs))  # compiled once, not per member
+        for member in self.members:
+            member.gbdt.update(rows, np.asarray(seconds, dtype=np.float64), steps)
+            member.extra["finetune_rounds"] = int(member.extra.get("finetune_rounds", 0)) + steps
         self.extra["finetune_rounds"] = int(self.extra.get("finetune_rounds", 0)) + steps
         return float(kendalltau(self._combine(rows), np.asarray(seconds)).statistic)
 
@@ -135,11 +141,14 @@ class GbdtEnsembleTilePredictor:
 
 
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                                 rounds: int = 400, depth: int = 6, threads: int = 1) -> dict[str, Any]:
+                                 rounds: int = 400, depth: int = 6, threads: int = 1, code_features: str | None = None) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
-    sides (top-1/top-5 slowdown, Kendall tau), save it."""
+    sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
+    folder; the model then reads the compiled-code block (kernels without cached features left out)."""
     config = {"model": "gbdt-ens", "members": [list(m) for m in MEMBERS], "split": split, "test_fraction": test_fraction, "seed": seed,
-              "rounds": rounds, "depth": depth}
+              "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features))} if code_features else {})
     return fit_and_save_tile_ranker(
-        data_dir, output, lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads), config,
+        data_dir, output,
+        lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads, code_features=bool(code_features)),
+        config, code_features=code_features,
     )

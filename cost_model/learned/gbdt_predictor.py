@@ -39,13 +39,16 @@ class GbdtTilePredictor:
     """Ranks tile configurations of a kernel with a fitted `GbdtBaseline`."""
 
     def __init__(self, gbdt: GbdtBaseline, extra: dict[str, Any] | None = None) -> None:
+        from cost_model.learned.tile_code_features import CODE_FEATURES
         from cost_model.measure.tile.space import CONFIG_FEATURES
 
         if gbdt.booster is None:
             raise ValueError("the GBDT model is not fitted")
-        config_features = int((extra or {}).get("config_features", CONFIG_FEATURES))
-        if config_features != CONFIG_FEATURES:
-            raise ValueError(f"this GBDT tile model reads {config_features} config features, the tile space now makes {CONFIG_FEATURES}: "
+        # sixteenth session: a model trained with the compiled-code features (tile_code_features) reads them after the config features
+        expected = CONFIG_FEATURES + (CODE_FEATURES if (extra or {}).get("code_features") else 0)
+        config_features = int((extra or {}).get("config_features", expected))
+        if config_features != expected:
+            raise ValueError(f"this GBDT tile model reads {config_features} config features, the tile space now makes {expected}: "
                              "retrain it (GbdtTilePredictor.train on a tile dataset)")
         self.gbdt = gbdt
         self.extra = dict(extra or {}) | {"config_features": config_features}
@@ -64,12 +67,22 @@ class GbdtTilePredictor:
         """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel."""
         return self.gbdt.predict_rows(flat_rows(node_feat, node_opcode, config_feat))
 
+    def config_rows(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
+        """(C, Fc) config features of `configs`: `space.features`, and when the model was trained with
+        them the compiled-code features (each configuration compiled for this host here)."""
+        rows = np.stack([space.features(c) for c in configs])
+        if not self.extra.get("code_features"):
+            return rows
+        from cost_model.learned.tile_code_features import config_code_features
+
+        return np.concatenate([rows, np.stack([config_code_features(space, c) for c in configs])], axis=1).astype(np.float32)
+
     def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
         from cost_model.measure.tile.dataset import kernel_graph
 
         feats, opcodes, _ = kernel_graph(space.kernel)
-        return self.rank_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+        return self.rank_rows(feats, opcodes, self.config_rows(space, configs))
 
     def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
         """`steps` more boosting rounds on one kernel's new measurements (the autotuner's online
@@ -81,7 +94,7 @@ class GbdtTilePredictor:
         if len(configs) < 2 or steps <= 0:
             return float("nan")
         feats, opcodes, _ = kernel_graph(space.kernel)
-        rows = flat_rows(feats, opcodes, np.stack([space.features(c) for c in configs]))
+        rows = flat_rows(feats, opcodes, self.config_rows(space, configs))
         self.gbdt.update(rows, np.asarray(seconds, dtype=np.float64), steps)
         self.extra["finetune_rounds"] = int(self.extra.get("finetune_rounds", 0)) + steps
         return float(kendalltau(self.gbdt.predict_rows(rows), np.asarray(seconds)).statistic)
@@ -152,16 +165,29 @@ def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", te
     )
 
 
-def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any]) -> dict[str, Any]:
+def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
+                             code_features: str | None = None) -> dict[str, Any]:
     """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed, `fit` a ranker (with
     `rank_rows` and `save(path, extra=)`) on the training side, score both sides (top-1/top-5
-    slowdown, Kendall tau), save it with that report as its extra, and return the report."""
+    slowdown, Kendall tau), save it with that report as its extra, and return the report.
+    `code_features` (a tile_code_features cache folder): the split is drawn over every kernel, then
+    both sides keep the kernels the cache covers, their config features extended by the code block."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
+    if code_features:
+        from dataclasses import replace
+
+        from cost_model.learned.tile_code_features import load_code_features
+
+        cached = load_code_features(records, code_features)
+        records = [r if f is None else replace(r, config_feat=np.concatenate([r.config_feat, f], axis=1).astype(np.float32)) for r, f in zip(records, cached)]
+        train_idx, test_idx = [i for i in train_idx if cached[i] is not None], [i for i in test_idx if cached[i] is not None]
+        if not train_idx:
+            raise DatasetError(f"no training kernel has cached code features in {code_features}", file=data_dir)
     ranker = fit([records[i] for i in train_idx])
 
     def metrics(indices: list[int]) -> dict[str, float]:

@@ -165,12 +165,13 @@ TILE_RANKER_NAMES = {
     "rank+relative+ndcg": "ensemble: XGBoost rank + relative regression + rank:ndcg graded",
     "rank-all+relative": "ensemble: XGBoost rank over all pairs + relative regression (autotune --ranker gbdt-ens, at depth 8)",
     "rank-bag3": "ensemble: XGBoost rank, 3 model seeds",
+    "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the shipped gbdt-ens settings)",
 }
 
 
 def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
     """An unfitted ranker of `TILE_RANKER_NAMES` (`fit(records)`, then `predict(record)`); XGBoost
-    settings of `GbdtBaseline` (depth 8, 400 rounds, eta 0.05) throughout."""
+    settings of `GbdtBaseline` (depth 8, 400 rounds, eta 0.05) throughout, but `gbdt-ens` at depth 6."""
     common = {"seed": seed, "threads": threads}
     if name == "ndcg":
         return GradedRankGbdt(objective="ndcg", **common)
@@ -185,6 +186,8 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
                                GradedRankGbdt(objective="ndcg", **common)])
     if name == "rank-all+relative":  # 50: every pair of a dataset kernel's configurations (XGBoost's default: the model's top 32)
         return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, **common), GbdtBaseline(objective="relative", **common)])
+    if name == "gbdt-ens":  # GbdtEnsembleTilePredictor.train's members and settings (depth 6, 400 rounds)
+        return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, depth=6, **common), GbdtBaseline(objective="relative", depth=6, **common)])
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")

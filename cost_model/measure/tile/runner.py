@@ -19,7 +19,7 @@ import numpy as np
 from cost_model.measure.tile.kernels import TileKernel
 from cost_model.measure.tile.space import TileConfig, TileSpace
 
-__all__ = ["CompiledConfig", "compile_config", "host_target", "host_target_text"]
+__all__ = ["CompiledConfig", "build_config", "compile_config", "host_target", "host_target_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +59,20 @@ def inputs_for(kernel: TileKernel, seed: int = 0) -> list[np.ndarray]:
     return arrays
 
 
+def build_config(space: TileSpace, config: TileConfig, *, target: Any = None) -> Any:
+    """Schedule and compile `config` (TVM's executable, not yet loaded: its `.mod` holds the
+    generated code, `inspect_source("asm")`)."""
+    import tvm
+
+    return tvm.compile(space.schedule(config), target=target if target is not None else host_target())
+
+
 def compile_config(space: TileSpace, config: TileConfig, *, target: Any = None, arrays: list[np.ndarray] | None = None) -> CompiledConfig:
     """Schedule, compile and bind inputs; the result is a blocking runner."""
     import tvm
 
-    mod = space.schedule(config)
     began = time.perf_counter()
-    executable = tvm.compile(mod, target=target if target is not None else host_target())
+    executable = build_config(space, config, target=target)
     seconds = time.perf_counter() - began
     module = executable.jit() if hasattr(executable, "jit") else executable
     function = module["main"]

@@ -1,0 +1,443 @@
+"""What LLVM made of a tile configuration: features read from the compiled x86-64 assembly.
+
+The knob and hardware features (`space.config_features`, `tile_hw_features`) say what a schedule
+asks for; the compiler then decides what runs: whether the loop was vectorized and at which
+register width, how many accumulators stay in registers and how many spill to the stack, how
+much an unroll pragma blew the body up. This module builds each configuration for this host
+(`cost_model.measure.tile.runner.build_config`, the collector's own compile path), reads
+`mod.inspect_source("asm")` (AT&T syntax) and counts, over the compute functions
+(`main_compute_` and the parallel lambdas; the argument-checking wrapper is left out):
+
+- instructions; float FMA / multiply / add-sub-min-max by register width (zmm, ymm, xmm packed,
+  scalar `ss`); loads and stores (memory operands, `lea` excluded); stack spills and reloads
+  (stores to / loads from `rsp` / `rbp` addresses); gathers, broadcasts (incl. AVX-512 `{1toN}`),
+  shuffles / permutes / blends / inserts / extracts; calls and whether the parallel runtime is
+  launched; the stack frame size;
+- loops as backward branches (a jump to a label defined above it in the same function; one loop
+  per target label, up to its last backward branch), their count and deepest nesting; and for the innermost loops (those at the deepest nesting; the
+  hot code of a tiled nest) the body's instructions, float operations (lanes x ops, FMA = 2),
+  loads, stores and spill traffic, and the widest vector used.
+
+Counts enter as log2(1 + count). `CODE_FEATURE_NAMES` names the columns. The features are
+machine-specific by construction (they read this host's code); a dataset's cache is only
+meaningful for the CPU the target names (`host_target_text`, stored with the cache).
+
+    feats = config_code_features(space, config)                 # one configuration, compiled here
+    fill_code_feature_cache(records, "out/t11/code")            # every configuration of a dataset, cached per kernel
+    records = with_code_features(records, "out/t11/code")       # config_feat + the code block
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+
+__all__ = ["CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats", "code_features", "config_asm",
+           "config_code_features", "cache_path", "cached_asm", "fill_code_feature_cache", "load_code_features", "with_code_features"]
+
+logger = logging.getLogger(__name__)
+
+CODE_FEATURE_VERSION = 2  # 2: one loop per backward-branch target
+_WIDTHS = ("zmm", "ymm", "xmm", "scalar")
+_LANES = {"zmm": 16, "ymm": 8, "xmm": 4, "scalar": 1}  # float32
+_COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w in _WIDTHS), "loads", "stores", "spills", "reloads",
+           "gathers", "broadcasts", "shuffles", "calls", "loops", "loop_depth",
+           "inner_loops", "inner_instructions", "inner_flops", "inner_loads", "inner_stores", "inner_spill_traffic")
+CODE_FEATURE_NAMES: tuple[str, ...] = (*(f"log2_1p_{c}" for c in _COUNTS), "parallel_launch", "log2_1p_stack_bytes", "flops_per_instruction",
+                                       "inner_flops_per_instruction", "inner_vector_lanes_log2", "inner_loads_per_flop")
+CODE_FEATURES = len(CODE_FEATURE_NAMES)
+
+_WRAPPERS = ("__tvm_ffi_main", "__tvm_set_raised", "__truncsfhf2", "__extendhfsf2")
+_BRANCH = re.compile(r"^j[a-z]{1,4}$")
+_MEM = re.compile(r"\(%?[a-z0-9]*(,%[a-z0-9]+)?(,\d)?\)")
+_STACK = re.compile(r"\(%(rsp|rbp)[,)]")
+
+
+@dataclass
+class AsmStats:
+    """Counts over a module's compute functions (see the module docstring)."""
+
+    counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(_COUNTS, 0.0))
+    parallel_launch: bool = False
+    stack_bytes: int = 0
+    flops: float = 0.0
+    inner_lanes: int = 0
+
+    def vector(self) -> np.ndarray:
+        c = self.counts
+        head = [math.log2(1.0 + c[k]) for k in _COUNTS]
+        return np.array(head + [float(self.parallel_launch), math.log2(1.0 + self.stack_bytes), self.flops / max(c["instructions"], 1.0),
+                                c["inner_flops"] / max(c["inner_instructions"], 1.0), math.log2(max(self.inner_lanes, 1)),
+                                c["inner_loads"] / max(c["inner_flops"], 1.0)], dtype=np.float32)
+
+
+@dataclass
+class _Instr:
+    mnemonic: str
+    operands: list[str]
+
+    @property
+    def kind(self) -> str | None:
+        """fma / mul / add for float arithmetic (add covers sub, min, max), else None."""
+        m = self.mnemonic
+        if not m.endswith(("ps", "ss")):
+            return None
+        if re.match(r"^v?f(n)?m(add|sub)", m):
+            return "fma"
+        if re.match(r"^v?mul(ps|ss)$", m):
+            return "mul"
+        if re.match(r"^v?(add|sub|min|max)(ps|ss)$", m):
+            return "add"
+        return None
+
+    @property
+    def width(self) -> str:
+        if self.mnemonic.endswith("ss"):
+            return "scalar"
+        text = " ".join(self.operands)
+        return next((w for w in ("zmm", "ymm", "xmm") if f"%{w}" in text), "xmm")
+
+    def loads(self) -> list[str]:
+        """Memory operands read (AT&T: sources first, destination last; a store's only memory
+        operand is its destination; `lea` computes an address and reads nothing)."""
+        if self.mnemonic.startswith(("lea", "nop", "prefetch")) or not self.operands:
+            return []
+        sources = self.operands if len(self.operands) == 1 and not self.mnemonic.startswith(("push", "pop")) else self.operands[:-1]
+        reads = [o for o in sources if _MEM.search(o)]
+        if len(self.operands) > 1 and _MEM.search(self.operands[-1]) and not self.mnemonic.startswith(("mov", "vmov")):
+            reads.append(self.operands[-1])  # read-modify-write (add to memory, cmp)
+        return reads
+
+    def stores(self) -> list[str]:
+        if len(self.operands) < 2 or self.mnemonic.startswith(("cmp", "test", "vcmp", "vptest", "vucomi", "vcomi", "ucomi", "bt")):
+            return []
+        return [self.operands[-1]] if _MEM.search(self.operands[-1]) else []
+
+
+def _split_operands(text: str) -> list[str]:
+    """AT&T operands, split at commas outside parentheses and braces."""
+    out, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
+def _functions(asm: str) -> dict[str, list[str]]:
+    """Function name -> its lines (from its label to the next function's `.type`)."""
+    funcs: dict[str, list[str]] = {}
+    current: str | None = None
+    declared: set[str] = set()
+    for line in asm.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(".type") and "@function" in stripped:
+            declared.add(stripped[len(".type"):].split(",")[0].strip())
+            current = None
+            continue
+        if not line.startswith((" ", "\t")) and stripped.endswith(":") and stripped[:-1] in declared:
+            current = stripped[:-1]
+            funcs[current] = []
+            continue
+        if current is not None:
+            funcs[current].append(line)
+    return funcs
+
+
+def _parse(lines: list[str]) -> tuple[list[_Instr], dict[str, int], list[tuple[int, int]]]:
+    """Instructions, label -> index of the next instruction, and loops (first, last instruction index)."""
+    instrs: list[_Instr] = []
+    labels: dict[str, int] = {}
+    jumps: list[tuple[int, str]] = []
+    for line in lines:
+        stripped = line.split("#", 1)[0].strip()
+        if not stripped:
+            continue
+        if stripped.endswith(":") and not line.startswith((" ", "\t")):
+            labels[stripped[:-1]] = len(instrs)
+            continue
+        if stripped.startswith("."):
+            continue  # a directive
+        parts = stripped.split(None, 1)
+        instr = _Instr(parts[0], _split_operands(parts[1]) if len(parts) > 1 else [])
+        if _BRANCH.match(instr.mnemonic) and instr.operands:
+            jumps.append((len(instrs), instr.operands[0]))
+        instrs.append(instr)
+    # one loop per header: a header's backward branches (latch, `continue` edges) end at its last one
+    latest: dict[str, int] = {}
+    for at, target in jumps:
+        if target in labels and labels[target] <= at:
+            latest[target] = max(at, latest.get(target, at))
+    return instrs, labels, sorted((labels[target], at) for target, at in latest.items())
+
+
+def asm_stats(asm: str) -> AsmStats:
+    """`AsmStats` of a module's assembly text (AT&T, as LLVM prints it for x86-64)."""
+    stats = AsmStats()
+    c = stats.counts
+    funcs = {name: lines for name, lines in _functions(asm).items() if not name.startswith(_WRAPPERS)}
+    if not funcs:
+        raise ValueError("no compute function in the assembly (expected main_compute_ or a parallel lambda)")
+    inner: list[tuple[list[_Instr], tuple[int, int]]] = []
+    depth_best = 0
+    for lines in funcs.values():
+        instrs, _, loops = _parse(lines)
+        for instr in instrs:
+            c["instructions"] += 1
+            kind = instr.kind
+            if kind is not None:
+                width = instr.width
+                c[f"{kind}_{width}"] += 1
+                stats.flops += _LANES[width] * (2 if kind == "fma" else 1)
+            loads, stores = instr.loads(), instr.stores()
+            c["loads"] += len(loads)
+            c["stores"] += len(stores)
+            c["reloads"] += sum(bool(_STACK.search(o)) for o in loads)
+            c["spills"] += sum(bool(_STACK.search(o)) for o in stores)
+            m = instr.mnemonic
+            c["gathers"] += m.startswith("vgather")
+            c["broadcasts"] += m.startswith(("vbroadcast", "vpbroadcast")) or any("{1to" in o for o in instr.operands)
+            c["shuffles"] += m.startswith(("vperm", "vshuf", "vunpck", "vinsert", "vextract", "vblend", "vpblend", "vmovshdup", "vmovsldup", "vpshuf"))
+            c["calls"] += m.startswith("call")
+            if m.startswith(("call", "mov")) and any("TVMBackendParallelLaunch" in o for o in instr.operands):
+                stats.parallel_launch = True
+            if m == "subq" and len(instr.operands) == 2 and instr.operands[1] == "%rsp" and instr.operands[0].startswith("$"):
+                stats.stack_bytes += int(instr.operands[0][1:])
+        c["loops"] += len(loops)
+        for loop in loops:
+            depth = sum(a <= loop[0] and loop[1] <= b for a, b in loops)  # loops containing it, itself included
+            if depth > depth_best:
+                depth_best, inner = depth, []
+            if depth == depth_best:
+                inner.append((instrs, loop))
+    c["loop_depth"] = depth_best
+    c["inner_loops"] = len(inner)
+    for instrs, (first, last) in inner:
+        for instr in instrs[first : last + 1]:
+            c["inner_instructions"] += 1
+            kind = instr.kind
+            if kind is not None:
+                lanes = _LANES[instr.width]
+                c["inner_flops"] += lanes * (2 if kind == "fma" else 1)
+                stats.inner_lanes = max(stats.inner_lanes, lanes)
+            loads, stores = instr.loads(), instr.stores()
+            c["inner_loads"] += len(loads)
+            c["inner_stores"] += len(stores)
+            c["inner_spill_traffic"] += sum(bool(_STACK.search(o)) for o in loads + stores)
+    return stats
+
+
+def code_features(asm: str) -> np.ndarray:
+    """(CODE_FEATURES,) float32 of a module's assembly text."""
+    return asm_stats(asm).vector()
+
+
+def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
+    """The assembly of `config` of `space` (a TileSpace) compiled for this host (or `target`)."""
+    from cost_model.measure.tile.runner import build_config
+
+    return str(build_config(space, config, target=target).mod.inspect_source("asm"))
+
+
+def config_code_features(space: Any, config: Any, *, target: Any = None) -> np.ndarray:
+    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code."""
+    return code_features(config_asm(space, config, target=target))
+
+
+# -- the per-kernel cache ---------------------------------------------------------------------------
+
+def cache_path(cache_dir: str | os.PathLike[str], record: KernelRecord) -> Path:
+    """Where a kernel file's code features live: `<cache_dir>/<kernel file name>` (row i = config i)."""
+    return Path(cache_dir) / Path(record.path).name
+
+
+def _read_cache(path: Path, record: KernelRecord) -> np.ndarray | None:
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        if int(data["version"]) != CODE_FEATURE_VERSION or list(data["config_text"]) != list(record.config_text):
+            return None
+        feats = np.asarray(data["features"], dtype=np.float32)
+    return feats if feats.shape == (record.num_configs, CODE_FEATURES) else None
+
+
+def cached_asm(path: str | os.PathLike[str], record: KernelRecord) -> list[str] | None:
+    """The assembly a cache file keeps for each of `record`'s configurations (zlib), None where it
+    keeps none or other configurations: a parser change re-reads it instead of compiling again."""
+    import zlib
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        if "asm_zlib" not in data.files or list(data["config_text"]) != list(record.config_text):
+            return None
+        blob, offsets = bytes(data["asm_zlib"]), data["asm_offsets"]
+    return [zlib.decompress(blob[a:b]).decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def _row(asm: str) -> np.ndarray:
+    """A configuration's features; NaN (XGBoost's missing value) where its compile timed out ("")."""
+    return code_features(asm) if asm else np.full(CODE_FEATURES, np.nan, dtype=np.float32)
+
+
+class _AsmWorker:
+    """Compiles in a child process (spawned, so it inherits this process's CPU affinity and
+    environment but not its TVM state), so that a configuration LLVM takes minutes over (e.g.
+    unroll 512 over a 640-iteration vectorized body) can be abandoned after `timeout` seconds."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._process: Any = None
+        self._conn: Any = None
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_worker_main, args=(child,), daemon=True)
+        self._process.start()
+        child.close()
+
+    def asm(self, kind: str, dims: tuple[int, ...], config_text: str) -> str:
+        """The assembly, or "" when the compile took longer than the timeout (the child is then killed)."""
+        if self._process is None or not self._process.is_alive():
+            self._start()
+        self._conn.send((kind, dims, config_text))
+        # the first call of a fresh child also imports TVM
+        if self._conn.poll(self.timeout):
+            status, text = self._conn.recv()
+            if status != "ok":
+                raise ValueError(f"{kind}{tuple(dims)}: {config_text} does not compile: {text}")
+            return str(text)
+        self.close()
+        return ""
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+            self._conn.close()
+        self._process = self._conn = None
+
+
+def _worker_main(conn: Any) -> None:
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
+    from cost_model.measure.tile.runner import host_target
+    from cost_model.measure.tile.space import TileConfig, TileSpace
+
+    target, spaces = host_target(), {}
+    while True:
+        try:
+            kind, dims, text = conn.recv()
+        except EOFError:
+            return
+        if (kind, dims) not in spaces:
+            spaces = {(kind, dims): TileSpace(build_kernel(KernelSpec(kind, dims)))}
+        try:
+            conn.send(("ok", config_asm(spaces[(kind, dims)], TileConfig.from_text(text), target=target)))
+        except Exception as error:  # a bad configuration: the parent raises it with the kernel named
+            conn.send(("error", f"{type(error).__name__}: {error}"))
+
+
+def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: str) -> None:
+    import zlib
+
+    from graph_ir.io.atomic import atomic_path
+
+    packed = [zlib.compress(text.encode("utf-8"), 6) for text in asm]
+    offsets = np.cumsum([0] + [len(b) for b in packed]).astype(np.int64)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, features=np.stack([_row(text) for text in asm]), config_text=np.array(record.config_text),
+                     version=np.array(CODE_FEATURE_VERSION), target=np.array(target_text), names=np.array(CODE_FEATURE_NAMES),
+                     asm_zlib=np.frombuffer(b"".join(packed), dtype=np.uint8), asm_offsets=offsets)
+
+
+def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, deadline: float | None = None,
+                            progress: bool = True, timeout: float = 30.0) -> dict[str, Any]:
+    """Compile every configuration of `records` whose kernel has no valid cache file yet and write
+    one `.npz` per kernel (features, config_text, version, target, the assembly; a file of an older
+    feature version whose assembly matches is re-parsed, not compiled). Kernels are done in the order
+    given (shuffle it for a partial run that covers every kind); `deadline` (time.time()) stops
+    before a kernel that would start after it. A configuration whose compile takes longer than
+    `timeout` seconds (in a child process) gets NaN features, XGBoost's missing value. Returns
+    counts and the compile rate."""
+    from tqdm import tqdm
+
+    from cost_model.measure.tile.runner import host_target_text
+
+    out = Path(cache_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target_text = host_target_text()
+    worker = _AsmWorker(timeout)
+    todo = [r for r in records if _read_cache(cache_path(out, r), r) is None]
+    done = compiled = reparsed = timed_out = 0
+    seconds = 0.0
+    bar = tqdm(total=sum(r.num_configs for r in todo), desc="compile configs", unit="config", disable=not progress)
+    for record in todo:
+        if deadline is not None and time.time() >= deadline:
+            break
+        path = cache_path(out, record)
+        asm = cached_asm(path, record)
+        if asm is not None:
+            _write_cache(path, record, asm, target_text)
+            reparsed += 1
+            bar.update(record.num_configs)
+            continue
+        began = time.perf_counter()
+        asm = []
+        for text in record.config_text:
+            asm.append(worker.asm(str(record.meta["kind"]), tuple(int(d) for d in record.meta["dims"]), text))
+            if not asm[-1]:
+                timed_out += 1
+                logger.warning("%s: compile of %s took over %.0f s: NaN features", Path(record.path).name, text, timeout)
+            bar.update(1)
+        _write_cache(path, record, asm, target_text)
+        seconds += time.perf_counter() - began
+        compiled += len(asm)
+        done += 1
+        bar.set_postfix(rate=f"{compiled / max(seconds, 1e-9):.1f}/s")
+    bar.close()
+    worker.close()
+    return {"kernels_compiled": done, "kernels_reparsed": reparsed, "timed_out": timed_out, "timeout_s": timeout,
+            "kernels_cached_before": len(records) - len(todo),
+            "kernels_left": len(todo) - done - reparsed, "configs_compiled": compiled, "seconds": seconds,
+            "configs_per_second": compiled / seconds if seconds else float("nan"), "target": target_text}
+
+
+def load_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str]) -> list[np.ndarray | None]:
+    """Each record's (C, CODE_FEATURES) cached features, None where the cache has none (or a stale one)."""
+    return [_read_cache(cache_path(cache_dir, r), r) for r in records]
+
+
+def with_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, require: bool = True) -> list[KernelRecord]:
+    """Copies of `records` whose `config_feat` ends with the code feature block. `require`:
+    DatasetError naming the first kernel without cached features; else those kernels are left out."""
+    out = []
+    for record, feats in zip(records, load_code_features(records, cache_dir)):
+        if feats is None:
+            if require:
+                raise DatasetError(f"no cached code features for this kernel in {os.fspath(cache_dir)} (fill_code_feature_cache)", file=record.path)
+            continue
+        out.append(replace(record, config_feat=np.concatenate([record.config_feat, feats], axis=1).astype(np.float32)))
+    return out
