@@ -163,13 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     code_records: dict[int, object] = {}
     if args.code_features:
         # the same test programs as a run without the option (splits drawn over every kernel), restricted to the kernels compiled
-        from dataclasses import replace
+        from cost_model.learned.tile_code_features import extended_records
 
-        from cost_model.learned.tile_code_features import load_code_features
-
-        for i, feats in enumerate(load_code_features(records, args.code_features)):
-            if feats is not None:
-                code_records[i] = replace(records[i], config_feat=np.concatenate([records[i].config_feat, feats], axis=1).astype(np.float32))
+        code_records = {i: e for i, e in enumerate(extended_records(records, args.code_features)) if e is not None}
         splits = {s: ([i for i in tr if i in code_records], [i for i in te if i in code_records]) for s, (tr, te) in splits.items()}
         summary["code_features"] = {"cache": Path(args.code_features).name, "kernels": len(code_records),
                                     "splits": {s: [len(tr), len(te)] for s, (tr, te) in splits.items()}}

@@ -204,7 +204,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         "polish_cpu_seconds": polished.cpu_seconds if polished else 0.0,
         "polish_starts": polished.starts if polished else 0,
         "polish_winner": polished.winner if polished else 0,
-        # the policy's fastest decoding (its greedy answer, partitioned, coarsened): a polish start
+        # the policy's fastest answer (the cold zero-shot's unless more starts add decodings): a polish start
         "policy_start_s": decoded[0].score.step_time_s if decoded else None,
         "polish_cpu_budget": polished.cpu_budget if polished else 0.0,
     }
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="PPO learning rate (default: TrainConfig's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--polish-starts", type=int, default=TrainConfig.polish_starts, help="start placements the final local search races: the answer's and the fastest distinct seeds' (1: the answer's only)")
-    parser.add_argument("--policy-starts", type=int, default=TrainConfig.policy_starts, help="of the polish's starts, how many are the policy's own decodings (greedy, partitioned, coarsened), before the seeds (0: seeds only)")
+    parser.add_argument("--policy-starts", type=int, default=TrainConfig.policy_starts, help="of the polish's starts, how many are the policy's own answers, before the seeds: the cold zero-shot's, then the greedy answer's partitioned / coarsened decodings (0: seeds only)")
     parser.add_argument("--polish-move-order", choices=MOVE_ORDERS, default=TrainConfig.polish_move_order, help="the final local search's move order (slack: least-slack groups first)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")
     parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")

@@ -57,6 +57,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         help="imitate: draw graphs in proportion to log(reference / target step), so targets the search barely improved are rarely cloned",
     )
     p.add_argument(
+        # rl.config.IMITATION_HEADS, spelled out: importing compiler_opt.rl here would load torch for every command
         "--imitation-heads", choices=("placement", "all", "levels"), default="placement",
         help="imitate: clone the placement only, also the fusion and priority levels of the target's fastest joint variant (all), or those levels alone on the two heads' output layers (levels)",
     )

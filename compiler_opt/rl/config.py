@@ -14,6 +14,7 @@ from graph_ir.errors import CompilerOptError
 __all__ = ["MODES", "POLISH_MODES", "WARM_START_MODES", "TrainConfig", "TrainConfigError", "unknown_placement_methods"]
 
 MODES = ("go-one", "pretrain", "zero-shot", "fine-tune", "imitate")
+IMITATION_HEADS = ("placement", "all", "levels")  # what mode imitate clones (rl/imitation.py)
 RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo.py)
 # Modes that warm-start by default (`TrainConfig.warm_start=None`); measured in RESULTS.md (h4).
 WARM_START_MODES = ("fine-tune", "go-one")
@@ -132,8 +133,8 @@ class TrainConfig:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
         if not 0.0 <= self.imitation_sampled <= 1.0:
             raise TrainConfigError(f"imitation_sampled must be within [0, 1], got {self.imitation_sampled}", field="imitation_sampled")
-        if self.imitation_heads not in ("placement", "all", "levels"):
-            raise TrainConfigError(f"imitation_heads must be placement, all or levels, got {self.imitation_heads!r}", field="imitation_heads")
+        if self.imitation_heads not in IMITATION_HEADS:
+            raise TrainConfigError(f"imitation_heads must be one of {', '.join(IMITATION_HEADS)}, got {self.imitation_heads!r}", field="imitation_heads")
         if not (self.imitation_colocation >= 0 and math.isfinite(self.imitation_colocation)):
             raise TrainConfigError(f"imitation_colocation must be a finite number >= 0, got {self.imitation_colocation}", field="imitation_colocation")
         if not self.imitation_seconds > 0:

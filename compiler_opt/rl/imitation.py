@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from compiler_opt.policy.network import GoPolicy, gumbel_argmax
+from compiler_opt.rl.config import IMITATION_HEADS
 from compiler_opt.rl.environment import GraphEnvironment
 from graph_ir._gc import gc_frozen
 from graph_ir.io.atomic import atomic_path
@@ -60,7 +61,6 @@ __all__ = [
     "search_target",
 ]
 
-IMITATION_HEADS = ("placement", "all", "levels")
 # What `heads="levels"` trains: the fusion and priority heads' output layers alone, so the encoder
 # the placement reads stays as it was (RESULTS.md h12: cloning all three heads together pulled
 # the shared encoder away from the placement).
@@ -307,23 +307,32 @@ def imitate(
 
         bar = tqdm(total=steps, desc="imitate", unit="step", leave=False)
     began = time.process_time()
-    with gc_frozen():
-        for step in range(steps):
-            env, target, levels = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
-            sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
-            first, second = imitation_loss(
-                policy, env, target, sampled=sampled, generator=generator, levels=levels, colocation=colocation, placement=heads != "levels"
-            )
-            loss = first + second
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trained, max_grad_norm)
-            optimizer.step()
-            history.append({"step": step, "env": env.label, "round1": float(first.detach()), "round2": float(second.detach()), "sampled": sampled, "cpu_s": time.process_time() - began})
-            if bar is not None:
-                recent = [h["round2"] for h in history[-20:]]
-                bar.set_postfix(loss=f"{np.mean(recent):.3f}")
-                bar.update(1)
+    # Only `trained` gets gradients: with heads="levels" backward then stops at the two output
+    # layers instead of running through the encoder for gradients nobody applies.
+    frozen = [p for p in policy.parameters() if p.requires_grad and not any(p is t for t in trained)]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        with gc_frozen():
+            for step in range(steps):
+                env, target, levels = pairs[int(rng.choice(len(pairs), p=draw))] if by_gain else pairs[int(rng.integers(len(pairs)))]
+                sampled = bool(rng.random() < sampled_fraction) if sampled_fraction > 0 else False
+                first, second = imitation_loss(
+                    policy, env, target, sampled=sampled, generator=generator, levels=levels, colocation=colocation, placement=heads != "levels"
+                )
+                loss = first + second
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(trained, max_grad_norm)
+                optimizer.step()
+                history.append({"step": step, "env": env.label, "round1": float(first.detach()), "round2": float(second.detach()), "sampled": sampled, "cpu_s": time.process_time() - began})
+                if bar is not None:
+                    recent = [h["round2"] for h in history[-20:]]
+                    bar.set_postfix(loss=f"{np.mean(recent):.3f}")
+                    bar.update(1)
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
     if bar is not None:
         bar.close()
     policy.eval()

@@ -179,13 +179,11 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
     if code_features:
-        from dataclasses import replace
+        from cost_model.learned.tile_code_features import extended_records
 
-        from cost_model.learned.tile_code_features import load_code_features
-
-        cached = load_code_features(records, code_features)
-        records = [r if f is None else replace(r, config_feat=np.concatenate([r.config_feat, f], axis=1).astype(np.float32)) for r, f in zip(records, cached)]
-        train_idx, test_idx = [i for i in train_idx if cached[i] is not None], [i for i in test_idx if cached[i] is not None]
+        extended = extended_records(records, code_features)
+        records = [r if e is None else e for r, e in zip(records, extended)]
+        train_idx, test_idx = [i for i in train_idx if extended[i] is not None], [i for i in test_idx if extended[i] is not None]
         if not train_idx:
             raise DatasetError(f"no training kernel has cached code features in {code_features}", file=data_dir)
     ranker = fit([records[i] for i in train_idx])

@@ -43,7 +43,7 @@ import numpy as np
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 __all__ = ["CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats", "code_features", "config_asm",
-           "config_code_features", "cache_path", "cached_asm", "fill_code_feature_cache", "load_code_features", "with_code_features"]
+           "config_code_features", "cache_path", "cached_asm", "extended_records", "fill_code_feature_cache", "load_code_features", "with_code_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -430,14 +430,21 @@ def load_code_features(records: Sequence[KernelRecord], cache_dir: str | os.Path
     return [_read_cache(cache_path(cache_dir, r), r) for r in records]
 
 
+def extended_records(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str]) -> list[KernelRecord | None]:
+    """Per record, a copy whose `config_feat` ends with the code feature block, or None where the
+    cache has none (positions kept, so split indices still apply)."""
+    return [None if feats is None else replace(record, config_feat=np.concatenate([record.config_feat, feats], axis=1).astype(np.float32))
+            for record, feats in zip(records, load_code_features(records, cache_dir))]
+
+
 def with_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, require: bool = True) -> list[KernelRecord]:
     """Copies of `records` whose `config_feat` ends with the code feature block. `require`:
     DatasetError naming the first kernel without cached features; else those kernels are left out."""
     out = []
-    for record, feats in zip(records, load_code_features(records, cache_dir)):
-        if feats is None:
+    for record, extended in zip(records, extended_records(records, cache_dir)):
+        if extended is None:
             if require:
                 raise DatasetError(f"no cached code features for this kernel in {os.fspath(cache_dir)} (fill_code_feature_cache)", file=record.path)
             continue
-        out.append(replace(record, config_feat=np.concatenate([record.config_feat, feats], axis=1).astype(np.float32)))
+        out.append(extended)
     return out
