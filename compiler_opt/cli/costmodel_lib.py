@@ -48,6 +48,12 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
+        elif args.synthetic:
+            from cost_model.measure.tile.synthetic import synthetic_kernels
+
+            seed = args.seed if args.synthetic_seed is None else args.synthetic_seed
+            specs = synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops)
+            write_spec_list(specs, listing)
         else:
             hlo_dir = args.hlo_dir if args.hlo_dir is not None else (DEFAULT_HLO_DIR if os.path.isdir(DEFAULT_HLO_DIR) else None)
             specs = suite_kernels(hlo_dir=hlo_dir, max_flops=args.max_flops)
@@ -293,6 +299,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
     collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
+    collect.add_argument("--synthetic", type=int, default=0, metavar="N",
+                         help="tile: N random kernel shapes (cost_model/measure/tile/synthetic.py) instead of the suite's; "
+                              "ignored when DIR already lists its kernels (kernels.json)")
+    collect.add_argument("--synthetic-seed", type=int, metavar="S", help="tile: the seed of the --synthetic shapes (default --seed)")
     collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
     collect.add_argument("--scales", default="1,2", help="fusion: sizes of the built-in JAX programs (default 1,2)")
     collect.add_argument("--graphs", default="", metavar="NAME,...", help="fusion: only these graphs (e.g. mha@1,gru@2; default all)")

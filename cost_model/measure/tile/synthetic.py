@@ -1,0 +1,72 @@
+"""Synthetic tile kernels: shapes drawn at random rather than read from a graph, so a tile ranker
+sees more of the shape space than the workload suite's few hundred kernels cover.
+
+Every kind of `kernels.KINDS` can be drawn; matmuls most often (their loop order x vectorisation x
+reduction extent interaction on unseen shapes is where the rankers miss most, RESULTS.md (i)).
+Each size is log-uniform over a range like the suite's, then rounded to a power of two (half the
+draws), a multiple of 8 (a quarter) or left as it is (a quarter: real graphs have 500s and 2000s);
+windows 1-7, strides 1-2. Shapes are scaled to the same FLOP budget as the suite's
+(`shapes.scale_to_budget`) and deduplicated by signature. The source is `synthetic/<seed>`, so
+`dataset.program_of` puts them all in one program: a held-out-program split keeps them together.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cost_model.measure.tile.kernels import KernelSpec
+from cost_model.measure.tile.shapes import scale_to_budget
+
+__all__ = ["KIND_WEIGHTS", "synthetic_kernels"]
+
+# relative draw frequency per kind (matmul-heavy: see the module docstring)
+KIND_WEIGHTS = {"matmul": 4, "batch_matmul": 1, "conv2d_nhwc": 2, "conv2d_nchw": 1, "depthwise_nhwc": 1, "reduce": 1, "ew_reduce": 1}
+_KIND_DRAW = [kind for kind, weight in KIND_WEIGHTS.items() for _ in range(weight)]
+
+
+def _size(rng: np.random.Generator, lo: int, hi: int) -> int:
+    value = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    pick = rng.random()
+    if pick < 0.5:
+        return int(2 ** round(math.log2(value)))
+    if pick < 0.75:
+        return max(8, int(round(value / 8)) * 8)
+    return max(1, int(round(value)))
+
+
+def _dims(rng: np.random.Generator, kind: str) -> tuple[int, ...]:
+    if kind == "matmul":  # m, n, k
+        return (_size(rng, 1, 4096), _size(rng, 8, 4096), _size(rng, 8, 4096))
+    if kind == "batch_matmul":  # b, m, n, k
+        return (_size(rng, 1, 256), _size(rng, 1, 512), _size(rng, 1, 512), _size(rng, 1, 512))
+    if kind in ("conv2d_nhwc", "conv2d_nchw"):  # n, h, w, c, f, kh, kw, stride
+        window = int(rng.choice([1, 1, 3, 3, 5, 7]))
+        return (_size(rng, 1, 32), _size(rng, 7, 56), _size(rng, 7, 56), _size(rng, 3, 256), _size(rng, 8, 256), window, window,
+                int(rng.choice([1, 1, 2])))
+    if kind == "depthwise_nhwc":  # n, h, w, c, kh, kw, stride
+        window = int(rng.choice([3, 3, 5, 7]))
+        return (_size(rng, 1, 32), _size(rng, 7, 56), _size(rng, 7, 56), _size(rng, 8, 256), window, window, int(rng.choice([1, 2])))
+    return (_size(rng, 1, 4096), _size(rng, 8, 8192))  # reduce / ew_reduce: rows, cols
+
+
+def synthetic_kernels(count: int, *, seed: int = 0, max_flops: float = 8e6, min_flops: float = 1e4) -> list[KernelSpec]:
+    """`count` distinct random kernel specs (module docstring), the same list for the same seed."""
+    if count < 0:
+        raise ValueError(f"synthetic kernel count must be >= 0, got {count}")
+    if not 0 < min_flops <= max_flops:
+        raise ValueError(f"synthetic kernels need 0 < min_flops <= max_flops, got {min_flops:g} and {max_flops:g}")
+    rng = np.random.default_rng(seed)
+    specs: dict[str, KernelSpec] = {}
+    source = f"synthetic/{seed}"
+    for _ in range(1000 * max(count, 1)):  # bounded: a budget too small for distinct shapes stops here
+        if len(specs) >= count:
+            break
+        kind = _KIND_DRAW[int(rng.integers(len(_KIND_DRAW)))]
+        spec = scale_to_budget(KernelSpec(kind, _dims(rng, kind), source), max_flops, min_flops=min_flops)
+        if spec is not None:
+            specs.setdefault(spec.signature, spec)
+    if len(specs) < count:
+        raise ValueError(f"only {len(specs)} distinct synthetic kernels fit max_flops={max_flops:g} / min_flops={min_flops:g} (asked for {count})")
+    return list(specs.values())
