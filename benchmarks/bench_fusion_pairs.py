@@ -25,7 +25,10 @@ frees those terms' sign (`signed_terms`), so an argument may cost less as its bu
 Seventeenth session: with `--xla-calls CACHE` (the XLA call counts of every configuration,
 `benchmarks/collect_fusion_xla.py`, `fusion_xla_terms`), variants that add what XLA's CPU backend
 made of each call to the shipped form: `xla` (all of `XLA_TERM_NAMES`), `xla=thunks+copies` (the
-named ones, without their `xla_` prefix), each also `_signed`.
+named ones, without their `xla_` prefix), each also `_signed`; `xlacv`: one XLA term (or none)
+added to the shipped form, chosen per held-out fold by grouped cross-validation over the training
+programs only (`--inner-folds`, mean per-graph MAPE; nested, as `cv`), so the choice among the
+terms is held out too.
 
 Per variant (`--splits`): leave one program out (every program of the folder), the program split and the random
 split of `bench_costmodel.py` (`split_records`, test fraction 0.25, the seeds given): mean MAPE,
@@ -95,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         variants += [v for v in name.split(",") if v not in variants]
     def added_terms(variant: str) -> tuple[str, ...]:
         base = variant.removesuffix("_signed")
+        if base == "xlacv":
+            if not args.xla_calls:
+                parser.error(f"variant {variant} needs --xla-calls")
+            return ()
         if base == "xla" or base.startswith("xla="):
             if not args.xla_calls:
                 parser.error(f"variant {variant} needs --xla-calls")
@@ -138,6 +145,26 @@ def main(argv: list[str] | None = None) -> int:
                 best, best_ties = float(np.mean(errors)), ties
         return best_ties
 
+    def inner_folds(train: list[int]) -> list[set]:
+        order = np.random.default_rng(0).permutation(sorted(set(programs[train])))
+        return [set(order[k :: args.inner_folds]) for k in range(min(args.inner_folds, len(order)))]
+
+    def choose_xla_term(train: list[int]) -> tuple[str, ...]:
+        """The one XLA term (or none) whose addition to the shipped form has the lowest grouped-CV
+        per-graph MAPE over the training programs."""
+        best, best_names = np.inf, ()
+        for extra in [()] + [(t,) for t in XLA_TERM_NAMES]:
+            names = SHIPPED_TERMS[:-1] + extra + ("roofline_s",)
+            errors = []
+            for fold in inner_folds(train):
+                model = fit([i for i in train if programs[i] not in fold], [], names)
+                for i in (i for i in train if programs[i] in fold):
+                    keep = runtime[i] >= 5e-6
+                    errors.append(np.abs(model.predict_terms(full_terms[i][keep]) / runtime[i][keep] - 1.0).mean())
+            if np.mean(errors) < best - 1e-12:
+                best, best_names = float(np.mean(errors)), extra
+        return best_names
+
     def variant_ties(name: str, train: list[int]) -> list[tuple[str, str, float]]:
         if name == "shipped" or name.removesuffix("_signed") in SIZE_VARIANTS or name.startswith("xla"):
             return []
@@ -170,9 +197,14 @@ def main(argv: list[str] | None = None) -> int:
         for split_name, folds in splits.items():
             rows, chosen = [], []
             for train, test in folds:
-                ties = variant_ties(variant, train)
-                chosen.append([t[2] for t in ties])
-                model = fit(train, ties, model_terms[variant], model_signed[variant])
+                if variant == "xlacv":  # nested: the term chosen on the training programs alone
+                    extra = choose_xla_term(train)
+                    chosen.append(list(extra))
+                    model = fit(train, [], SHIPPED_TERMS[:-1] + extra + ("roofline_s",))
+                else:
+                    ties = variant_ties(variant, train)
+                    chosen.append([t[2] for t in ties])
+                    model = fit(train, ties, model_terms[variant], model_signed[variant])
                 for i in test:
                     pred = np.log(model.predict_terms(full_terms[i]))
                     keep = runtime[i] >= 5e-6
@@ -186,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{variant:>16} {split_name:>9}: MAPE {out[split_name]['mape']:.2%} tau {out[split_name]['kendall']:.3f} "
                   f"level {out[split_name]['level_error']:.2%} over 5% {out[split_name]['over_5pct']}/{len(rows)}"
                   + (f" ratios {chosen[0] if len(chosen) == 1 else sorted({tuple(c) for c in chosen})}" if variant.startswith("cv") else "")
+                  + (f" chosen {sorted({'+'.join(c) or 'none': sum(x == c for x in chosen) for c in chosen}.items())}" if variant == "xlacv" else "")
                   + ("  worst " + ", ".join(f"{r['graph']} {r['mape']:.1%}" for r in worst) if split_name in ("lopo", "all") else ""), flush=True)
             watched = [r for r in rows if r["graph"] in set(args.watch.split(","))]
             if watched and split_name in ("lopo", "all"):

@@ -203,22 +203,39 @@ class AdditiveFusionModel:
 
 
 def train_additive_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                            nonnegative: bool = True, loss: str = "l2", signed_terms: Sequence[str] = CONV_OFFSET) -> dict[str, Any]:
-    """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save."""
+                            nonnegative: bool = True, loss: str = "l2", signed_terms: Sequence[str] = CONV_OFFSET,
+                            xla_terms: Sequence[str] = (), xla_calls: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save.
+    `xla_terms` (seventeenth session): `XLA_TERM_NAMES` added to the shipped form, read from the
+    `fusion_xla_terms.XlaCallCache` at `xla_calls` (every configuration of the folder collected)."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
+    unknown = set(xla_terms) - set(XLA_TERM_NAMES)
+    if unknown or (xla_terms and not xla_calls):
+        raise ValueError(f"xla_terms must be among {XLA_TERM_NAMES} and need xla_calls (a call cache); got {sorted(unknown) or list(xla_terms)}")
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
-    model = AdditiveFusionModel(nonnegative=nonnegative, loss=loss, signed_terms=signed_terms).fit([records[i] for i in train_idx])
+    rows = [record_terms(r) for r in records]
+    if xla_terms:
+        from cost_model.learned.fusion_xla_terms import XlaCallCache, record_xla_terms
+
+        with XlaCallCache(xla_calls) as cache:  # type: ignore[arg-type]
+            calls = cache.all_calls()
+            rows = [np.concatenate([t, record_xla_terms(r, cache, calls)], axis=1) for t, r in zip(rows, records)]
+    terms = SHIPPED_TERMS[:-1] + tuple(xla_terms) + ("roofline_s",)
+    model = AdditiveFusionModel(nonnegative=nonnegative, loss=loss, signed_terms=signed_terms, terms=terms)
+    columns = model._columns()
+    model.fit_terms(np.concatenate([rows[i][:, columns] for i in train_idx]), np.concatenate([np.asarray(records[i].config_runtime, dtype=np.float64)
+                                                                                             for i in train_idx]))
 
     def scores(indices: list[int]) -> dict[str, float]:
-        return mean_metrics(kernel_metrics(model.predict(records[i]), records[i].config_runtime) for i in indices)
+        return mean_metrics(kernel_metrics(np.log(model.predict_terms(rows[i])), records[i].config_runtime) for i in indices)
 
     report = {"metrics": {"train": scores(train_idx), "test": scores(test_idx)},
               "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative, "loss": loss,
-                                   "signed_terms": list(model.signed_terms)},
+                                   "signed_terms": list(model.signed_terms), "xla_terms": list(xla_terms)},
               "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
               "data": os.path.basename(os.path.normpath(data_dir))}
     model.save(output, extra=report)

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 __all__ = ["CALL_COUNT_NAMES", "EXECUTABLE_COUNT_NAMES", "XLA_TERM_NAMES", "XlaCallCache", "call_counts", "collect_xla_calls", "config_calls",
-           "executable_counts", "optimized_hlo_text", "parse_optimized_hlo", "record_xla_terms"]
+           "executable_counts", "graph_xla_terms", "optimized_hlo_text", "parse_optimized_hlo", "record_xla_terms"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ CALL_COUNT_NAMES = (
     "xla_window_fusions",  # such fusions with a reduce-window inside (pooling)
     "xla_ynn_dot_fusions",  # kCustom fusions with a dot inside (YNNPACK in this jaxlib)
     "xla_ynn_other_fusions",  # kCustom fusions without a dot (YNNPACK elementwise / reductions)
+    "xla_ynn_reduce_fusions",  # of those, the ones with a reduce inside (YNNPACK reductions)
     "xla_fused_instructions",  # instructions inside all fusions (not parameters, constants, bitcasts)
     "xla_copies",  # copy instructions (layout assignment), in fusions or at the top
     "xla_transposes",  # transpose instructions XLA kept (a physical relayout), in fusions or at the top
@@ -61,6 +62,7 @@ CALL_COUNT_NAMES = (
     "xla_outputs",  # results of the call (tuple elements of the ROOT; 1 if not a tuple)
     "xla_fused_melements",  # output elements of the instructions inside the fusions (millions): loop work
     "xla_transcendental_melements",  # of those, exp / log / tanh / logistic / rsqrt / sqrt / power / divide / erf (millions)
+    "xla_loop_reduce_in_melements",  # input elements of the reduces inside XLA's own (not custom) fusions (millions): its loop-emitted reductions
     "xla_thunk_output_mb",  # megabytes the top-level thunks write (intermediates between thunks and the results)
     "xla_temp_mb",  # XLA's temp buffer of the call (CompiledMemoryStats.temp_size_in_bytes, MB)
     "xla_mflops",  # XLA's cost analysis of the optimized module: flops (millions; 0 inside custom fusions)
@@ -94,9 +96,9 @@ def _shape_sizes(shape: str) -> tuple[int, int, int]:
     return elements, nbytes, arrays
 
 
-def _computations(text: str) -> tuple[dict[str, list[tuple[str, str, str, bool]]], str]:
-    """{computation name: [(opcode, shape, rest of line, is_root)]}, and the entry's name."""
-    comps: dict[str, list[tuple[str, str, str, bool]]] = {}
+def _computations(text: str) -> tuple[dict[str, list[tuple[str, str, str, bool, str]]], str]:
+    """{computation name: [(opcode, shape, rest of line, is_root, instruction name)]}, and the entry's name."""
+    comps: dict[str, list[tuple[str, str, str, bool, str]]] = {}
     entry, current = "", None
     for line in text.splitlines():
         if current is None:
@@ -112,7 +114,7 @@ def _computations(text: str) -> tuple[dict[str, list[tuple[str, str, str, bool]]
             continue
         match = _INSTRUCTION.match(line)
         if match:
-            comps[current].append((match.group(4), match.group(3), match.group(5), bool(match.group(1))))
+            comps[current].append((match.group(4), match.group(3), match.group(5), bool(match.group(1)), match.group(2)))
     if not entry:
         raise ValueError("no ENTRY computation in the optimized HLO text")
     return comps, entry
@@ -127,7 +129,7 @@ def parse_optimized_hlo(text: str) -> dict[str, float]:
     def fused_ops(name: str, seen: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
         """(opcode, shape) of a fused computation's instructions, nested fusions opened."""
         out = []
-        for opcode, shape, rest, _ in comps.get(name, []):
+        for opcode, shape, rest, _, _ in comps.get(name, []):
             called = re.search(r"calls=%([\w.\-]+)", rest)
             if opcode == "fusion" and called and called.group(1) not in seen:
                 out += fused_ops(called.group(1), seen | {name})
@@ -135,7 +137,16 @@ def parse_optimized_hlo(text: str) -> dict[str, float]:
                 out.append((opcode, shape))
         return out
 
-    for opcode, shape, rest, is_root in comps[entry]:
+    def reduced_elements(name: str) -> int:
+        """Input elements of the reduces in a fused computation (their first operand's)."""
+        shapes = {n: s for _, s, _, _, n in comps.get(name, [])}
+        total = 0
+        for opcode, _, rest, _, _ in comps.get(name, []):
+            operand = re.match(r"\s*%([\w.\-]+)", rest) if opcode == "reduce" else None
+            total += _shape_sizes(shapes.get(operand.group(1), ""))[0] if operand else 0
+        return total
+
+    for opcode, shape, rest, is_root, _ in comps[entry]:
         if opcode == "parameter":
             counts["xla_parameters"] += 1
         if is_root:
@@ -153,12 +164,11 @@ def parse_optimized_hlo(text: str) -> dict[str, float]:
             counts["xla_transposes"] += sum(o == "transpose" for o, _ in ops)
             if kind and kind.group(1) == "kCustom":
                 counts["xla_ynn_dot_fusions" if "dot" in opcodes else "xla_ynn_other_fusions"] += 1
-            elif "reduce-window" in opcodes:
-                counts["xla_window_fusions"] += 1
-            elif "reduce" in opcodes:
-                counts["xla_reduce_fusions"] += 1
+                counts["xla_ynn_reduce_fusions"] += "dot" not in opcodes and "reduce" in opcodes
             else:
-                counts["xla_loop_fusions"] += 1
+                counts["xla_loop_reduce_in_melements"] += 1e-6 * reduced_elements(called.group(1)) if called else 0.0
+                kind_name = "xla_window_fusions" if "reduce-window" in opcodes else "xla_reduce_fusions" if "reduce" in opcodes else "xla_loop_fusions"
+                counts[kind_name] += 1
             work = [(o, _shape_sizes(s)[0]) for o, s in ops if o not in _FUSED_FREE]
             counts["xla_fused_instructions"] += len(work)
             counts["xla_fused_melements"] += 1e-6 * sum(e for _, e in work)
@@ -206,10 +216,11 @@ class XlaCallCache:
     (committed per graph: a killed collection resumes where it stopped). The counts are parsed from
     the stored text when read, so a parser change needs no recompiling."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str] = ":memory:") -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path)
+        if str(path) != ":memory:":  # ":memory:": a cache of this process only (the autotuner's default)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path))
         self.db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, hlo BLOB, executable TEXT, compile_s REAL)")
         self.db.execute("CREATE TABLE IF NOT EXISTS configs (graph TEXT, config TEXT, keys TEXT, PRIMARY KEY (graph, config))")
 
@@ -355,3 +366,25 @@ def record_xla_terms(record: Any, cache: XlaCallCache, calls: dict[str, dict[str
             raise KeyError(f"{record.name}: a configuration without XLA call counts (run collect_xla_calls on it)")
         rows.append([sum(calls[k][n] for k in keys) for n in XLA_TERM_NAMES])
     return np.asarray(rows, dtype=np.float64)
+
+
+def graph_xla_terms(graph: Any, nodes: Sequence[Any], groups: Sequence[np.ndarray], *, cache: XlaCallCache | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """(C, len(XLA_TERM_NAMES)) for candidate groupings of an HLO graph (`nodes` in `node_order`;
+    `groups[c][i]`: node i's group, -1 alone), the features a model fitted on `record_xla_terms`
+    reads: every distinct call of the candidates compiled once, as the collection compiles it.
+    `cache`: an `XlaCallCache` kept between graphs (None: one in memory for this call). Also
+    returns {"calls", "calls_compiled", "compile_s", "seconds_per_candidate"}: the cost of the terms."""
+    began = time.perf_counter()
+    own = cache is None
+    cache = XlaCallCache() if cache is None else cache
+    try:
+        calls = _GraphCalls(graph, nodes, cache)
+        keys = [[calls.key(m) for m in config_calls(np.asarray(g))] for g in groups]
+        counts = {k: cache.call(k) for k in {k for row in keys for k in row}}
+        rows = np.array([[sum(counts[k][n] for k in row) for n in XLA_TERM_NAMES] for row in keys], dtype=np.float64).reshape(len(keys), len(XLA_TERM_NAMES))
+    finally:
+        if own:
+            cache.close()
+    seconds = time.perf_counter() - began
+    return rows, {"calls": len(counts), "calls_compiled": calls.compiled, "compile_s": calls.compile_s,
+                  "seconds_per_candidate": seconds / len(keys) if keys else 0.0}

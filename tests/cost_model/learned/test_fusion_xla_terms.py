@@ -29,7 +29,9 @@ def test_an_elementwise_chain_is_one_loop_fusion_and_a_reduction_is_a_reduce_fus
     assert chain["xla_transcendental_melements"] == pytest.approx(64 * 32 * 1e-6)  # the one tanh over 2048 elements
     assert chain["xla_transposes"] == 0 and chain["xla_copies"] == 0
     reduced = parse_optimized_hlo(_compiled(lambda x: jnp.sum(jnp.exp(x), axis=1), (64, 32)).as_text())
-    assert reduced["xla_reduce_fusions"] == 1 and reduced["xla_loop_fusions"] == 0
+    assert reduced["xla_reduce_fusions"] + reduced["xla_ynn_reduce_fusions"] == 1 and reduced["xla_loop_fusions"] == 0
+    if reduced["xla_reduce_fusions"]:  # XLA's own loop-emitted reduction reads all 2048 elements
+        assert reduced["xla_loop_reduce_in_melements"] == pytest.approx(64 * 32 * 1e-6)
 
 
 def test_a_transpose_xla_must_materialise_shows_up_and_a_pooling_window_is_its_own_kind() -> None:
@@ -146,3 +148,44 @@ def test_a_model_with_xla_terms_fits_them_and_refuses_narrow_rows(tmp_path) -> N
     np.testing.assert_allclose(loaded.predict_terms(wide), runtime, rtol=1e-6)
     with pytest.raises(ValueError, match="columns"):
         loaded.predict_terms(wide[:, : len(ALL_TERM_NAMES) - len(XLA_TERM_NAMES)])
+
+
+def test_the_tuner_path_gives_the_dataset_path_terms(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`graph_xla_terms` (the autotuner's candidates) and `collect_xla_calls` + `record_xla_terms`
+    (the dataset) compile the same calls and sum the same counts."""
+    from compiler_opt.costmodel.fusion_graphs import fusion_graph
+    from cost_model.decisions import node_order
+    from cost_model.learned.fusion_xla_terms import graph_xla_terms
+
+    graph = fusion_graph("mlp@1")
+    nodes = node_order(graph)
+    rng = np.random.default_rng(0)
+    groups = [np.full(len(nodes), -1), np.zeros(len(nodes), dtype=np.int64), rng.integers(-1, 3, size=len(nodes))]
+    texts = [json.dumps([int(g) for g in row]) for row in groups]
+    with XlaCallCache(tmp_path / "calls.sqlite") as cache:
+        collect_xla_calls([("mlp@1", texts)], cache, build=lambda _: graph, progress=False)
+        dataset = record_xla_terms(_Record("mlp@1", texts), cache)
+    rows, cost = graph_xla_terms(graph, nodes, groups)
+    np.testing.assert_allclose(rows, dataset, rtol=1e-12)
+    assert cost["calls_compiled"] == cost["calls"] > 0 and cost["seconds_per_candidate"] > 0
+
+
+def test_the_predictor_compiles_candidates_for_a_model_with_xla_terms(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.costmodel.fusion_graphs import fusion_graph
+    from cost_model.decisions import node_order
+    from cost_model.learned.fusion_additive import AdditiveFusionModel
+    from cost_model.learned.fusion_terms import SHIPPED_TERMS, graph_terms
+    from cost_model.learned.fusion_xla_terms import graph_xla_terms
+    from cost_model.learned.predictor import AdditiveFusionPredictor
+
+    names = SHIPPED_TERMS[:-1] + ("xla_ynn_reduce_fusions", "xla_thunks", "roofline_s")
+    model = AdditiveFusionModel(terms=names)
+    model.weights = np.linspace(1e-6, 3e-6, len(names))
+    predictor = AdditiveFusionPredictor.load(model.save(tmp_path / "m.json"))
+    graph = fusion_graph("mlp@1")
+    nodes = node_order(graph)
+    groups = [np.full(len(nodes), -1), np.zeros(len(nodes), dtype=np.int64)]
+    got = predictor.predict_log(nodes, groups, graph=graph)
+    wide = np.concatenate([graph_terms(nodes, groups, graph=graph), graph_xla_terms(graph, nodes, groups)[0]], axis=1)
+    np.testing.assert_allclose(got, np.log(model.predict_terms(wide)), rtol=1e-12)
+    assert predictor.xla_cost["calls_compiled"] > 0
