@@ -189,3 +189,12 @@ def test_the_predictor_compiles_candidates_for_a_model_with_xla_terms(tmp_path) 
     wide = np.concatenate([graph_terms(nodes, groups, graph=graph), graph_xla_terms(graph, nodes, groups)[0]], axis=1)
     np.testing.assert_allclose(got, np.log(model.predict_terms(wide)), rtol=1e-12)
     assert predictor.xla_cost["calls_compiled"] > 0
+
+
+def test_training_refuses_unknown_xla_terms_or_a_missing_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.fusion_additive import train_additive_and_save
+
+    with pytest.raises(ValueError, match="xla_terms"):
+        train_additive_and_save(str(tmp_path), str(tmp_path / "m.json"), xla_terms=["xla_no_such_count"], xla_calls=tmp_path / "c.sqlite")
+    with pytest.raises(ValueError, match="xla_calls"):
+        train_additive_and_save(str(tmp_path), str(tmp_path / "m.json"), xla_terms=["xla_ynn_reduce_fusions"])
