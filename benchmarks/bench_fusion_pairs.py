@@ -22,6 +22,14 @@ Sixteenth session: variants with the per-argument / per-output cost split by buf
 argument term of each alone), `bothsize` (all four); a `_signed` suffix (`logsize_signed`, ...)
 frees those terms' sign (`signed_terms`), so an argument may cost less as its buffer grows.
 
+Seventeenth session: with `--xla-calls CACHE` (the XLA call counts of every configuration,
+`benchmarks/collect_fusion_xla.py`, `fusion_xla_terms`), variants that add what XLA's CPU backend
+made of each call to the shipped form: `xla` (all of `XLA_TERM_NAMES`), `xla=thunks+copies` (the
+named ones, without their `xla_` prefix), each also `_signed`; `xlacv`: one XLA term (or none)
+added to the shipped form, chosen per held-out fold by grouped cross-validation over the training
+programs only (`--inner-folds`, mean per-graph MAPE; nested, as `cv`), so the choice among the
+terms is held out too.
+
 Per variant (`--splits`): leave one program out (every program of the folder), the program split and the random
 split of `bench_costmodel.py` (`split_records`, test fraction 0.25, the seeds given): mean MAPE,
 Kendall tau and level error over the test graphs, graphs over 5%, and the worst held-out graphs;
@@ -59,11 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv-grid", default="0,0.5,1,2,3,4", help="ratios the cv variants choose from")
     parser.add_argument("--inner-folds", type=int, default=5)
     parser.add_argument("--splits", default="lopo,program,random", help="comma list: lopo, program, random, all (in sample: fit and score on every graph)")
+    parser.add_argument("--xla-calls", default="", help="XLA call cache (collect_fusion_xla.py): enables the xla variants")
+    parser.add_argument("--watch", default="", help="comma list of graphs whose MAPE and level (median pred / runtime) to print, LOPO and in sample")
     args = parser.parse_args(argv)
 
     from cost_model.learned.data import split_records
-    from cost_model.learned.fusion_additive import CONV_OFFSET, AdditiveFusionModel
+    from cost_model.learned.fusion_additive import ALL_TERM_NAMES, CONV_OFFSET, AdditiveFusionModel
     from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES, record_terms
+    from cost_model.learned.fusion_xla_terms import XLA_TERM_NAMES, XlaCallCache, record_xla_terms
     from cost_model.learned.metrics import kernel_metrics
     from cost_model.learned.tpugraphs import load_dir
 
@@ -72,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
 
     records = load_dir(args.data)
     full_terms = [record_terms(r) for r in records]
+    if args.xla_calls:  # rows of ALL_TERM_NAMES: TERM_NAMES then the XLA call counts
+        with XlaCallCache(args.xla_calls) as cache:
+            calls = cache.all_calls()
+            full_terms = [np.concatenate([t, record_xla_terms(r, cache, calls)], axis=1) for t, r in zip(full_terms, records)]
     runtime = [np.asarray(r.config_runtime, dtype=np.float64) for r in records]
     programs = np.array([r.program for r in records])
     grid = [float(g) for g in args.cv_grid.split(",")]
@@ -81,7 +96,22 @@ def main(argv: list[str] | None = None) -> int:
             ratios = args.grid.split(",")
             name = ",".join(["shipped"] + [f"args={a}" for a in ratios] + [f"mb={m}" for m in ratios] + [f"mb={m}+args={a}" for m in ratios for a in ratios])
         variants += [v for v in name.split(",") if v not in variants]
-    size_terms = {v: SIZE_VARIANTS.get(v.removesuffix("_signed"), ()) for v in variants}
+    def added_terms(variant: str) -> tuple[str, ...]:
+        base = variant.removesuffix("_signed")
+        if base == "xlacv":
+            if not args.xla_calls:
+                parser.error(f"variant {variant} needs --xla-calls")
+            return ()
+        if base == "xla" or base.startswith("xla="):
+            if not args.xla_calls:
+                parser.error(f"variant {variant} needs --xla-calls")
+            names = XLA_TERM_NAMES if base == "xla" else tuple(f"xla_{n}" for n in base[4:].split("+"))
+            if set(names) - set(XLA_TERM_NAMES):
+                parser.error(f"unknown XLA terms {sorted(set(names) - set(XLA_TERM_NAMES))}")
+            return names
+        return SIZE_VARIANTS.get(base, ())
+
+    size_terms = {v: added_terms(v) for v in variants}
     model_terms = {v: SHIPPED_TERMS[:-1] + size_terms[v] + ("roofline_s",) for v in variants}  # the columns each variant's model reads
     model_signed = {v: CONV_OFFSET + (size_terms[v] if v.endswith("_signed") else ()) for v in variants}
     terms = [t[:, [TERM_NAMES.index(n) for n in SHIPPED_TERMS]] for t in full_terms]  # the shipped form's columns (the tie variants)
@@ -92,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     def fit(indices: list[int], ties: list[tuple[str, str, float]], names: tuple[str, ...] = SHIPPED_TERMS,
             signed: tuple[str, ...] = CONV_OFFSET) -> AdditiveFusionModel:
         model = AdditiveFusionModel(signed_terms=signed, tied_terms=ties, terms=names)
-        columns = [TERM_NAMES.index(n) for n in names]
+        columns = [ALL_TERM_NAMES.index(n) for n in names]
         return model.fit_terms(np.concatenate([full_terms[i][:, columns] for i in indices]), np.concatenate([runtime[i] for i in indices]))
 
     def choose_ties(train: list[int], pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str, float]]:
@@ -115,8 +145,28 @@ def main(argv: list[str] | None = None) -> int:
                 best, best_ties = float(np.mean(errors)), ties
         return best_ties
 
+    def inner_folds(train: list[int]) -> list[set]:
+        order = np.random.default_rng(0).permutation(sorted(set(programs[train])))
+        return [set(order[k :: args.inner_folds]) for k in range(min(args.inner_folds, len(order)))]
+
+    def choose_xla_term(train: list[int]) -> tuple[str, ...]:
+        """The one XLA term (or none) whose addition to the shipped form has the lowest grouped-CV
+        per-graph MAPE over the training programs."""
+        best, best_names = np.inf, ()
+        for extra in [()] + [(t,) for t in XLA_TERM_NAMES]:
+            names = SHIPPED_TERMS[:-1] + extra + ("roofline_s",)
+            errors = []
+            for fold in inner_folds(train):
+                model = fit([i for i in train if programs[i] not in fold], [], names)
+                for i in (i for i in train if programs[i] in fold):
+                    keep = runtime[i] >= 5e-6
+                    errors.append(np.abs(model.predict_terms(full_terms[i][keep]) / runtime[i][keep] - 1.0).mean())
+            if np.mean(errors) < best - 1e-12:
+                best, best_names = float(np.mean(errors)), extra
+        return best_names
+
     def variant_ties(name: str, train: list[int]) -> list[tuple[str, str, float]]:
-        if name == "shipped" or name.removesuffix("_signed") in SIZE_VARIANTS:
+        if name == "shipped" or name.removesuffix("_signed") in SIZE_VARIANTS or name.startswith("xla"):
             return []
         if name == "cv":
             return choose_ties(train, (MB, ARGS))
@@ -147,12 +197,20 @@ def main(argv: list[str] | None = None) -> int:
         for split_name, folds in splits.items():
             rows, chosen = [], []
             for train, test in folds:
-                ties = variant_ties(variant, train)
-                chosen.append([t[2] for t in ties])
-                model = fit(train, ties, model_terms[variant], model_signed[variant])
+                if variant == "xlacv":  # nested: the term chosen on the training programs alone
+                    extra = choose_xla_term(train)
+                    chosen.append(list(extra))
+                    model = fit(train, [], SHIPPED_TERMS[:-1] + extra + ("roofline_s",))
+                else:
+                    ties = variant_ties(variant, train)
+                    chosen.append([t[2] for t in ties])
+                    model = fit(train, ties, model_terms[variant], model_signed[variant])
                 for i in test:
                     pred = np.log(model.predict_terms(full_terms[i]))
-                    rows.append({"graph": records[i].name, "program": records[i].program} | kernel_metrics(pred, runtime[i]) | level_metrics(pred, runtime[i]))
+                    keep = runtime[i] >= 5e-6
+                    level = float(np.median(np.exp(pred)[keep] / runtime[i][keep])) if keep.any() else float("nan")
+                    rows.append({"graph": records[i].name, "program": records[i].program, "level": level} | kernel_metrics(pred, runtime[i])
+                                | level_metrics(pred, runtime[i]))
             out[split_name] = {"mape": float(np.mean([r["mape"] for r in rows])), "kendall": float(np.mean([r["kendall"] for r in rows])),
                                "level_error": float(np.mean([r["level_error"] for r in rows])), "over_5pct": sum(r["mape"] > 0.05 for r in rows),
                                "graphs": len(rows), "rows": rows, "ratios": chosen, "weights": dict(zip(model.terms, model.weights.tolist()))}
@@ -160,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{variant:>16} {split_name:>9}: MAPE {out[split_name]['mape']:.2%} tau {out[split_name]['kendall']:.3f} "
                   f"level {out[split_name]['level_error']:.2%} over 5% {out[split_name]['over_5pct']}/{len(rows)}"
                   + (f" ratios {chosen[0] if len(chosen) == 1 else sorted({tuple(c) for c in chosen})}" if variant.startswith("cv") else "")
+                  + (f" chosen {sorted({'+'.join(c) or 'none': sum(x == c for x in chosen) for c in chosen}.items())}" if variant == "xlacv" else "")
                   + ("  worst " + ", ".join(f"{r['graph']} {r['mape']:.1%}" for r in worst) if split_name in ("lopo", "all") else ""), flush=True)
+            watched = [r for r in rows if r["graph"] in set(args.watch.split(","))]
+            if watched and split_name in ("lopo", "all"):
+                print(f"{'':>16} {'':>9}  watch " + ", ".join(f"{r['graph']} {r['mape']:.1%} ({r['level']:.2f}x)" for r in watched), flush=True)
         for split in ("program", "random"):
             seeds = [v for k, v in out.items() if k.startswith(split)]
             if seeds:
@@ -168,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"({', '.join(format(s['mape'], '.1%') for s in seeds)}) tau {np.mean([s['kendall'] for s in seeds]):.3f}", flush=True)
         results[variant] = out
     # a bound on any choice of the pairs' ratios: each held-out program's best fixed setting, chosen on that program itself
-    fixed = [v for v in results if not v.startswith("cv") and v.removesuffix("_signed") not in SIZE_VARIANTS and "lopo" in results[v]]
+    fixed = [v for v in results if not v.startswith(("cv", "xla")) and v.removesuffix("_signed") not in SIZE_VARIANTS and "lopo" in results[v]]
     if len(fixed) > 1:
         mape = {v: {r["graph"]: r["mape"] for r in results[v]["lopo"]["rows"]} for v in fixed}
         by_program: dict[str, list[str]] = {}

@@ -42,9 +42,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES, record_terms, residual_target
+from cost_model.learned.fusion_xla_terms import XLA_TERM_NAMES
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["CONV_OFFSET", "FORMAT", "MIN_FRACTION", "AdditiveFusionModel", "TiedTerm", "train_additive_and_save"]
+__all__ = ["ALL_TERM_NAMES", "CONV_OFFSET", "FORMAT", "MIN_FRACTION", "AdditiveFusionModel", "TiedTerm", "train_additive_and_save"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,10 @@ MIN_FRACTION = 0.1
 CONV_OFFSET = ("conv_nodes",)
 # (a, b, r): w_b = r x w_a, r >= 0 (`tied_terms`)
 TiedTerm = tuple[str, str, float]
+# The columns `predict_terms` reads: `TERM_NAMES` (what `record_terms` / `graph_terms` give), then the
+# seventeenth session's XLA call counts (`fusion_xla_terms.XLA_TERM_NAMES`, an optional term set: a
+# model that uses none of them reads `TERM_NAMES`-wide rows as before).
+ALL_TERM_NAMES = TERM_NAMES + XLA_TERM_NAMES
 _L1_ITERATIONS = 20  # reweighting rounds of the l1 fit (converged well before on the fusion datasets)
 
 
@@ -66,9 +71,9 @@ class AdditiveFusionModel:
                  signed_terms: Sequence[str] = (), tied_terms: Sequence[TiedTerm] = ()) -> None:
         if loss not in ("l2", "l1"):
             raise ValueError(f"loss must be 'l2' or 'l1', got {loss!r}")
-        unknown = set(terms) - set(TERM_NAMES)
+        unknown = set(terms) - set(ALL_TERM_NAMES)
         if unknown or "roofline_s" not in terms:
-            raise ValueError(f"terms must be among {TERM_NAMES} and include roofline_s, got {list(terms)}")
+            raise ValueError(f"terms must be among {ALL_TERM_NAMES} and include roofline_s, got {list(terms)}")
         if set(signed_terms) - set(terms):
             raise ValueError(f"signed_terms must be among the model's terms, got {sorted(set(signed_terms) - set(terms))}")
         self.nonnegative, self.ridge, self.terms, self.loss = nonnegative, ridge, tuple(terms), loss
@@ -85,11 +90,18 @@ class AdditiveFusionModel:
         self.extra: dict[str, Any] = {}
 
     def _columns(self) -> list[int]:
-        return [TERM_NAMES.index(t) for t in self.terms]
+        return [ALL_TERM_NAMES.index(t) for t in self.terms]
+
+    @property
+    def uses_xla_terms(self) -> bool:
+        """Whether the model reads the XLA call counts (rows must then be `ALL_TERM_NAMES` wide)."""
+        return any(t in XLA_TERM_NAMES for t in self.terms)
 
     def fit(self, records: Sequence[KernelRecord]) -> AdditiveFusionModel:
         if not records:
             raise DatasetError("no fusion records to fit")
+        if self.uses_xla_terms:
+            raise DatasetError("a model with XLA call terms is fitted with fit_terms on rows that hold them (fusion_xla_terms.record_xla_terms)")
         x = np.concatenate([record_terms(r)[:, self._columns()] for r in records])
         y = np.concatenate([np.asarray(r.config_runtime, dtype=np.float64) for r in records])
         return self.fit_terms(x, y)
@@ -134,10 +146,14 @@ class AdditiveFusionModel:
         return np.linalg.solve(a.T @ a + self.ridge * len(a) * np.eye(a.shape[1]), a.T @ b)
 
     def predict_terms(self, terms: np.ndarray) -> np.ndarray:
-        """Seconds for rows of all `TERM_NAMES` (`record_terms` / `graph_terms` output)."""
+        """Seconds for rows of all `TERM_NAMES` (`record_terms` / `graph_terms` output), or of all
+        `ALL_TERM_NAMES` (those followed by the XLA call counts; needed when the model reads them)."""
         if self.weights is None:
             raise RuntimeError("fit() or load() first")
         terms = np.asarray(terms, dtype=np.float64)
+        if terms.shape[1] not in (len(TERM_NAMES), len(ALL_TERM_NAMES)) or (self.uses_xla_terms and terms.shape[1] != len(ALL_TERM_NAMES)):
+            raise ValueError(f"rows have {terms.shape[1]} columns; this model reads "
+                             f"{len(ALL_TERM_NAMES) if self.uses_xla_terms else len(TERM_NAMES)} (or {len(ALL_TERM_NAMES)})")
         roofline = terms[:, TERM_NAMES.index("roofline_s")]
         return np.maximum(terms[:, self._columns()] @ self.weights, MIN_FRACTION * roofline)
 
@@ -187,22 +203,39 @@ class AdditiveFusionModel:
 
 
 def train_additive_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                            nonnegative: bool = True, loss: str = "l2", signed_terms: Sequence[str] = CONV_OFFSET) -> dict[str, Any]:
-    """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save."""
+                            nonnegative: bool = True, loss: str = "l2", signed_terms: Sequence[str] = CONV_OFFSET,
+                            xla_terms: Sequence[str] = (), xla_calls: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save.
+    `xla_terms` (seventeenth session): `XLA_TERM_NAMES` added to the shipped form, read from the
+    `fusion_xla_terms.XlaCallCache` at `xla_calls` (every configuration of the folder collected)."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
+    unknown = set(xla_terms) - set(XLA_TERM_NAMES)
+    if unknown or (xla_terms and not xla_calls):
+        raise ValueError(f"xla_terms must be among {XLA_TERM_NAMES} and need xla_calls (a call cache); got {sorted(unknown) or list(xla_terms)}")
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
-    model = AdditiveFusionModel(nonnegative=nonnegative, loss=loss, signed_terms=signed_terms).fit([records[i] for i in train_idx])
+    rows = [record_terms(r) for r in records]
+    if xla_terms:
+        from cost_model.learned.fusion_xla_terms import XlaCallCache, record_xla_terms
+
+        with XlaCallCache(xla_calls) as cache:  # type: ignore[arg-type]
+            calls = cache.all_calls()
+            rows = [np.concatenate([t, record_xla_terms(r, cache, calls)], axis=1) for t, r in zip(rows, records)]
+    terms = SHIPPED_TERMS[:-1] + tuple(xla_terms) + ("roofline_s",)
+    model = AdditiveFusionModel(nonnegative=nonnegative, loss=loss, signed_terms=signed_terms, terms=terms)
+    columns = model._columns()
+    model.fit_terms(np.concatenate([rows[i][:, columns] for i in train_idx]), np.concatenate([np.asarray(records[i].config_runtime, dtype=np.float64)
+                                                                                             for i in train_idx]))
 
     def scores(indices: list[int]) -> dict[str, float]:
-        return mean_metrics(kernel_metrics(model.predict(records[i]), records[i].config_runtime) for i in indices)
+        return mean_metrics(kernel_metrics(np.log(model.predict_terms(rows[i])), records[i].config_runtime) for i in indices)
 
     report = {"metrics": {"train": scores(train_idx), "test": scores(test_idx)},
               "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative, "loss": loss,
-                                   "signed_terms": list(model.signed_terms)},
+                                   "signed_terms": list(model.signed_terms), "xla_terms": list(xla_terms)},
               "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
               "data": os.path.basename(os.path.normpath(data_dir))}
     model.save(output, extra=report)

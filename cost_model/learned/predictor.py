@@ -12,6 +12,7 @@ by the file (`.json`: additive, else a GraphSAGE checkpoint); None: the packaged
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,8 @@ from cost_model.learned.train import load_model
 
 __all__ = ["FUSION_RANKERS", "PACKAGED_FUSION_ADDITIVE", "PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "TILE_RANKERS", "AdditiveFusionPredictor",
            "FusionPredictor", "TilePredictor", "load_fusion_ranker", "load_tile_ranker"]
+
+logger = logging.getLogger(__name__)
 
 PACKAGED_MODEL = Path(__file__).with_name("tile_model.pt")
 PACKAGED_FUSION_MODEL = Path(__file__).with_name("fusion_model.pt")
@@ -176,6 +179,7 @@ class AdditiveFusionPredictor:
         self.model = model
         self.extra = model.extra
         self.conv_timer = conv_timer
+        self.xla_cost: dict[str, Any] = {}  # the last prediction's cost of the XLA call terms (a model that reads them)
 
     @property
     def measures_convs(self) -> bool:
@@ -218,7 +222,22 @@ class AdditiveFusionPredictor:
         if self.measures_convs and self.conv_timer is None:
             self.use_measurement_cache(None)  # no cache handed over: timed in this process only
         timer = self.conv_timer if self.measures_convs else None
-        return np.log(self.model.predict_terms(graph_terms(nodes, groups, graph=graph, conv_timer=timer)))
+        terms = graph_terms(nodes, groups, graph=graph, conv_timer=timer)
+        if getattr(self.model, "uses_xla_terms", False):  # seventeenth session: what XLA makes of each call, every candidate compiled
+            terms = np.concatenate([terms, self._xla_terms(nodes, groups, graph)], axis=1)
+        return np.log(self.model.predict_terms(terms))
+
+    def _xla_terms(self, nodes: Sequence[Any], groups: Sequence[np.ndarray], graph: Any) -> np.ndarray:
+        from cost_model.learned.fusion_xla_terms import XLA_TERM_NAMES, graph_xla_terms
+
+        if any(node.domain != "hlo" for node in nodes):  # onnxruntime runs ONNX groups: there is no XLA module to read
+            logger.warning("the fusion model reads XLA call terms, which an ONNX graph does not have: they count 0 (ranked by the other terms)")
+            self.xla_cost = {}
+            return np.zeros((len(groups), len(XLA_TERM_NAMES)))
+        rows, self.xla_cost = graph_xla_terms(graph if graph is not None else nodes[0].graph, nodes, groups)
+        logger.info("XLA call terms of %d candidates: %d distinct calls compiled in %.1f s (%.3f s per candidate)", len(groups),
+                    self.xla_cost["calls_compiled"], self.xla_cost["compile_s"], self.xla_cost["seconds_per_candidate"])
+        return rows
 
 
 def load_fusion_ranker(path: str | os.PathLike[str] | None = None, ranker: str | None = None) -> Any:
