@@ -1,0 +1,93 @@
+"""Does a tile ranker generalise better to unseen programs when it also trains on more kernels?
+The dataset's random and program splits (`split_records`, as `bench_costmodel.py` draws them), a
+ranker fitted on the training kernels alone and on the training kernels plus every kernel of
+`--extra` (a second collection, e.g. synthetic shapes: never in a test set), both scored on the
+same test kernels; several split seeds.
+
+    PYTHONPATH=. python benchmarks/bench_tile_more_kernels.py out/tile_s13 --extra out/tile_syn \
+        --code-features out/tile_s13_code --extra-code-features out/tile_syn_code --seeds 0,1,2,3,4 --json more.json
+
+Rows: the `bench_costmodel.py` metrics (top-1 / top-5 slowdown of the predicted best, mean per-kernel
+Kendall tau, tuner measurements to within 2% of the best) per split, mean over the seeds (per seed
+in the JSON). With `--code-features` both fits use the compiled-code block (`tile_code_features`);
+kernels the caches lack are dropped from every row alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", help="the dataset whose splits are scored (TpuGraphs-style tile .npz folder)")
+    parser.add_argument("--extra", required=True, action="append", help="another tile dataset folder (repeatable): every kernel joins the training set")
+    parser.add_argument("--code-features", metavar="CACHE", help="compiled-code feature cache of DATA (tile_code_features)")
+    parser.add_argument("--extra-code-features", metavar="CACHE", action="append", help="compiled-code feature cache of each --extra, in order")
+    parser.add_argument("--ranker", default="gbdt-ens", help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind)")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--test-fraction", type=float, default=0.25)
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    if bool(args.code_features) != bool(args.extra_code_features) or (args.extra_code_features and len(args.extra_code_features) != len(args.extra)):
+        parser.error("--code-features takes one --extra-code-features per --extra (both fits need the same columns)")
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_costmodel import score
+
+    from cost_model.learned.data import split_records
+    from cost_model.learned.tile_rankers import make_tile_ranker
+    from cost_model.learned.tpugraphs import load_dir
+    from passes.autotune.search import random_search_measurements
+
+    records = load_dir(args.data)
+    extras = [load_dir(folder) for folder in args.extra]
+    if args.code_features:
+        from cost_model.learned.tile_code_features import extended_records
+
+        base = extended_records(records, args.code_features)
+        keep = [i for i, e in enumerate(base) if e is not None]
+        extra = [e for folder, cache in zip(extras, args.extra_code_features) for e in extended_records(folder, cache) if e is not None]
+    else:
+        base, keep = records, list(range(len(records)))
+        extra = [r for folder in extras for r in folder]
+    extra_name = "+".join(Path(folder).name for folder in args.extra)
+    print(f"{Path(args.data).name}: {len(keep)} kernels; --extra {extra_name}: {len(extra)} kernels "
+          f"({', '.join(sorted({r.meta.get('kind', '?') for r in extra}))})")
+    kept = set(keep)
+    rows: dict[str, dict[str, list[dict]]] = {}
+    for seed in [int(s) for s in args.seeds.split(",") if s]:
+        for split in ("random", "program"):
+            train_idx, test_idx = split_records(records, split, test_fraction=args.test_fraction, seed=seed)
+            train = [base[i] for i in train_idx if i in kept]
+            test = [base[i] for i in test_idx if i in kept]
+            random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
+            for name, fitted_on in (("training kernels", train), (f"+ {extra_name}", train + extra)):
+                began = time.perf_counter()
+                model = make_tile_ranker(args.ranker, seed=seed).fit(fitted_on)
+                row = score(name, [model.predict(r) for r in test], test, random_needs)
+                row.update(train_kernels=len(fitted_on), test_kernels=len(test), train_s=time.perf_counter() - began)
+                rows.setdefault(name, {}).setdefault(split, []).append(row)
+                print(f"seed {seed} {split:7s} {name:24s} top-1 {row['top1']:.1%} top-5 {row['top5']:.1%} tau {row['kendall']:.3f} "
+                      f"tuner {row['tuner_measurements']:.1f} ({len(fitted_on)} train / {len(test)} test)", flush=True)
+    print(f"\n| split | {args.ranker} fitted on | top-1 slowdown | top-5 slowdown | Kendall tau | tuner meas. to <=2% | random meas. |")
+    print("|---|---|---|---|---|---|---|")
+    for split in ("random", "program"):
+        for name, by_split in rows.items():
+            runs = by_split[split]
+            mean = {k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5", "kendall", "tuner_measurements", "random_measurements")}
+            print(f"| {split} | {name} | {mean['top1']:.1%} | {mean['top5']:.1%} | {mean['kendall']:.3f} | "
+                  f"{mean['tuner_measurements']:.1f} | {mean['random_measurements']:.1f} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "rows": rows}, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
