@@ -20,7 +20,12 @@ log-sum-exp pool, a label-smoothed masked sequence cross-entropy); `_third_kind_
 their data movement runs to MBs (an Inception block: four branches with explicit pads and an avg
 pool, concatenated on channels; FiLM conditioning of a feature map: broadcasts over three axes; a
 CLIP-style contrastive loss: cross-entropy over the rows and the columns of a logit matrix; a
-per-pixel class-weighted segmentation loss), so that `fusion_graphs((1, 2))` yields 82 graphs;
+per-pixel class-weighted segmentation loss); `_fourth_kind_programs` (seventeenth session) eleven
+model pieces in neither `fusion_s12c` nor `fusion_s13`, for a pre-registered test of a fixed model
+form (a MobileNet-v3 squeeze-excite block, a ConvNeXt block, Swin window attention, T5
+relative-position attention scores, RMSNorm + rotary embedding, a softmax mixture-of-experts gate, a
+ResNet bottleneck with BN folded, a WaveNet gated dilated conv, a PointNet classifier, a Conformer
+conv module, a pre-norm GELU MLP at odd sizes), so that `fusion_graphs((1, 2))` yields 104 graphs;
 `fusion_graph_names(scales, programs=FIRST_PROGRAMS)` keeps the old set reachable."""
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "THIRD_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
+__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "FOURTH_KIND_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "THIRD_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
 
 # The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
 FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
@@ -48,6 +53,10 @@ SECOND_KIND_PROGRAMS = ("stem_pool", "unet_up", "ln_lse", "smooth_xent")
 # move MBs (no program before had a concat over 0.12 MB, and one broadcast chain was 3x the next
 # one's broadcast MB), and cross-entropies of other shapes.
 THIRD_KIND_PROGRAMS = ("inception", "film", "clip_loss", "seg_xent")
+# The seventeenth session's eleven (`_fourth_kind_programs`): model pieces in neither `fusion_s12c` nor
+# `fusion_s13`, collected as `fusion_s17` for a pre-registered test of a fixed model form.
+FOURTH_KIND_PROGRAMS = ("se_block", "convnext", "swin_attn", "t5_relpos", "rope_rms", "moe_gate", "bottleneck", "wavenet", "pointnet",
+                        "conformer_conv", "odd_mlp")
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -92,7 +101,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
         "attention": (attention, lambda s: (lambda r: (arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(np.random.default_rng(s))),
         "lstm": (lstm, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 32 * s, 128 * s)))(np.random.default_rng(s))),
         "norm_gelu": (norm_gelu, lambda s: (lambda r: (arr(r, 16 * s, 64 * s), arr(r, 64 * s, 64 * s)))(np.random.default_rng(s))),
-    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr) | _third_kind_programs(arr)
+    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr) | _third_kind_programs(arr) | _fourth_kind_programs(arr)
 
 
 def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -460,6 +469,173 @@ def _third_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Call
         "clip_loss": (clip_loss, lambda s: (lambda r: (arr(r, 32 * s, 48 * s), arr(r, 32 * s, 32 * s), arr(r, 48 * s, 32 * s), arr(r, 32 * s, 32 * s)))(rng(s))),
         "seg_xent": (seg_xent, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s, 16), arr(r, 16, 12), arr(r, 12), onehot(r, 2, 16 * s, 16 * s, k=12),
                                                      np.abs(arr(r, 12)) + 0.5))(rng(s))),
+    }
+
+
+def _fourth_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
+    """The seventeenth session's eleven (`FOURTH_KIND_PROGRAMS`): real model pieces in neither
+    `fusion_s12c` nor `fusion_s13`, written for a pre-registered test of an already fixed model form
+    (RESULTS (i), "Seventeenth session, fusion (a pre-registered test on new programs)"): chosen from
+    a list of common blocks, not by which existing graphs any term helps."""
+    import jax
+    import jax.numpy as jnp
+
+    dn = ("NHWC", "HWIO", "NHWC")
+    dn1 = ("NWC", "WIO", "NWC")
+    zero = np.float32(0.0)
+
+    def gelu(v):  # tanh approximation, inline (jax.nn.gelu may lower to an opaque call)
+        return 0.5 * v * (1.0 + jnp.tanh(np.float32(0.79788456) * (v + np.float32(0.044715) * v * v * v)))
+
+    def layer_norm(v, g, b, axis=-1):
+        mu = jnp.mean(v, axis=axis, keepdims=True)
+        var = jnp.mean((v - mu) ** 2, axis=axis, keepdims=True)
+        return (v - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
+
+    def sigmoid(v):
+        return jax.nn.sigmoid(v)
+
+    def se_block(x, we, wr, br, wx, bx, wp):  # MobileNet-v3 bottleneck with squeeze-excite: 1x1 expand, hard-swish,
+        # squeeze (spatial mean) -> FC -> relu -> FC -> hard-sigmoid, channel rescale, 1x1 project, residual
+        h = jnp.einsum("nhwc,cd->nhwd", x, we)
+        h = h * jnp.minimum(jnp.maximum(h + 3.0, 0.0), 6.0) * np.float32(1 / 6)
+        s = jnp.maximum(jnp.mean(h, axis=(1, 2)) @ wr + br, 0.0)
+        gate = jnp.minimum(jnp.maximum((s @ wx + bx) * np.float32(1 / 6) + 0.5, 0.0), 1.0)
+        return jnp.einsum("nhwd,dc->nhwc", h * gate[:, None, None, :], wp) + x
+
+    def convnext(x, kd, bd, g, b, w1, b1, w2, gamma):  # ConvNeXt block: depthwise 7x7, layer norm over channels,
+        # 4x MLP with GELU, layer scale, residual
+        c = x.shape[-1]
+        h = jax.lax.conv_general_dilated(x, kd, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=c) + bd
+        h = layer_norm(h, g, b)
+        h = gelu(jnp.einsum("nhwc,cd->nhwd", h, w1) + b1)
+        return x + gamma * jnp.einsum("nhwd,dc->nhwc", h, w2)
+
+    def swin_attn(x, wqkv, bias, wo):  # Swin window attention: 4x4 windows partitioned (reshape / transpose), two
+        # heads, scores + a relative position bias per head, softmax, windows merged back, output projection
+        n, hh, ww, c = x.shape
+        win, heads = 4, 2
+        t = x.reshape(n, hh // win, win, ww // win, win, c).transpose(0, 1, 3, 2, 4, 5).reshape(-1, win * win, c)
+        qkv = (t @ wqkv).reshape(t.shape[0], win * win, 3, heads, c // heads).transpose(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        s = jnp.einsum("whqd,whkd->whqk", q, k) * np.float32(1.0 / np.sqrt(c // heads)) + bias[None]
+        p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+        p = p / jnp.sum(p, axis=-1, keepdims=True)
+        o = jnp.einsum("whqk,whkd->whqd", p, v).transpose(0, 2, 1, 3).reshape(-1, win * win, c) @ wo
+        return o.reshape(n, hh // win, ww // win, win, win, c).transpose(0, 1, 3, 2, 4, 5).reshape(n, hh, ww, c) + x
+
+    def t5_relpos(x, wq, wk, table, buckets):  # T5 attention scores: per-head q k^T plus a relative-position bias
+        # gathered from a (buckets, heads) table by precomputed log-spaced buckets, softmax (no scaling, as T5)
+        b, t, d = x.shape
+        heads = table.shape[1]
+        q = (x @ wq).reshape(b, t, heads, d // heads)
+        k = (x @ wk).reshape(b, t, heads, d // heads)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) + jnp.transpose(table[buckets], (2, 0, 1))[None]
+        p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+        return p / jnp.sum(p, axis=-1, keepdims=True)
+
+    def rope_rms(x, g, wq, wk, cos, sin):  # RMSNorm, q / k projections, rotary embedding (halves rotated by
+        # position: slices, products, concatenation), causal-free scores
+        h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+        half = wq.shape[1] // 2
+
+        def rotate(v):
+            a, c = v[..., :half], v[..., half:]
+            return jnp.concatenate([a * cos - c * sin, c * cos + a * sin], axis=-1)
+
+        q, k = rotate(h @ wq), rotate(h @ wk)
+        return jnp.einsum("btd,bsd->bts", q, k) * np.float32(1.0 / np.sqrt(2 * half))
+
+    def moe_gate(x, wg, we, wo):  # a dense (top-k-free) mixture of experts: softmax gate over E experts, every
+        # expert's relu MLP layer (one einsum), outputs mixed by the gate, output projection
+        logits = x @ wg
+        p = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
+        p = p / jnp.sum(p, axis=-1, keepdims=True)
+        h = jnp.maximum(jnp.einsum("nd,edf->nef", x, we), 0.0)
+        return jnp.sum(h * p[:, :, None], axis=1) @ wo
+
+    def bottleneck(x, k1, b1, k2, b2, k3, b3):  # ResNet bottleneck, batch norm folded into the convs' biases:
+        # 1x1 reduce, 3x3, 1x1 expand, residual, relu
+        h = jnp.maximum(jax.lax.conv_general_dilated(x, k1, (1, 1), "VALID", dimension_numbers=dn) + b1, 0.0)
+        h = jnp.maximum(jax.lax.conv_general_dilated(h, k2, (1, 1), "SAME", dimension_numbers=dn) + b2, 0.0)
+        return jnp.maximum(jax.lax.conv_general_dilated(h, k3, (1, 1), "VALID", dimension_numbers=dn) + b3 + x, 0.0)
+
+    def wavenet(x, kd, bd, kr, ks):  # WaveNet residual layer: causal (left-padded) dilated conv, kernel 2, dilation 4,
+        # tanh x sigmoid gate, 1x1 residual and skip convs
+        c = x.shape[-1]
+        xp = jax.lax.pad(x, zero, ((0, 0, 0), (4, 0, 0), (0, 0, 0)))
+        h = jax.lax.conv_general_dilated(xp, kd, (1,), "VALID", rhs_dilation=(4,), dimension_numbers=dn1) + bd
+        z = jnp.tanh(h[..., :c]) * sigmoid(h[..., c:])
+        res = jax.lax.conv_general_dilated(z, kr, (1,), "VALID", dimension_numbers=dn1) + x
+        skip = jax.lax.conv_general_dilated(z, ks, (1,), "VALID", dimension_numbers=dn1)
+        return res + jnp.maximum(skip, 0.0)
+
+    def pointnet(pts, w1, b1, w2, b2, w3, b3, wc):  # PointNet classifier: shared per-point MLP (3 -> 16 -> 32 -> 64),
+        # symmetric max pool over the points, classifier, log-softmax
+        h = jnp.maximum(pts @ w1 + b1, 0.0)
+        h = jnp.maximum(h @ w2 + b2, 0.0)
+        h = jnp.maximum(h @ w3 + b3, 0.0)
+        logits = jnp.max(h, axis=1) @ wc
+        m = jnp.max(logits, axis=-1, keepdims=True)
+        return logits - m - jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1, keepdims=True))
+
+    def conformer_conv(x, g, b, w1, kd, scale, shift, w2):  # Conformer convolution module: layer norm, pointwise
+        # conv to 2D, GLU, depthwise 1-D conv (kernel 7), batch norm (inference), swish, pointwise conv, residual
+        d = x.shape[-1]
+        h = layer_norm(x, g, b) @ w1
+        h = h[..., :d] * sigmoid(h[..., d:])
+        h = jax.lax.conv_general_dilated(h, kd, (1,), "SAME", dimension_numbers=dn1, feature_group_count=d)
+        h = h * scale + shift
+        h = h * sigmoid(h)
+        return x + h @ w2
+
+    def odd_mlp(x, g, b, w1, b1, w2, b2):  # pre-norm transformer MLP at odd sizes: layer norm, GELU MLP, residual
+        return x + gelu(layer_norm(x, g, b) @ w1 + b1) @ w2 + b2
+
+    def rng(s: int) -> np.random.Generator:
+        return np.random.default_rng(600 + s)
+
+    def t5_buckets(t: int, num_buckets: int = 16, max_distance: int = 64) -> np.ndarray:  # T5's bidirectional buckets
+        rel = np.arange(t)[None, :] - np.arange(t)[:, None]
+        half = num_buckets // 2
+        out = (rel > 0).astype(np.int32) * half
+        n = np.abs(rel)
+        exact = half // 2
+        large = exact + (np.log(np.maximum(n, 1) / exact) / np.log(max_distance / exact) * (half - exact)).astype(np.int32)
+        return (out + np.where(n < exact, n, np.minimum(large, half - 1))).astype(np.int32)
+
+    def rope(t: int, half: int) -> tuple[np.ndarray, np.ndarray]:
+        angle = np.arange(t, dtype=np.float32)[:, None] * (10000.0 ** (-np.arange(half, dtype=np.float32) / half))[None, :]
+        return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+
+    def ones(r: np.random.Generator, *shape: int) -> np.ndarray:
+        return (1.0 + arr(r, *shape)).astype(np.float32)
+
+    return {
+        "se_block": (se_block, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 16), arr(r, 16, 32 * s), arr(r, 32 * s, 8), arr(r, 8),
+                                                     arr(r, 8, 32 * s), arr(r, 32 * s), arr(r, 32 * s, 16)))(rng(s))),
+        "convnext": (convnext, lambda s: (lambda r: (arr(r, 2, 4 * s + 4, 4 * s + 4, 8 * s), arr(r, 7, 7, 1, 8 * s), arr(r, 8 * s), ones(r, 8 * s),
+                                                     arr(r, 8 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s), arr(r, 32 * s, 8 * s),
+                                                     arr(r, 8 * s)))(rng(s))),
+        "swin_attn": (swin_attn, lambda s: (lambda r: (arr(r, 2, 8 * s, 8, 16 * s), arr(r, 16 * s, 48 * s), arr(r, 2, 16, 16),
+                                                       arr(r, 16 * s, 16 * s)))(rng(s))),
+        "t5_relpos": (t5_relpos, lambda s: (lambda r: (arr(r, 2, 16 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 16, 4),
+                                                       t5_buckets(16 * s)))(rng(s))),
+        "rope_rms": (rope_rms, lambda s: (lambda r: (arr(r, 2, 16 * s, 32 * s), ones(r, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s),
+                                                     *rope(16 * s, 16 * s)))(rng(s))),
+        "moe_gate": (moe_gate, lambda s: (lambda r: (arr(r, 16 * s, 32 * s), arr(r, 32 * s, 4), arr(r, 4, 32 * s, 48 * s),
+                                                     arr(r, 48 * s, 32 * s)))(rng(s))),
+        "bottleneck": (bottleneck, lambda s: (lambda r: (arr(r, 2, 8 * s, 8 * s, 32), arr(r, 1, 1, 32, 8 * s), arr(r, 8 * s), arr(r, 3, 3, 8 * s, 8 * s),
+                                                         arr(r, 8 * s), arr(r, 1, 1, 8 * s, 32), arr(r, 32)))(rng(s))),
+        "wavenet": (wavenet, lambda s: (lambda r: (arr(r, 2, 32 * s, 16 * s), arr(r, 2, 16 * s, 32 * s), arr(r, 32 * s), arr(r, 1, 16 * s, 16 * s),
+                                                   arr(r, 1, 16 * s, 16 * s)))(rng(s))),
+        "pointnet": (pointnet, lambda s: (lambda r: (arr(r, 4, 64 * s, 3) * 10.0, arr(r, 3, 16), arr(r, 16), arr(r, 16, 32), arr(r, 32),
+                                                     arr(r, 32, 64 * s), arr(r, 64 * s), arr(r, 64 * s, 10)))(rng(s))),
+        "conformer_conv": (conformer_conv, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s), ones(r, 16 * s), arr(r, 16 * s), arr(r, 16 * s, 32 * s),
+                                                                 arr(r, 7, 1, 16 * s), ones(r, 16 * s), arr(r, 16 * s),
+                                                                 arr(r, 16 * s, 16 * s)))(rng(s))),
+        "odd_mlp": (odd_mlp, lambda s: (lambda r: (arr(r, 3, 11 * s, 45), ones(r, 45), arr(r, 45), arr(r, 45, 97 * s), arr(r, 97 * s),
+                                                   arr(r, 97 * s, 45), arr(r, 45)))(rng(s))),
     }
 
 

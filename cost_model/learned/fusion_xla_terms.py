@@ -18,8 +18,10 @@ collection's own executable-sharing key) across configurations and graphs, and c
 of its calls), so collecting is resumable (`collect_xla_calls`).
 
 Per configuration (`XLA_TERM_NAMES`, sums over its calls): see `CALL_COUNT_NAMES`. These are a
-named term set for the additive model (`fusion_additive`), off by default: the shipped model's
-terms (`fusion_terms.SHIPPED_TERMS`) never read them.
+named term set for the additive model (`fusion_additive`; `AdditiveFusionModel()`'s default
+terms, `fusion_terms.SHIPPED_TERMS`, never read them). The packaged `fusion_additive.json` reads one,
+`xla_ynn_reduce_fusions`, since it passed a test pre-registered before its new programs were
+collected (RESULTS (i), "Seventeenth session, fusion (a pre-registered test on new programs)").
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@
 `AdditiveFusionPredictor` with the additive model (`fusion_additive`, a JSON file), which computes
 the roofline simulator's step time of every candidate itself. `load_fusion_ranker(path)` picks
 by the file (`.json`: additive, else a GraphSAGE checkpoint); None: the packaged additive model
-(`fusion_additive.json`, the fusion autotuner's default since the ninth session).
+(`fusion_additive.json`, the fusion autotuner's default since the ninth session; since the
+seventeenth session it reads `xla_ynn_reduce_fusions`, so `AdditiveFusionPredictor` compiles every
+HLO candidate's calls once to count them).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tenth to thirteenth sessions' fusion programs: each imports as a valid graph, and random legal
+"""The tenth to thirteenth and the seventeenth sessions' fusion programs: each imports as a valid graph, and random legal
 fusions of it, run group by group through XLA, compute what the JAX program computes."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("jax")
 
 from compiler_opt.costmodel.fusion_graphs import (  # noqa: E402
-    EXTRA_PROGRAMS, FIRST_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph_names, fusion_workload)
+    EXTRA_PROGRAMS, FIRST_PROGRAMS, FOURTH_KIND_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph_names,
+    fusion_workload)
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.profiling.calibration import GroupExecutor  # noqa: E402
 from passes.autotune.fusion import draw_fusions  # noqa: E402
@@ -42,7 +43,8 @@ def test_the_extra_programs_are_new_names_after_the_first_fifteen() -> None:
     old = FIRST_PROGRAMS + EXTRA_PROGRAMS + GROUPED_PROGRAMS
     assert len(SECOND_KIND_PROGRAMS) == 4 and not set(SECOND_KIND_PROGRAMS) & set(old)
     assert len(THIRD_KIND_PROGRAMS) == 4 and not set(THIRD_KIND_PROGRAMS) & set(old + SECOND_KIND_PROGRAMS)
-    assert fusion_graph_names((1,)) == [f"{p}@1" for p in old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS]  # the old names keep their order
+    assert len(FOURTH_KIND_PROGRAMS) == 11 and not set(FOURTH_KIND_PROGRAMS) & set(old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS)
+    assert fusion_graph_names((1,)) == [f"{p}@1" for p in old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS + FOURTH_KIND_PROGRAMS]  # the old names keep their order
     with pytest.raises(KeyError, match="no fusion program"):
         fusion_workload("nope@1")
 
@@ -89,8 +91,29 @@ def test_inception_pads_and_concatenates_megabytes() -> None:
     assert classes[len(OP_CLASSES) + CLASS_MB.index("concat_pad_mb")] > 0.5
 
 
+@pytest.mark.parametrize("program", FOURTH_KIND_PROGRAMS)
+def test_fourth_kind_programs_build_run_under_jit_and_fuse_like_jax(program: str) -> None:
+    """The seventeenth session's eleven (the pre-registered test's new programs): each builds at both
+    scales with seeded inputs, runs under jax.jit to finite values, has no opaque calls, and at scale 1
+    two random legal fusions run group by group through XLA compute what jax.jit computes."""
+    import jax
+
+    for scale in (1, 2):
+        workload = fusion_workload(f"{program}@{scale}")
+        again = fusion_workload(f"{program}@{scale}")
+        assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(workload.args, again.args))  # seeded
+        assert np.isfinite(np.asarray(jax.jit(workload.reference)(*workload.args))).all()
+    ops = _check(f"{program}@1", fusions=2)
+    assert "call" not in ops and ({"dot", "convolution"} & ops)  # every op priced by its class; a matmul or conv in each
+    kinds = {"convnext": {"convolution", "rsqrt"}, "swin_attn": {"transpose", "exponential"}, "t5_relpos": {"gather", "dot"},
+             "rope_rms": {"slice", "concatenate", "rsqrt"}, "bottleneck": {"convolution"}, "wavenet": {"pad", "convolution", "tanh"},
+             "pointnet": {"reduce", "log"}, "conformer_conv": {"convolution", "slice"}, "moe_gate": {"exponential", "reduce"},
+             "se_block": {"reduce", "minimum"}, "odd_mlp": {"tanh", "rsqrt"}}
+    assert kinds[program] <= ops
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS)
+@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS + FOURTH_KIND_PROGRAMS)
 def test_extra_programs_at_scale_2_fuse_and_match_jax(program: str) -> None:
     _check(f"{program}@2", fusions=3)
 

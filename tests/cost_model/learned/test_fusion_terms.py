@@ -352,6 +352,10 @@ def test_predictor_roofline_equals_the_simulator() -> None:
     predictor = load_fusion_ranker()
     assert isinstance(predictor, AdditiveFusionPredictor)
     logs = predictor.predict_log(nodes, [d.fusion_group for d in drawn])
+    if predictor.model.uses_xla_terms:  # the packaged model reads XLA call counts (seventeenth session, pre-registered test)
+        from cost_model.learned.fusion_xla_terms import graph_xla_terms
+
+        terms = np.concatenate([terms, graph_xla_terms(graph, nodes, [d.fusion_group for d in drawn])[0]], axis=1)
     np.testing.assert_allclose(logs, np.log(predictor.model.predict_terms(terms)))
     assert np.isfinite(logs).all()
 

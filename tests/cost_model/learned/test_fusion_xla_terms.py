@@ -117,20 +117,30 @@ def test_collect_on_a_real_fusion_graph_is_resumable_and_dedupes_calls(tmp_path)
     assert terms[0, params] > terms[1, params]
 
 
-def test_the_shipped_model_predicts_as_before_and_ignores_xla_columns() -> None:
+def test_the_shipped_model_is_the_preregistered_one_with_ynnpack_reduce_fusions() -> None:
+    """Seventeenth session (c): `fusion_additive.json` is model B of the pre-registered test (the
+    shipped form + `xla_ynn_reduce_fusions`, fitted on `fusion_s12c`); it reads that XLA count and
+    no other, and refuses rows without the XLA columns."""
     from cost_model.learned.fusion_additive import ALL_TERM_NAMES, AdditiveFusionModel
-    from cost_model.learned.fusion_terms import TERM_NAMES
+    from cost_model.learned.fusion_terms import SHIPPED_TERMS, TERM_NAMES
     from cost_model.learned.predictor import PACKAGED_FUSION_ADDITIVE
 
     model = AdditiveFusionModel.load(PACKAGED_FUSION_ADDITIVE)
-    assert not model.uses_xla_terms
+    assert model.uses_xla_terms and model.terms == SHIPPED_TERMS[:-1] + ("xla_ynn_reduce_fusions", "roofline_s")
+    assert model.extra["train_config"]["xla_terms"] == ["xla_ynn_reduce_fusions"] and model.extra["data"] == "fusion_s12c"
+    assert 3e-6 < model.weights[model.terms.index("xla_ynn_reduce_fusions")] < 6e-6  # ~4.3 us a YNNPACK reduce fusion
     rng = np.random.default_rng(17)
     rows = rng.uniform(0, 20, size=(4, len(TERM_NAMES)))
     rows[:, -1] = rng.uniform(20e-6, 300e-6, size=4)
-    expected = [26.51508679, 10.99629783, 9.26399982, 17.79227173]  # main's packaged model on these rows (before this session)
-    np.testing.assert_allclose(model.predict_terms(rows), expected, rtol=1e-8)
     wide = np.concatenate([rows, rng.uniform(0, 50, size=(4, len(ALL_TERM_NAMES) - len(TERM_NAMES)))], axis=1)
-    np.testing.assert_allclose(model.predict_terms(wide), model.predict_terms(rows), rtol=0)
+    expected = [25.73143545, 10.83329123, 9.14322662, 17.49382063]  # this file on these rows (main's before: 26.515, 10.996, 9.264, 17.792)
+    np.testing.assert_allclose(model.predict_terms(wide), expected, rtol=1e-8)
+    other = wide.copy()
+    others = [i for i, n in enumerate(ALL_TERM_NAMES) if n.startswith("xla_") and n != "xla_ynn_reduce_fusions"]
+    other[:, others] += 7.0
+    np.testing.assert_allclose(model.predict_terms(other), model.predict_terms(wide), rtol=0)  # the other XLA counts are not read
+    with pytest.raises(ValueError, match="columns"):
+        model.predict_terms(rows)
 
 
 def test_a_model_with_xla_terms_fits_them_and_refuses_narrow_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
