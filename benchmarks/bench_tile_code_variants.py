@@ -41,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", default="program,random")
     parser.add_argument("--test-fraction", type=float, default=0.25)
     parser.add_argument("--json", required=True)
+    parser.add_argument("--summary", nargs="*", metavar="JSON", help="print the mean table of these result files (and --json's) and stop")
     args = parser.parse_args(argv)
+    if args.summary is not None:
+        return summarize([*args.summary, args.json])
 
     import torch
 
@@ -105,6 +108,23 @@ def main(argv: list[str] | None = None) -> int:
                     preds = [predict(model, tensors_for(model, _nan_free(blocks[name][i]))) for i in test_idx]
                     scored(method, split, seed, preds, test_plain, {"train_s": time.perf_counter() - began, "epochs_run": epochs,
                                                                     "epochs": args.epochs})
+    return 0
+
+
+def summarize(files: list[str]) -> int:
+    """Markdown rows: per (split, method) the mean over seeds of top-1 / top-5 / tau / tuner, per seed in parentheses."""
+    rows = [row for f in dict.fromkeys(files) if Path(f).is_file() for row in json.loads(Path(f).read_text(encoding="utf-8"))]
+    rows = list({(r["method"], r["split"], r["seed"]): r for r in rows}.values())  # a row two files share (the noise ceiling) once
+    print("| split | method | seeds | top-1 (per seed) | top-5 | tau (per seed) | tuner |")
+    print("|---|---|---|---|---:|---|---:|")
+    for split in ("program", "random"):
+        for method in dict.fromkeys(r["method"] for r in rows if r["split"] == split):
+            chosen = sorted((r for r in rows if r["split"] == split and r["method"] == method), key=lambda r: r["seed"])
+            top1, tau = [r["top1"] for r in chosen], [r["kendall"] for r in chosen]
+            epochs = {r.get("epochs_run") for r in chosen} - {None}
+            note = f" [epochs {'/'.join(str(r['epochs_run']) for r in chosen)}]" if epochs and min(epochs) < chosen[0].get("epochs", 0) else ""
+            print(f"| {split} | {method}{note} | {','.join(str(r['seed']) for r in chosen)} | {np.mean(top1):.1%} ({', '.join(f'{v:.1%}' for v in top1)}) | "
+                  f"{np.mean([r['top5'] for r in chosen]):.1%} | {np.mean(tau):.3f} ({', '.join(f'{v:.3f}' for v in tau)}) | {np.mean([r['tuner'] for r in chosen]):.1f} |")
     return 0
 
 
