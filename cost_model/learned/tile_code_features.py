@@ -56,7 +56,7 @@ __all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "COD
 
 logger = logging.getLogger(__name__)
 
-CODE_FEATURE_VERSION = 3  # 2: one loop per backward-branch target; 3: + the whole-nest block (a cache holds every column)
+CODE_FEATURE_VERSION = 4  # 2: one loop per backward-branch target; 3: + the whole-nest block (a cache holds every column); 4: its loops natural loops
 _WIDTHS = ("zmm", "ymm", "xmm", "scalar")
 _LANES = {"zmm": 16, "ymm": 8, "xmm": 4, "scalar": 1}  # float32
 _COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w in _WIDTHS), "loads", "stores", "spills", "reloads",
@@ -339,17 +339,18 @@ def cache_path(cache_dir: str | os.PathLike[str], record: KernelRecord) -> Path:
 
 def _read_cache(path: Path, record: KernelRecord, feature_set: str | None = None) -> np.ndarray | None:
     """The cached block as `feature_set`'s columns; None: every column of the current version (a
-    fill's check). A version-2 file (the 35 "s16" columns) still serves the "s16" sets."""
+    fill's check). An older file (version 2: the 35 "s16" columns; 3: the nest block of text-range loops) still serves the "s16" sets."""
     if not path.is_file():
         return None
     with np.load(path, allow_pickle=False) as data:
         version = int(data["version"])
         if list(data["config_text"]) != list(record.config_text):
             return None
-        if version != CODE_FEATURE_VERSION and not (version == 2 and feature_set is not None and feature_set.startswith("s16")):
+        # the "s16" columns are the same in every version since 2
+        if version != CODE_FEATURE_VERSION and not (version >= 2 and feature_set is not None and feature_set.startswith("s16")):
             return None
         feats = np.asarray(data["features"], dtype=np.float32)
-    width = CODE_FEATURES if version == 2 else len(ALL_CODE_FEATURE_NAMES)
+    width = CODE_FEATURES if version == 2 else len(ALL_CODE_FEATURE_NAMES)  # 3 and 4: the same columns
     if feats.shape != (record.num_configs, width):
         return None
     return feats if feature_set is None else _with_set(feats, feature_set)
