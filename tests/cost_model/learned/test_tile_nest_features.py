@@ -116,11 +116,33 @@ def test_two_and_three_level_tiled_matmuls_compiled_here_differ_in_depth_and_tri
     assert inner.trip * inner.flops / 2 + 1 == 64  # scalar FMAs: 2 float ops each
 
 
-def test_the_shipped_ensemble_loads_and_ranks_exactly_as_before_the_nest_features() -> None:
-    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+# the tile_gbdt_ens.json the sixteenth session shipped (35 "s16" code columns), in the repository's history
+S16_ENSEMBLE_COMMIT = "a9ae283"
+
+
+def _s16_ensemble(tmp_path):  # type: ignore[no-untyped-def]
+    import subprocess
+    from pathlib import Path
+
+    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor
+
+    packaged = GbdtEnsembleTilePredictor.packaged()
+    if "code_feature_set" not in packaged.extra:
+        return packaged
+    root = Path(__file__).resolve().parents[3]
+    try:
+        blob = subprocess.run(["git", "-C", str(root), "show", f"{S16_ENSEMBLE_COMMIT}:{PACKAGED_GBDT_ENSEMBLE.relative_to(root).as_posix()}"],
+                              capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("the sixteenth session's tile_gbdt_ens.json is not in this checkout's history")
+    (tmp_path / "s16.json").write_bytes(blob)
+    return GbdtEnsembleTilePredictor.load(tmp_path / "s16.json")
+
+
+def test_the_sixteenth_session_ensemble_loads_and_ranks_exactly_as_before_the_nest_features(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from cost_model.measure.tile.space import CONFIG_FEATURES
 
-    ranker = GbdtEnsembleTilePredictor.packaged()
+    ranker = _s16_ensemble(tmp_path)
     assert ranker.extra["code_features"] and "code_feature_set" not in ranker.extra  # a sixteenth-session file: the 35 "s16" columns
     assert all(m.extra["config_features"] == CONFIG_FEATURES + CODE_FEATURES for m in ranker.members)
     space = TileSpace(build_kernel(KernelSpec("matmul", (64, 64, 64))))
