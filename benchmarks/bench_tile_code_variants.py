@@ -29,7 +29,7 @@ import numpy as np
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data")
-    parser.add_argument("--cache", required=True, help="tile_code_features cache folder (version 3 for the nest sets)")
+    parser.add_argument("--cache", required=True, help="tile_code_features cache folder (version 4 for the nest sets; any since 2 for s16)")
     parser.add_argument("--sets", default="s16,nest,s16+z,nest+z", help="code feature sets for gbdt-ens ('' for none; 'none' = no code features)")
     parser.add_argument("--gnn-sets", default="", help="code feature sets for GraphSAGE ('none' = without code features)")
     parser.add_argument("--gnn-losses", default="listmle,logistic")

@@ -55,8 +55,10 @@ _CONDITIONAL = re.compile(r"^j(?!mp)[a-z]{1,3}$")
 
 @dataclass
 class LoopInfo:
-    """One loop of a compute function: instruction range, nesting depth (1 = outermost), its own
-    body's counts and its trip count (0 = not read)."""
+    """One natural loop of a compute function: its header's first instruction and its last
+    back-edge branch (indices into the function's instructions; the branch may lie above the
+    header), nesting depth (1 = outermost), the enclosing loop, its own body's counts and its trip
+    count (0 = not read)."""
 
     first: int
     last: int
