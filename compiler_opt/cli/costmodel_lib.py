@@ -181,7 +181,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from cost_model.learned.gbdt_ensemble import train_gbdt_ensemble_and_save
 
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
-                                              threads=args.threads, code_features=args.code_features)
+                                              threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -362,6 +362,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--code-features", metavar="CACHE", help="gbdt-ens: also the compiled-code features of each configuration, read from this cache "
                                                                "(benchmarks/bench_tile_code_features.py); the autotuner then compiles every candidate to rank it")
+    train.add_argument("--code-feature-set", default="s16", choices=("s16", "s16+z", "nest", "nest+z"),
+                       help="gbdt-ens with --code-features: s16 = the 35 counts of the sixteenth session (the default); nest = + the whole loop nest "
+                            "(per level trip counts and bodies); +z = every column also as its z-score over the kernel's candidates")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",

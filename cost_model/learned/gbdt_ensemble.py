@@ -53,10 +53,11 @@ class GbdtEnsembleTilePredictor:
 
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
-              depth: int = 6, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False) -> GbdtEnsembleTilePredictor:
-        """`code_features`: the records' config features end with the compiled-code block
-        (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it."""
-        flag = {"code_features": True} if code_features else {}
+              depth: int = 6, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False,
+              code_feature_set: str = "s16") -> GbdtEnsembleTilePredictor:
+        """`code_features`: the records' config features end with the compiled-code block of
+        `code_feature_set` (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it."""
+        flag = ({"code_features": True} | ({"code_feature_set": code_feature_set} if code_feature_set != "s16" else {})) if code_features else {}
         fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs,
                                           extra=flag)
                   for objective, offset, pairs in members]
@@ -141,14 +142,17 @@ class GbdtEnsembleTilePredictor:
 
 
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                                 rounds: int = 400, depth: int = 6, threads: int = 1, code_features: str | None = None) -> dict[str, Any]:
+                                 rounds: int = 400, depth: int = 6, threads: int = 1, code_features: str | None = None,
+                                 code_feature_set: str = "s16") -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
     folder; the model then reads the compiled-code block (kernels without cached features left out)."""
     config = {"model": "gbdt-ens", "members": [list(m) for m in MEMBERS], "split": split, "test_fraction": test_fraction, "seed": seed,
-              "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features))} if code_features else {})
+              "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
+                                                   "code_feature_set": code_feature_set} if code_features else {})
     return fit_and_save_tile_ranker(
         data_dir, output,
-        lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads, code_features=bool(code_features)),
-        config, code_features=code_features,
+        lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads, code_features=bool(code_features),
+                                                      code_feature_set=code_feature_set),
+        config, code_features=code_features, code_feature_set=code_feature_set,
     )

@@ -39,13 +39,15 @@ class GbdtTilePredictor:
     """Ranks tile configurations of a kernel with a fitted `GbdtBaseline`."""
 
     def __init__(self, gbdt: GbdtBaseline, extra: dict[str, Any] | None = None) -> None:
-        from cost_model.learned.tile_code_features import CODE_FEATURES
+        from cost_model.learned.tile_code_features import code_feature_set_width
         from cost_model.measure.tile.space import CONFIG_FEATURES
 
         if gbdt.booster is None:
             raise ValueError("the GBDT model is not fitted")
-        # sixteenth session: a model trained with the compiled-code features (tile_code_features) reads them after the config features
-        expected = CONFIG_FEATURES + (CODE_FEATURES if (extra or {}).get("code_features") else 0)
+        # sixteenth session: a model trained with the compiled-code features (tile_code_features) reads them after the config features;
+        # seventeenth: which ones is extra["code_feature_set"] (absent: "s16", the 35 columns the sixteenth session shipped)
+        extra = dict(extra or {})
+        expected = CONFIG_FEATURES + (code_feature_set_width(extra.get("code_feature_set", "s16")) if extra.get("code_features") else 0)
         config_features = int((extra or {}).get("config_features", expected))
         if config_features != expected:
             raise ValueError(f"this GBDT tile model reads {config_features} config features, the tile space now makes {expected}: "
@@ -73,9 +75,10 @@ class GbdtTilePredictor:
         rows = np.stack([space.features(c) for c in configs])
         if not self.extra.get("code_features"):
             return rows
-        from cost_model.learned.tile_code_features import config_code_features
+        from cost_model.learned.tile_code_features import configs_code_block
 
-        return np.concatenate([rows, np.stack([config_code_features(space, c) for c in configs])], axis=1).astype(np.float32)
+        block = configs_code_block(space, configs, self.extra.get("code_feature_set", "s16"))
+        return np.concatenate([rows, block], axis=1).astype(np.float32)
 
     def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
@@ -166,7 +169,7 @@ def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", te
 
 
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
-                             code_features: str | None = None) -> dict[str, Any]:
+                             code_features: str | None = None, code_feature_set: str = "s16") -> dict[str, Any]:
     """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed, `fit` a ranker (with
     `rank_rows` and `save(path, extra=)`) on the training side, score both sides (top-1/top-5
     slowdown, Kendall tau), save it with that report as its extra, and return the report.
@@ -181,7 +184,7 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     if code_features:
         from cost_model.learned.tile_code_features import extended_records
 
-        extended = extended_records(records, code_features)
+        extended = extended_records(records, code_features, code_feature_set)
         records = [r if e is None else e for r, e in zip(records, extended)]
         train_idx, test_idx = [i for i in train_idx if extended[i] is not None], [i for i in test_idx if extended[i] is not None]
         if not train_idx:

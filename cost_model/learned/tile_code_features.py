@@ -18,7 +18,15 @@ much an unroll pragma blew the body up. This module builds each configuration fo
   hot code of a tiled nest) the body's instructions, float operations (lanes x ops, FMA = 2),
   loads, stores and spill traffic, and the widest vector used.
 
-Counts enter as log2(1 + count). `CODE_FEATURE_NAMES` names the columns. The features are
+Counts enter as log2(1 + count). `CODE_FEATURE_NAMES` names the columns.
+
+Feature sets (seventeenth session; a model records the one it read, `extra["code_feature_set"]`,
+absent = "s16"): "s16", the 35 columns above, what the sixteenth session shipped; "nest", those
+plus the whole loop nest (`tile_nest_features`: per level from the inside the loops' own
+instructions, float ops, loads, stores and trip counts, and the executed counts they imply); a
+"+z" suffix appends every column again as its z-score over the kernel's own candidates
+(`kernel_zscores`: a ranker then compares configurations of one kernel, not absolute counts across
+kernels; at ranking time over the candidates ranked together). The features are
 machine-specific by construction (they read this host's code); a dataset's cache is only
 meaningful for the CPU the target names (`host_target_text`, stored with the cache).
 
@@ -42,12 +50,13 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats", "code_features", "config_asm",
-           "config_code_features", "cache_path", "cached_asm", "extended_records", "fill_code_feature_cache", "load_code_features", "with_code_features"]
+__all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_SETS", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats",
+           "code_feature_set_names", "code_feature_set_width", "code_features", "config_asm", "config_code_features", "configs_code_block",
+           "cache_path", "cached_asm", "extended_records", "fill_code_feature_cache", "kernel_zscores", "load_code_features", "with_code_features"]
 
 logger = logging.getLogger(__name__)
 
-CODE_FEATURE_VERSION = 2  # 2: one loop per backward-branch target
+CODE_FEATURE_VERSION = 4  # 2: one loop per backward-branch target; 3: + the whole-nest block (a cache holds every column); 4: its loops natural loops
 _WIDTHS = ("zmm", "ymm", "xmm", "scalar")
 _LANES = {"zmm": 16, "ymm": 8, "xmm": 4, "scalar": 1}  # float32
 _COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w in _WIDTHS), "loads", "stores", "spills", "reloads",
@@ -55,12 +64,57 @@ _COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w i
            "inner_loops", "inner_instructions", "inner_flops", "inner_loads", "inner_stores", "inner_spill_traffic")
 CODE_FEATURE_NAMES: tuple[str, ...] = (*(f"log2_1p_{c}" for c in _COUNTS), "parallel_launch", "log2_1p_stack_bytes", "flops_per_instruction",
                                        "inner_flops_per_instruction", "inner_vector_lanes_log2", "inner_loads_per_flop")
-CODE_FEATURES = len(CODE_FEATURE_NAMES)
+CODE_FEATURES = len(CODE_FEATURE_NAMES)  # the "s16" set
 
 _WRAPPERS = ("__tvm_ffi_main", "__tvm_set_raised", "__truncsfhf2", "__extendhfsf2")
 _BRANCH = re.compile(r"^j[a-z]{1,4}$")
 _MEM = re.compile(r"\(%?[a-z0-9]*(,%[a-z0-9]+)?(,\d)?\)")
 _STACK = re.compile(r"\(%(rsp|rbp)[,)]")
+
+
+def _nest_names() -> tuple[str, ...]:
+    from cost_model.learned.tile_nest_features import NEST_FEATURE_NAMES
+
+    return NEST_FEATURE_NAMES
+
+
+ALL_CODE_FEATURE_NAMES: tuple[str, ...] = CODE_FEATURE_NAMES + _nest_names()  # the columns a version-3 cache stores
+CODE_FEATURE_SETS = ("s16", "s16+z", "nest", "nest+z")
+
+
+def _base_width(feature_set: str) -> int:
+    if feature_set not in CODE_FEATURE_SETS:
+        raise ValueError(f"unknown code feature set {feature_set!r} (one of {', '.join(CODE_FEATURE_SETS)})")
+    return CODE_FEATURES if feature_set.startswith("s16") else len(ALL_CODE_FEATURE_NAMES)
+
+
+def code_feature_set_width(feature_set: str = "s16") -> int:
+    """Columns a feature set adds to the config features."""
+    return _base_width(feature_set) * (2 if feature_set.endswith("+z") else 1)
+
+
+def code_feature_set_names(feature_set: str = "s16") -> tuple[str, ...]:
+    base = ALL_CODE_FEATURE_NAMES[: _base_width(feature_set)]
+    return base + tuple(f"z_{name}" for name in base) if feature_set.endswith("+z") else base
+
+
+def kernel_zscores(block: np.ndarray) -> np.ndarray:
+    """Each column of one kernel's (C, F) code block as its z-score over the C candidates (NaN rows,
+    compiles that timed out, stay NaN and are left out of the mean and spread; a constant column is 0)."""
+    block = np.asarray(block, dtype=np.float64)
+    out = np.full_like(block, np.nan)
+    valid = np.isfinite(block).all(axis=1)
+    if valid.any():
+        rows = block[valid]
+        spread = rows.std(axis=0)
+        out[valid] = np.where(spread > 0, (rows - rows.mean(axis=0)) / np.where(spread > 0, spread, 1.0), 0.0)
+    return out.astype(np.float32)
+
+
+def _with_set(raw: np.ndarray, feature_set: str) -> np.ndarray:
+    """A (C, all columns or the s16 columns) raw block as `feature_set`'s columns (z-scores appended for "+z")."""
+    base = np.asarray(raw, dtype=np.float32)[:, : _base_width(feature_set)]
+    return np.concatenate([base, kernel_zscores(base)], axis=1) if feature_set.endswith("+z") else base
 
 
 @dataclass
@@ -245,9 +299,15 @@ def asm_stats(asm: str) -> AsmStats:
     return stats
 
 
-def code_features(asm: str) -> np.ndarray:
-    """(CODE_FEATURES,) float32 of a module's assembly text."""
-    return asm_stats(asm).vector()
+def code_features(asm: str, *, nest: bool = False) -> np.ndarray:
+    """(CODE_FEATURES,) float32 of a module's assembly text; `nest`: followed by the whole-nest block
+    (`tile_nest_features`, every column of `ALL_CODE_FEATURE_NAMES`)."""
+    head = asm_stats(asm).vector()
+    if not nest:
+        return head
+    from cost_model.learned.tile_nest_features import nest_features
+
+    return np.concatenate([head, nest_features(asm)])
 
 
 def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
@@ -257,9 +317,17 @@ def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
     return str(build_config(space, config, target=target).mod.inspect_source("asm"))
 
 
-def config_code_features(space: Any, config: Any, *, target: Any = None) -> np.ndarray:
-    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code."""
-    return code_features(config_asm(space, config, target=target))
+def config_code_features(space: Any, config: Any, *, target: Any = None, nest: bool = False) -> np.ndarray:
+    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code (`nest`: every column)."""
+    return code_features(config_asm(space, config, target=target), nest=nest)
+
+
+def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s16", *, target: Any = None) -> np.ndarray:
+    """(C, code_feature_set_width) of `configs` of one kernel, each compiled here; the "+z" columns are
+    z-scores over these candidates."""
+    nest = not feature_set.startswith("s16")
+    _base_width(feature_set)
+    return _with_set(np.stack([config_code_features(space, c, target=target, nest=nest) for c in configs]), feature_set)
 
 
 # -- the per-kernel cache ---------------------------------------------------------------------------
@@ -269,14 +337,23 @@ def cache_path(cache_dir: str | os.PathLike[str], record: KernelRecord) -> Path:
     return Path(cache_dir) / Path(record.path).name
 
 
-def _read_cache(path: Path, record: KernelRecord) -> np.ndarray | None:
+def _read_cache(path: Path, record: KernelRecord, feature_set: str | None = None) -> np.ndarray | None:
+    """The cached block as `feature_set`'s columns; None: every column of the current version (a
+    fill's check). An older file (version 2: the 35 "s16" columns; 3: the nest block of text-range loops) still serves the "s16" sets."""
     if not path.is_file():
         return None
     with np.load(path, allow_pickle=False) as data:
-        if int(data["version"]) != CODE_FEATURE_VERSION or list(data["config_text"]) != list(record.config_text):
+        version = int(data["version"])
+        if list(data["config_text"]) != list(record.config_text):
+            return None
+        # the "s16" columns are the same in every version since 2
+        if version != CODE_FEATURE_VERSION and not (version >= 2 and feature_set is not None and feature_set.startswith("s16")):
             return None
         feats = np.asarray(data["features"], dtype=np.float32)
-    return feats if feats.shape == (record.num_configs, CODE_FEATURES) else None
+    width = CODE_FEATURES if version == 2 else len(ALL_CODE_FEATURE_NAMES)  # 3 and 4: the same columns
+    if feats.shape != (record.num_configs, width):
+        return None
+    return feats if feature_set is None else _with_set(feats, feature_set)
 
 
 def cached_asm(path: str | os.PathLike[str], record: KernelRecord) -> list[str] | None:
@@ -296,7 +373,7 @@ def cached_asm(path: str | os.PathLike[str], record: KernelRecord) -> list[str] 
 
 def _row(asm: str) -> np.ndarray:
     """A configuration's features; NaN (XGBoost's missing value) where its compile timed out ("")."""
-    return code_features(asm) if asm else np.full(CODE_FEATURES, np.nan, dtype=np.float32)
+    return code_features(asm, nest=True) if asm else np.full(len(ALL_CODE_FEATURE_NAMES), np.nan, dtype=np.float32)
 
 
 class _AsmWorker:
@@ -369,7 +446,7 @@ def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: 
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, features=np.stack([_row(text) for text in asm]), config_text=np.array(record.config_text),
-                     version=np.array(CODE_FEATURE_VERSION), target=np.array(target_text), names=np.array(CODE_FEATURE_NAMES),
+                     version=np.array(CODE_FEATURE_VERSION), target=np.array(target_text), names=np.array(ALL_CODE_FEATURE_NAMES),
                      asm_zlib=np.frombuffer(b"".join(packed), dtype=np.uint8), asm_offsets=offsets)
 
 
@@ -425,23 +502,26 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
             "configs_per_second": compiled / seconds if seconds else float("nan"), "target": target_text}
 
 
-def load_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str]) -> list[np.ndarray | None]:
-    """Each record's (C, CODE_FEATURES) cached features, None where the cache has none (or a stale one)."""
-    return [_read_cache(cache_path(cache_dir, r), r) for r in records]
+def load_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], feature_set: str = "s16") -> list[np.ndarray | None]:
+    """Each record's (C, code_feature_set_width(feature_set)) cached features, None where the cache
+    has none (or a stale one)."""
+    _base_width(feature_set)
+    return [_read_cache(cache_path(cache_dir, r), r, feature_set) for r in records]
 
 
-def extended_records(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str]) -> list[KernelRecord | None]:
+def extended_records(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], feature_set: str = "s16") -> list[KernelRecord | None]:
     """Per record, a copy whose `config_feat` ends with the code feature block, or None where the
     cache has none (positions kept, so split indices still apply)."""
     return [None if feats is None else replace(record, config_feat=np.concatenate([record.config_feat, feats], axis=1).astype(np.float32))
-            for record, feats in zip(records, load_code_features(records, cache_dir))]
+            for record, feats in zip(records, load_code_features(records, cache_dir, feature_set))]
 
 
-def with_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, require: bool = True) -> list[KernelRecord]:
+def with_code_features(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, require: bool = True,
+                       feature_set: str = "s16") -> list[KernelRecord]:
     """Copies of `records` whose `config_feat` ends with the code feature block. `require`:
     DatasetError naming the first kernel without cached features; else those kernels are left out."""
     out = []
-    for record, extended in zip(records, extended_records(records, cache_dir)):
+    for record, extended in zip(records, extended_records(records, cache_dir, feature_set)):
         if extended is None:
             if require:
                 raise DatasetError(f"no cached code features for this kernel in {os.fspath(cache_dir)} (fill_code_feature_cache)", file=record.path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -45,6 +46,7 @@ class TrainConfig:
     test_fraction: float = 0.2
     threads: int = 1
     residual: bool = False  # fusion: learn log(runtime / roofline_s), the fusion terms joined before the MLP
+    max_seconds: float = 0.0  # > 0: stop after the epoch that passes this much training time (`fit` records `epochs_run` on the model)
 
 
 def feature_scale(rows: torch.Tensor) -> torch.Tensor:
@@ -112,6 +114,8 @@ def fit(records: Sequence[KernelRecord], config: TrainConfig, *, log_every: int 
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, config.epochs))
     loss_of = loss_fn(config.loss, config.mse_weight)
     rng = np.random.default_rng(config.seed)
+    began = time.monotonic()
+    model.epochs_run = 0
     for epoch in range(config.epochs):
         model.train()
         total, steps = 0.0, 0
@@ -133,6 +137,10 @@ def fit(records: Sequence[KernelRecord], config: TrainConfig, *, log_every: int 
         scheduler.step()
         if log_every and (epoch % log_every == 0 or epoch == config.epochs - 1):
             logger.info("epoch %d: loss %.4f", epoch, total / max(steps, 1))
+        model.epochs_run = epoch + 1
+        if config.max_seconds > 0 and time.monotonic() - began > config.max_seconds and epoch + 1 < config.epochs:
+            logger.warning("stopped after %d of %d epochs (max_seconds %.0f)", epoch + 1, config.epochs, config.max_seconds)
+            break
     model.eval()
     return model
 
