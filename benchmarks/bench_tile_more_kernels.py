@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra", required=True, action="append", help="another tile dataset folder (repeatable): every kernel joins the training set")
     parser.add_argument("--code-features", metavar="CACHE", help="compiled-code feature cache of DATA (tile_code_features)")
     parser.add_argument("--extra-code-features", metavar="CACHE", action="append", help="compiled-code feature cache of each --extra, in order")
+    parser.add_argument("--code-feature-set", default="s16", help="which compiled-code block (tile_code_features feature sets; default s16)")
     parser.add_argument("--ranker", default="gbdt-ens", help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--test-fraction", type=float, default=0.25)
@@ -51,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.code_features:
         from cost_model.learned.tile_code_features import extended_records
 
-        base = extended_records(records, args.code_features)
+        base = extended_records(records, args.code_features, args.code_feature_set)
         keep = [i for i, e in enumerate(base) if e is not None]
-        extra = [e for folder, cache in zip(extras, args.extra_code_features) for e in extended_records(folder, cache) if e is not None]
+        extra = [e for folder, cache in zip(extras, args.extra_code_features) for e in extended_records(folder, cache, args.code_feature_set) if e is not None]
     else:
         base, keep = records, list(range(len(records)))
         extra = [r for folder in extras for r in folder]
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {split} | {name} | {mean['top1']:.1%} | {mean['top5']:.1%} | {mean['kendall']:.3f} | "
                   f"{mean['tuner_measurements']:.1f} | {mean['random_measurements']:.1f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "rows": rows}, indent=1), encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "code_feature_set": args.code_feature_set if args.code_features else None,
+                                               "rows": rows}, indent=1), encoding="utf-8")
     return 0
 
 

@@ -180,8 +180,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model == "gbdt-ens":
         from cost_model.learned.gbdt_ensemble import train_gbdt_ensemble_and_save
 
+        extra_data, extra_caches = args.extra_data or [], args.extra_code_features or []
+        if extra_caches and len(extra_caches) != len(extra_data) or args.code_features and len(extra_caches) != len(extra_data):
+            print("compiler-opt: error: costmodel train: give one --extra-code-features per --extra-data (with --code-features), "
+                  f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
+            return 2
+        extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
-                                              threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set)
+                                              threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
+                                              extra=extra)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -362,6 +369,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--code-features", metavar="CACHE", help="gbdt-ens: also the compiled-code features of each configuration, read from this cache "
                                                                "(benchmarks/bench_tile_code_features.py); the autotuner then compiles every candidate to rank it")
+    train.add_argument("--extra-data", action="append", metavar="DIR",
+                       help="gbdt-ens: another tile dataset folder whose every kernel joins the training side (repeatable; e.g. "
+                            "`costmodel collect --task tile --synthetic N`)")
+    train.add_argument("--extra-code-features", action="append", metavar="CACHE",
+                       help="gbdt-ens with --code-features: the code feature cache of each --extra-data, in order")
     train.add_argument("--code-feature-set", default="s16", choices=("s16", "s16+z", "nest", "nest+z"),
                        help="gbdt-ens with --code-features: s16 = the 35 counts of the sixteenth session (the default); nest = + the whole loop nest "
                             "(per level trip counts and bodies); +z = every column also as its z-score over the kernel's candidates")

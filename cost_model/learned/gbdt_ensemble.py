@@ -143,10 +143,11 @@ class GbdtEnsembleTilePredictor:
 
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
                                  rounds: int = 400, depth: int = 6, threads: int = 1, code_features: str | None = None,
-                                 code_feature_set: str = "s16") -> dict[str, Any]:
+                                 code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
-    folder; the model then reads the compiled-code block (kernels without cached features left out)."""
+    folder; the model then reads the compiled-code block (kernels without cached features left out).
+    `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`)."""
     config = {"model": "gbdt-ens", "members": [list(m) for m in MEMBERS], "split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})
@@ -154,5 +155,5 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
         data_dir, output,
         lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads, code_features=bool(code_features),
                                                       code_feature_set=code_feature_set),
-        config, code_features=code_features, code_feature_set=code_feature_set,
+        config, code_features=code_features, code_feature_set=code_feature_set, extra=extra,
     )

@@ -169,12 +169,16 @@ def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", te
 
 
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
-                             code_features: str | None = None, code_feature_set: str = "s16") -> dict[str, Any]:
+                             code_features: str | None = None, code_feature_set: str = "s16",
+                             extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
     """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed, `fit` a ranker (with
     `rank_rows` and `save(path, extra=)`) on the training side, score both sides (top-1/top-5
     slowdown, Kendall tau), save it with that report as its extra, and return the report.
     `code_features` (a tile_code_features cache folder): the split is drawn over every kernel, then
-    both sides keep the kernels the cache covers, their config features extended by the code block."""
+    both sides keep the kernels the cache covers, their config features extended by the code block.
+    `extra`: (folder, code feature cache) pairs whose every kernel joins the training side only
+    (e.g. synthetic shapes, `cost_model/measure/tile/synthetic.py`); with `code_features` each
+    needs its cache."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
@@ -189,7 +193,17 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
         train_idx, test_idx = [i for i in train_idx if extended[i] is not None], [i for i in test_idx if extended[i] is not None]
         if not train_idx:
             raise DatasetError(f"no training kernel has cached code features in {code_features}", file=data_dir)
-    ranker = fit([records[i] for i in train_idx])
+    added: list[KernelRecord] = []
+    for folder, cache in extra:
+        more = load_dir(folder)
+        if code_features:
+            if not cache:
+                raise DatasetError("an extra training folder needs its own code feature cache when the model reads code features", file=folder)
+            from cost_model.learned.tile_code_features import extended_records
+
+            more = [e for e in extended_records(more, cache, code_feature_set) if e is not None]
+        added += more
+    ranker = fit([records[i] for i in train_idx] + added)
 
     def metrics(indices: list[int]) -> dict[str, float]:
         rows = [kernel_metrics(ranker.rank_rows(records[i].node_feat, records[i].node_opcode, records[i].config_feat), records[i].config_runtime)
@@ -197,7 +211,8 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
         return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
 
     report = {"metrics": {"train": metrics(train_idx), "test": metrics(test_idx) if test_idx else {}}, "train_config": config,
-              "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
+              "kernels": len(records), "train_kernels": len(train_idx) + len(added), "test_kernels": len(test_idx),
+              "extra_kernels": len(added), "extra_data": [os.path.basename(os.path.normpath(folder)) for folder, _ in extra],
               "data": os.path.basename(os.path.normpath(data_dir))}
     ranker.save(output, extra=report)
     return report

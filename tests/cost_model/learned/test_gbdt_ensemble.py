@@ -109,6 +109,28 @@ def test_costmodel_train_gbdt_ens_writes_a_loadable_ranker(tmp_path, records: li
     assert 0.0 <= report["metrics"]["test"]["top5"] < 0.5 and report["metrics"]["train"]["kendall"] > 0.5
 
 
+def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data, more = tmp_path / "data", tmp_path / "more"
+    for i, record in enumerate(records[:4]):
+        save_npz(record, data / f"k{i}.npz")
+    for i, record in enumerate(records[4:]):
+        save_npz(record, more / f"m{i}.npz")
+    plain, added = tmp_path / "plain.json", tmp_path / "added.json"
+    common = ["--model", "gbdt-ens", "--split", "random", "--test-fraction", "0.25"]
+    assert main(["costmodel", "train", str(data), "-o", str(plain), *common]) == 0
+    assert main(["costmodel", "train", str(data), "-o", str(added), *common, "--extra-data", str(more)]) == 0
+    without, with_more = load_tile_ranker("gbdt-ens", plain).extra, load_tile_ranker("gbdt-ens", added).extra
+    assert with_more["extra_kernels"] == len(records) - 4 and with_more["extra_data"] == ["more"]
+    assert with_more["train_kernels"] == without["train_kernels"] + len(records) - 4
+    assert with_more["test_kernels"] == without["test_kernels"]  # the same test kernels: extra ones never test
+    # with code features every extra folder needs its cache
+    assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "x.json"), *common, "--code-features", str(tmp_path / "c"),
+                 "--extra-data", str(more)]) == 2
+
+
 def test_rank_pairs_option_and_files_without_it() -> None:
     from cost_model.learned.baselines import GbdtBaseline
     from cost_model.learned.gbdt_predictor import GbdtTilePredictor
