@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.measure.xla_timing import configure_xla_timing
 
     settings = configure_xla_timing()
+    from compiler_opt.costmodel.fusion_graphs import fusion_graph
     from cost_model.learned.fusion_xla_terms import XlaCallCache, collect_xla_calls
     from cost_model.learned.tpugraphs import load_dir
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                 seen = configs.setdefault(record.name, [])
                 seen += [c for c in record.config_text if c not in set(seen)]
     with XlaCallCache(args.cache) as cache:
-        summary = collect_xla_calls(sorted(configs.items()), cache)
+        summary = collect_xla_calls(sorted(configs.items()), cache, build=fusion_graph)
         summary["distinct_calls_in_cache"] = len(cache.all_calls())
     summary["xla_timing"] = settings
     print(json.dumps(summary, indent=1))

@@ -320,16 +320,15 @@ class _GraphCalls:
         return key
 
 
-def collect_xla_calls(graphs: Iterable[tuple[str, Sequence[str]]], cache: XlaCallCache, *, build: Any = None, progress: bool = True) -> dict[str, Any]:
+def collect_xla_calls(graphs: Iterable[tuple[str, Sequence[str]]], cache: XlaCallCache, *, build: Any, progress: bool = True) -> dict[str, Any]:
     """Compile every distinct call of the given configurations (name, config texts) and cache what
-    XLA made of it. `build(name)` returns the graph (default: `fusion_graphs.fusion_graph`, the
-    collection's builder). Returns {"configs", "calls_compiled", "compile_s", "seconds", "rate_configs_s"}."""
+    XLA made of it. `build(name)` returns the graph (the collection's builder,
+    `compiler_opt.costmodel.fusion_graphs.fusion_graph`, passed in by the caller: `cost_model` sits
+    below `compiler_opt`). Returns {"configs", "calls_compiled", "compile_s", "seconds", "rate_configs_s"}."""
     from tqdm import tqdm
 
     from cost_model.decisions import node_order
 
-    if build is None:
-        from compiler_opt.costmodel.fusion_graphs import fusion_graph as build
     todo = [(name, configs) for name, configs in graphs]
     began, done, compiled, compile_s = time.perf_counter(), 0, 0, 0.0
     bar = tqdm(total=sum(len(c) for _, c in todo), desc="xla calls", unit="config", disable=not progress)
