@@ -40,6 +40,9 @@ def _cache(path: str | None, out: str) -> Any:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
+    if args.synthetic < 0:
+        print(f"compiler-opt: error: costmodel collect --synthetic must be >= 0, got {args.synthetic}", file=sys.stderr)
+        return 2
     if args.task == "tile":
         from compiler_opt.costmodel.suite import suite_kernels
         from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list

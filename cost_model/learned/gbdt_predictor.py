@@ -183,11 +183,11 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
+    from cost_model.learned.tile_code_features import extended_records
+
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
     if code_features:
-        from cost_model.learned.tile_code_features import extended_records
-
         extended = extended_records(records, code_features, code_feature_set)
         records = [r if e is None else e for r, e in zip(records, extended)]
         train_idx, test_idx = [i for i in train_idx if extended[i] is not None], [i for i in test_idx if extended[i] is not None]
@@ -199,8 +199,6 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
         if code_features:
             if not cache:
                 raise DatasetError("an extra training folder needs its own code feature cache when the model reads code features", file=folder)
-            from cost_model.learned.tile_code_features import extended_records
-
             more = [e for e in extended_records(more, cache, code_feature_set) if e is not None]
         added += more
     ranker = fit([records[i] for i in train_idx] + added)

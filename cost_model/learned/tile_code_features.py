@@ -51,7 +51,7 @@ import numpy as np
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
 __all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_SETS", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats",
-           "code_feature_set_names", "code_feature_set_width", "code_features", "config_asm", "config_code_features", "configs_code_block",
+           "code_feature_set_names", "code_feature_set_width", "code_features", "compute_functions", "config_asm", "config_code_features", "configs_code_block",
            "cache_path", "cached_asm", "extended_records", "fill_code_feature_cache", "kernel_zscores", "load_code_features", "with_code_features"]
 
 logger = logging.getLogger(__name__)
@@ -243,17 +243,27 @@ def _parse(lines: list[str]) -> tuple[list[_Instr], dict[str, int], list[tuple[i
     return instrs, labels, sorted((labels[target], at) for target, at in latest.items())
 
 
-def asm_stats(asm: str) -> AsmStats:
-    """`AsmStats` of a module's assembly text (AT&T, as LLVM prints it for x86-64)."""
+Parsed = list[tuple[list[_Instr], dict[str, int], list[tuple[int, int]]]]
+
+
+def compute_functions(asm: str) -> Parsed:
+    """`_parse` of each compute function of a module's assembly (TVM's wrappers left out): parsed
+    once for both `asm_stats` and the whole-nest block (`tile_nest_features`)."""
+    parsed = [_parse(lines) for name, lines in _functions(asm).items() if not name.startswith(_WRAPPERS)]
+    if not parsed:
+        raise ValueError("no compute function in the assembly (expected main_compute_ or a parallel lambda)")
+    return parsed
+
+
+def asm_stats(asm: str | Parsed) -> AsmStats:
+    """`AsmStats` of a module's assembly text (AT&T, as LLVM prints it for x86-64), or of its
+    `compute_functions`."""
     stats = AsmStats()
     c = stats.counts
-    funcs = {name: lines for name, lines in _functions(asm).items() if not name.startswith(_WRAPPERS)}
-    if not funcs:
-        raise ValueError("no compute function in the assembly (expected main_compute_ or a parallel lambda)")
+    parsed = compute_functions(asm) if isinstance(asm, str) else asm
     inner: list[tuple[list[_Instr], tuple[int, int]]] = []
     depth_best = 0
-    for lines in funcs.values():
-        instrs, _, loops = _parse(lines)
+    for instrs, _, loops in parsed:
         for instr in instrs:
             c["instructions"] += 1
             kind = instr.kind
@@ -302,12 +312,13 @@ def asm_stats(asm: str) -> AsmStats:
 def code_features(asm: str, *, nest: bool = False) -> np.ndarray:
     """(CODE_FEATURES,) float32 of a module's assembly text; `nest`: followed by the whole-nest block
     (`tile_nest_features`, every column of `ALL_CODE_FEATURE_NAMES`)."""
-    head = asm_stats(asm).vector()
+    parsed = compute_functions(asm)
+    head = asm_stats(parsed).vector()
     if not nest:
         return head
     from cost_model.learned.tile_nest_features import nest_features
 
-    return np.concatenate([head, nest_features(asm)])
+    return np.concatenate([head, nest_features(parsed)])
 
 
 def config_asm(space: Any, config: Any, *, target: Any = None) -> str:

@@ -33,9 +33,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from cost_model.learned.tile_code_features import Parsed
 
 __all__ = ["NEST_FEATURES", "NEST_FEATURE_NAMES", "NEST_LEVELS", "LoopInfo", "loop_table", "natural_loops", "nest_features", "nest_stats"]
 
@@ -273,17 +276,15 @@ def loop_table(instrs: Sequence[object], labels: dict[str, int]) -> tuple[list[L
     return table, {i for i, k in enumerate(owner) if k is not None}
 
 
-def _nest(asm: str) -> tuple[list[LoopInfo], dict[str, float]]:
-    """Every natural loop of the compute functions of `asm` (all functions' loops in one list;
-    `parent` indexes that list), and the counts of the instructions outside every loop."""
-    from cost_model.learned.tile_code_features import _LANES, _WRAPPERS, _functions, _parse
+def _nest(asm: str | Parsed) -> tuple[list[LoopInfo], dict[str, float]]:
+    """Every natural loop of the compute functions of `asm` (or of its `compute_functions`; all
+    functions' loops in one list; `parent` indexes that list), and the counts of the instructions
+    outside every loop."""
+    from cost_model.learned.tile_code_features import _LANES, compute_functions
 
     out: list[LoopInfo] = []
     counts = dict.fromkeys(_DYNAMIC, 0.0)
-    for name, lines in _functions(asm).items():
-        if name.startswith(_WRAPPERS):
-            continue
-        instrs, labels, _ = _parse(lines)
+    for instrs, labels, _ in compute_functions(asm) if isinstance(asm, str) else asm:
         base = len(out)
         table, inside = loop_table(instrs, labels)
         for info in table:
@@ -300,14 +301,15 @@ def _nest(asm: str) -> tuple[list[LoopInfo], dict[str, float]]:
     return out, counts
 
 
-def nest_stats(asm: str) -> list[LoopInfo]:
+def nest_stats(asm: str | Parsed) -> list[LoopInfo]:
     """Every natural loop of the compute functions of `asm` (all functions' loops in one list;
     `parent` indexes that list)."""
     return _nest(asm)[0]
 
 
-def nest_features(asm: str) -> np.ndarray:
-    """(NEST_FEATURES,) float32 of a module's assembly text (see the module docstring)."""
+def nest_features(asm: str | Parsed) -> np.ndarray:
+    """(NEST_FEATURES,) float32 of a module's assembly text or its `compute_functions` (see the
+    module docstring)."""
     table, dynamic = _nest(asm)
     levels = np.zeros((NEST_LEVELS, len(_LEVEL_COUNTS)))
     deepest = max((info.depth for info in table), default=0)

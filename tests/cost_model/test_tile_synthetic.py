@@ -47,3 +47,11 @@ def test_collect_writes_the_synthetic_spec_list(tmp_path) -> None:  # type: igno
     listed = json.loads((out / "kernels.json").read_text())
     assert [(s["kind"], tuple(s["dims"])) for s in listed] == [(s.kind, s.dims) for s in synthetic_kernels(6, seed=9)]
     assert len(list(out.glob("*.npz"))) == 1
+
+
+def test_collect_refuses_a_negative_synthetic_count(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.cli.main import main
+
+    assert main(["costmodel", "collect", "--task", "tile", "--out", str(tmp_path / "s"), "--synthetic", "-3"]) == 2
+    assert "--synthetic must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
