@@ -43,6 +43,15 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     if args.synthetic < 0:
         print(f"compiler-opt: error: costmodel collect --synthetic must be >= 0, got {args.synthetic}", file=sys.stderr)
         return 2
+    kind_weights = None
+    if args.synthetic_kinds is not None:
+        from cost_model.measure.tile.synthetic import parse_kind_weights
+
+        try:
+            kind_weights = parse_kind_weights(args.synthetic_kinds)
+        except ValueError as exc:
+            print(f"compiler-opt: error: costmodel collect --synthetic-kinds: {exc}", file=sys.stderr)
+            return 2
     if args.task == "tile":
         from compiler_opt.costmodel.suite import suite_kernels
         from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list
@@ -55,7 +64,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             from cost_model.measure.tile.synthetic import synthetic_kernels
 
             seed = args.seed if args.synthetic_seed is None else args.synthetic_seed
-            specs = synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops)
+            specs = synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops, kind_weights=kind_weights)
             write_spec_list(specs, listing)
         else:
             hlo_dir = args.hlo_dir if args.hlo_dir is not None else (DEFAULT_HLO_DIR if os.path.isdir(DEFAULT_HLO_DIR) else None)
@@ -314,6 +323,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="tile: N random kernel shapes (cost_model/measure/tile/synthetic.py) instead of the suite's; "
                               "ignored when DIR already lists its kernels (kernels.json)")
     collect.add_argument("--synthetic-seed", type=int, metavar="S", help="tile: the seed of the --synthetic shapes (default --seed)")
+    collect.add_argument("--synthetic-kinds", metavar="KIND=W,...",
+                         help="tile: the --synthetic kind mix as integer weights, unnamed kinds 0 (default "
+                              "matmul=4,batch_matmul=1,conv2d_nhwc=2,conv2d_nchw=1,depthwise_nhwc=1,reduce=1,ew_reduce=1)")
     collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
     collect.add_argument("--scales", default="1,2", help="fusion: sizes of the built-in JAX programs (default 1,2)")
     collect.add_argument("--graphs", default="", metavar="NAME,...", help="fusion: only these graphs (e.g. mha@1,gru@2; default all)")

@@ -55,3 +55,26 @@ def test_collect_refuses_a_negative_synthetic_count(tmp_path, capsys) -> None:  
     assert main(["costmodel", "collect", "--task", "tile", "--out", str(tmp_path / "s"), "--synthetic", "-3"]) == 2
     assert "--synthetic must be >= 0" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_kind_weights_redraw_the_mix_and_the_default_mix_is_unchanged() -> None:
+    from cost_model.measure.tile.synthetic import KIND_WEIGHTS, parse_kind_weights
+
+    default = synthetic_kernels(30, seed=5)
+    assert [s.signature for s in synthetic_kernels(30, seed=5, kind_weights=dict(KIND_WEIGHTS))] == [s.signature for s in default]
+    only = synthetic_kernels(20, seed=5, kind_weights=parse_kind_weights("reduce=1, ew_reduce=1"))
+    assert {s.kind for s in only} == {"reduce", "ew_reduce"}
+    assert parse_kind_weights("reduce=3,matmul=0,conv2d_nchw=2") == {"reduce": 3, "matmul": 0, "conv2d_nchw": 2}
+    for bad, message in [("reduce", "KIND=INTEGER"), ("reduce=x", "KIND=INTEGER"), ("gemm=2", "unknown kernel kind"),
+                         ("reduce=0", "all zero"), ("reduce=-1", ">= 0")]:
+        with pytest.raises(ValueError, match=message):
+            parse_kind_weights(bad)
+
+
+def test_collect_refuses_bad_kind_weights(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.cli.main import main
+
+    assert main(["costmodel", "collect", "--task", "tile", "--out", str(tmp_path / "s"), "--synthetic", "3",
+                 "--synthetic-kinds", "gemm=2"]) == 2
+    assert "--synthetic-kinds: unknown kernel kind(s) ['gemm']" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

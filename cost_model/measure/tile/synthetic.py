@@ -8,22 +8,50 @@ draws), a multiple of 8 (a quarter) or left as it is (a quarter: real graphs hav
 windows 1-7, strides 1-2. Shapes are scaled to the same FLOP budget as the suite's
 (`shapes.scale_to_budget`) and deduplicated by signature. The source is `synthetic/<seed>`, so
 `dataset.program_of` puts them all in one program: a held-out-program split keeps them together.
+`kind_weights` redraws the mix (e.g. toward the kinds a ranker misses most: reductions, NCHW convs).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
-from cost_model.measure.tile.kernels import KernelSpec
+from cost_model.measure.tile.kernels import KINDS, KernelSpec
 from cost_model.measure.tile.shapes import scale_to_budget
 
-__all__ = ["KIND_WEIGHTS", "synthetic_kernels"]
+__all__ = ["KIND_WEIGHTS", "parse_kind_weights", "synthetic_kernels"]
 
 # relative draw frequency per kind (matmul-heavy: see the module docstring)
 KIND_WEIGHTS = {"matmul": 4, "batch_matmul": 1, "conv2d_nhwc": 2, "conv2d_nchw": 1, "depthwise_nhwc": 1, "reduce": 1, "ew_reduce": 1}
-_KIND_DRAW = [kind for kind, weight in KIND_WEIGHTS.items() for _ in range(weight)]
+
+
+def _draw_list(weights: Mapping[str, int]) -> list[str]:
+    """Each kind repeated by its weight: one uniform integer draw picks a kind (the default mix's
+    lists are unchanged by this, so seeds drawn before `kind_weights` existed draw the same shapes)."""
+    unknown = sorted(set(weights) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown kernel kind(s) {unknown} in synthetic kind weights; kinds are {list(KINDS)}")
+    bad = {kind: w for kind, w in weights.items() if not isinstance(w, int) or w < 0}
+    if bad:
+        raise ValueError(f"synthetic kind weights must be integers >= 0, got {bad}")
+    draw = [kind for kind, weight in weights.items() for _ in range(weight)]
+    if not draw:
+        raise ValueError("synthetic kind weights are all zero: no kind to draw")
+    return draw
+
+
+def parse_kind_weights(text: str) -> dict[str, int]:
+    """`"reduce=3,matmul=2"` -> {"reduce": 3, "matmul": 2}; kinds not named get weight 0."""
+    weights: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"synthetic kind weight {item!r}: expected KIND=INTEGER (e.g. reduce=3)")
+        weights[kind.strip()] = int(value)
+    _draw_list(weights)  # validates
+    return weights
 
 
 def _size(rng: np.random.Generator, lo: int, hi: int) -> int:
@@ -51,8 +79,11 @@ def _dims(rng: np.random.Generator, kind: str) -> tuple[int, ...]:
     return (_size(rng, 1, 4096), _size(rng, 8, 8192))  # reduce / ew_reduce: rows, cols
 
 
-def synthetic_kernels(count: int, *, seed: int = 0, max_flops: float = 8e6, min_flops: float = 1e4) -> list[KernelSpec]:
-    """`count` distinct random kernel specs (module docstring), the same list for the same seed."""
+def synthetic_kernels(count: int, *, seed: int = 0, max_flops: float = 8e6, min_flops: float = 1e4,
+                      kind_weights: Mapping[str, int] | None = None) -> list[KernelSpec]:
+    """`count` distinct random kernel specs (module docstring), the same list for the same seed and
+    weights; `kind_weights` (kind -> integer, unnamed kinds 0) replaces `KIND_WEIGHTS`."""
+    draw = _draw_list(KIND_WEIGHTS if kind_weights is None else kind_weights)
     if count < 0:
         raise ValueError(f"synthetic kernel count must be >= 0, got {count}")
     if not 0 < min_flops <= max_flops:
@@ -63,7 +94,7 @@ def synthetic_kernels(count: int, *, seed: int = 0, max_flops: float = 8e6, min_
     for _ in range(1000 * max(count, 1)):  # bounded: a budget too small for distinct shapes stops here
         if len(specs) >= count:
             break
-        kind = _KIND_DRAW[int(rng.integers(len(_KIND_DRAW)))]
+        kind = draw[int(rng.integers(len(draw)))]
         spec = scale_to_budget(KernelSpec(kind, _dims(rng, kind), source), max_flops, min_flops=min_flops)
         if spec is not None:
             specs.setdefault(spec.signature, spec)
