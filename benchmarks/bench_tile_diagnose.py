@@ -10,6 +10,11 @@ mean that the worst `--worst` kernels carry, the same per kernel kind, and for t
 knobs (split factors, loop order, vectorize, unroll, parallel) of the model's pick beside the
 kernel's true best, plus how often the worst picks share a knob pattern (scalar fallback, unroll
 512, parallel on one core, order). Writes JSON to benchmarks/results/bench_tile_diagnose.json.
+
+First, from the labels alone (`--data-only` stops there), how hard a top-1 pick is per kind: the
+best configuration's lead over the second best, how many configurations lie within 2% / 10% of
+the best, and the retest noise (|min2 / min1 - 1| of the configurations timed twice): a kind
+whose best leads by 20% with no other configuration within 10% needs the one best of 50 found.
 """
 
 from __future__ import annotations
@@ -46,6 +51,34 @@ def distribution(values: np.ndarray, worst: int) -> dict[str, float]:
             "kernels_over_1x": int((values >= 1.0).sum()), "kernels_under_5pct": int((values <= 0.05).sum())}
 
 
+def label_difficulty(records: list) -> dict[str, dict[str, float]]:
+    """Per kind (and "all"): medians of the best's lead over the 2nd best and of the configurations
+    within 2% / 10% of the best, and the retest noise's median / p90 (module docstring)."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        runtime = np.sort(np.asarray(r.config_runtime, dtype=np.float64))
+        retest = [abs(b / a - 1.0) for a, b in r.meta.get("retest", []) if a > 0]
+        for kind in (str(r.meta.get("kind", "?")), "all"):
+            d = per.setdefault(kind, {"lead": [], "within2": [], "within10": [], "noise": []})
+            d["lead"].append(runtime[1] / runtime[0] - 1.0 if runtime.size > 1 else float("nan"))
+            d["within2"].append(float((runtime <= runtime[0] * 1.02).sum() - 1))
+            d["within10"].append(float((runtime <= runtime[0] * 1.10).sum() - 1))
+            d["noise"].extend(retest)
+    return {kind: {"kernels": len(d["lead"]), "lead_median": float(np.nanmedian(d["lead"])), "within2_median": float(np.median(d["within2"])),
+                   "within10_median": float(np.median(d["within10"])),
+                   "noise_median": float(np.median(d["noise"])) if d["noise"] else float("nan"),
+                   "noise_p90": float(np.quantile(d["noise"], 0.9)) if d["noise"] else float("nan")}
+            for kind, d in sorted(per.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
+
+
+def print_label_difficulty(table: dict[str, dict[str, float]]) -> None:
+    print("| kind | kernels | best's lead over 2nd (median) | others within 2% of best (median) | within 10% | retest noise median / p90 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for kind, d in table.items():
+        print(f"| {kind} | {d['kernels']} | {d['lead_median']:.1%} | {d['within2_median']:.0f} | {d['within10_median']:.0f} | "
+              f"{d['noise_median']:.1%} / {d['noise_p90']:.1%} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data")
@@ -53,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worst", type=int, default=10)
     parser.add_argument("--test-fraction", type=float, default=0.25)
     parser.add_argument("--ranker", default="rank", help="rank (GbdtBaseline's pairwise rank model) or a tile_rankers.TILE_RANKER_NAMES entry")
+    parser.add_argument("--data-only", action="store_true", help="only the label table (no ranker fitted)")
     parser.add_argument("--json", default=str(RESULTS))
     args = parser.parse_args(argv)
 
@@ -63,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 
     records = load_dir(args.data)
     report: dict[str, object] = {"data": Path(args.data).name, "seed": args.seed, "ranker": args.ranker}
-    for split in ("random", "program"):
+    report["labels"] = label_difficulty(records)
+    print(f"## {Path(args.data).name}: how far the best configuration leads (labels only)")
+    print_label_difficulty(report["labels"])
+    for split in () if args.data_only else ("random", "program"):
         train_idx, test_idx = split_records(records, split, test_fraction=args.test_fraction, seed=args.seed)
         test = [records[i] for i in test_idx]
         if args.ranker == "rank":

@@ -7,6 +7,9 @@ same test kernels; several split seeds.
     PYTHONPATH=. python benchmarks/bench_tile_more_kernels.py out/tile_s13 --extra out/tile_syn \
         --code-features out/tile_s13_code --extra-code-features out/tile_syn_code --seeds 0,1,2,3,4 --json more.json
 
+`--prefixes 0,2,5` fits one row per prefix of the `--extra` folders (the training kernels plus the first
+k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau.
+
 Rows: the `bench_costmodel.py` metrics (top-1 / top-5 slowdown of the predicted best, mean per-kernel
 Kendall tau, tuner measurements to within 2% of the best) per split, mean over the seeds (per seed
 in the JSON). With `--code-features` both fits use the compiled-code block (`tile_code_features`);
@@ -34,8 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranker", default="gbdt-ens", help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--test-fraction", type=float, default=0.25)
+    parser.add_argument("--prefixes", help="rows fitted with the first k --extra folders, for each k (default 0,<all>)")
+    parser.add_argument("--splits", default="random,program", help="which splits (default random,program)")
+    parser.add_argument("--by-kind", action="store_true", help="also print per-kind means of top-1 and Kendall tau (the test kernels' kinds)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
+    try:
+        prefixes = [int(k) for k in args.prefixes.split(",")] if args.prefixes else [0, len(args.extra)]
+    except ValueError:
+        parser.error(f"--prefixes takes integers, got {args.prefixes!r}")
+    if any(not 0 <= k <= len(args.extra) for k in prefixes):
+        parser.error(f"--prefixes must lie in 0..{len(args.extra)} (the number of --extra folders), got {args.prefixes}")
+    splits = [s for s in args.splits.split(",") if s]
+    if not splits or set(splits) - {"random", "program"}:
+        parser.error(f"--splits takes random and/or program, got {args.splits!r}")
     if bool(args.code_features) != bool(args.extra_code_features) or (args.extra_code_features and len(args.extra_code_features) != len(args.extra)):
         parser.error("--code-features takes one --extra-code-features per --extra (both fits need the same columns)")
 
@@ -54,22 +69,28 @@ def main(argv: list[str] | None = None) -> int:
 
         base = extended_records(records, args.code_features, args.code_feature_set)
         keep = [i for i, e in enumerate(base) if e is not None]
-        extra = [e for folder, cache in zip(extras, args.extra_code_features) for e in extended_records(folder, cache, args.code_feature_set) if e is not None]
+        per_folder = [[e for e in extended_records(folder, cache, args.code_feature_set) if e is not None]
+                      for folder, cache in zip(extras, args.extra_code_features)]
     else:
         base, keep = records, list(range(len(records)))
-        extra = [r for folder in extras for r in folder]
-    extra_name = "+".join(Path(folder).name for folder in args.extra)
-    print(f"{Path(args.data).name}: {len(keep)} kernels; --extra {extra_name}: {len(extra)} kernels "
-          f"({', '.join(sorted({r.meta.get('kind', '?') for r in extra}))})")
+        per_folder = [list(folder) for folder in extras]
+    fits = []  # (row name, extra kernels)
+    for k in prefixes:
+        name = "training kernels" if k == 0 else "+ " + "+".join(Path(folder).name for folder in args.extra[:k])
+        fits.append((name, [r for folder in per_folder[:k] for r in folder]))
+    for folder, kernels in zip(args.extra, per_folder):
+        print(f"--extra {Path(folder).name}: {len(kernels)} kernels ({', '.join(sorted({r.meta.get('kind', '?') for r in kernels}))})")
+    print(f"{Path(args.data).name}: {len(keep)} kernels")
     kept = set(keep)
     rows: dict[str, dict[str, list[dict]]] = {}
     for seed in [int(s) for s in args.seeds.split(",") if s]:
-        for split in ("random", "program"):
+        for split in splits:
             train_idx, test_idx = split_records(records, split, test_fraction=args.test_fraction, seed=seed)
             train = [base[i] for i in train_idx if i in kept]
             test = [base[i] for i in test_idx if i in kept]
             random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
-            for name, fitted_on in (("training kernels", train), (f"+ {extra_name}", train + extra)):
+            for name, extra in fits:
+                fitted_on = train + extra
                 began = time.perf_counter()
                 model = make_tile_ranker(args.ranker, seed=seed).fit(fitted_on)
                 row = score(name, [model.predict(r) for r in test], test, random_needs)
@@ -79,16 +100,33 @@ def main(argv: list[str] | None = None) -> int:
                       f"tuner {row['tuner_measurements']:.1f} ({len(fitted_on)} train / {len(test)} test)", flush=True)
     print(f"\n| split | {args.ranker} fitted on | top-1 slowdown | top-5 slowdown | Kendall tau | tuner meas. to <=2% | random meas. |")
     print("|---|---|---|---|---|---|---|")
-    for split in ("random", "program"):
+    for split in splits:
         for name, by_split in rows.items():
             runs = by_split[split]
             mean = {k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5", "kendall", "tuner_measurements", "random_measurements")}
             print(f"| {split} | {name} | {mean['top1']:.1%} | {mean['top5']:.1%} | {mean['kendall']:.3f} | "
                   f"{mean['tuner_measurements']:.1f} | {mean['random_measurements']:.1f} |")
+    if args.by_kind:
+        print_by_kind(rows, splits)
     if args.json:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "code_feature_set": args.code_feature_set if args.code_features else None,
                                                "rows": rows}, indent=1), encoding="utf-8")
     return 0
+
+
+def print_by_kind(rows: dict[str, dict[str, list[dict]]], splits: list[str]) -> None:
+    """Per test-kernel kind (the record name's middle field, `program:kind:hash`): mean top-1 and tau per row."""
+    for split in splits:
+        kinds = sorted({name.split(":")[1] for by_split in rows.values() for run in by_split[split] for name in run["per_kernel"] if name.count(":") >= 2})
+        print(f"\n{split} split, per kind (top-1 slowdown / Kendall tau, kernels x seeds):")
+        print("| row | " + " | ".join(kinds) + " |")
+        print("|---|" + "---|" * len(kinds))
+        for name, by_split in rows.items():
+            cells = []
+            for kind in kinds:
+                got = [m for run in by_split[split] for key, m in run["per_kernel"].items() if key.count(":") >= 2 and key.split(":")[1] == kind]
+                cells.append(f"{np.mean([m['top1'] for m in got]):.1%} / {np.mean([m['kendall'] for m in got]):.3f} ({len(got)})" if got else "-")
+            print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
