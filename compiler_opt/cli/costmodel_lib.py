@@ -177,6 +177,12 @@ def _cmd_remeasure(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-data", args.extra_data),
+                                         ("--extra-code-features", args.extra_code_features),
+                                         ("--code-feature-set", args.code_feature_set != "s16")) if given]
+    if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
+        print(f"compiler-opt: error: costmodel train: {', '.join(ens_only)} only apply to --model gbdt-ens (got --model {args.model})", file=sys.stderr)
+        return 2
     if args.model == "additive":
         from cost_model.learned.fusion_additive import train_additive_and_save
 

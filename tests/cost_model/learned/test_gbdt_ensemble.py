@@ -131,6 +131,20 @@ def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, recor
                  "--extra-data", str(more)]) == 2
 
 
+def test_costmodel_train_refuses_gbdt_ens_options_for_other_models(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # another model would ignore them silently and train on less than the user asked for
+    from compiler_opt.cli.main import main
+
+    for model in ("gbdt", "gnn", "additive"):
+        out = tmp_path / f"{model}.out"
+        assert main(["costmodel", "train", str(tmp_path), "-o", str(out), "--model", model, "--extra-data", str(tmp_path)]) == 2
+        assert f"--extra-data only apply to --model gbdt-ens (got --model {model})" in capsys.readouterr().err
+        assert not out.exists()
+    assert main(["costmodel", "train", str(tmp_path), "-o", str(tmp_path / "g.ubj"), "--model", "gbdt", "--code-features", "c",
+                 "--code-feature-set", "nest"]) == 2
+    assert "--code-features, --code-feature-set only apply" in capsys.readouterr().err
+
+
 def test_rank_pairs_option_and_files_without_it() -> None:
     from cost_model.learned.baselines import GbdtBaseline
     from cost_model.learned.gbdt_predictor import GbdtTilePredictor
