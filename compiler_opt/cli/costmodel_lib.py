@@ -40,8 +40,13 @@ def _cache(path: str | None, out: str) -> Any:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    if args.synthetic < 0:
-        print(f"compiler-opt: error: costmodel collect --synthetic must be >= 0, got {args.synthetic}", file=sys.stderr)
+    for flag, value, low in (("--synthetic", args.synthetic, 0), ("--configs", args.configs, 1), ("--repeats", args.repeats, 0),
+                             ("--max-kernels", args.max_kernels, 0)):
+        if value < low:  # checked before DIR is created
+            print(f"compiler-opt: error: costmodel collect {flag} must be >= {low}, got {value}", file=sys.stderr)
+            return 2
+    if not args.max_flops > 0:
+        print(f"compiler-opt: error: costmodel collect --max-flops must be > 0, got {args.max_flops:g}", file=sys.stderr)
         return 2
     kind_weights = None
     if args.synthetic_kinds is not None:
@@ -56,7 +61,6 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         from compiler_opt.costmodel.suite import suite_kernels
         from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list
 
-        os.makedirs(args.out, exist_ok=True)
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
@@ -64,11 +68,17 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             from cost_model.measure.tile.synthetic import synthetic_kernels
 
             seed = args.seed if args.synthetic_seed is None else args.synthetic_seed
-            specs = synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops, kind_weights=kind_weights)
+            try:  # drawn before DIR exists: a budget no shape fits leaves nothing behind
+                specs = synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops, kind_weights=kind_weights)
+            except ValueError as exc:
+                print(f"compiler-opt: error: costmodel collect --synthetic: {exc}", file=sys.stderr)
+                return 2
+            os.makedirs(args.out, exist_ok=True)
             write_spec_list(specs, listing)
         else:
             hlo_dir = args.hlo_dir if args.hlo_dir is not None else (DEFAULT_HLO_DIR if os.path.isdir(DEFAULT_HLO_DIR) else None)
             specs = suite_kernels(hlo_dir=hlo_dir, max_flops=args.max_flops)
+            os.makedirs(args.out, exist_ok=True)
             write_spec_list(specs, listing)
         if args.max_kernels:
             import numpy as np

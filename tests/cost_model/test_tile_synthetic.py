@@ -78,3 +78,15 @@ def test_collect_refuses_bad_kind_weights(tmp_path, capsys) -> None:  # type: ig
                  "--synthetic-kinds", "gemm=2"]) == 2
     assert "--synthetic-kinds: unknown kernel kind(s) ['gemm']" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("flags, message", [(["--synthetic", "4", "--max-flops", "10"], "--synthetic: synthetic kernels need 0 < min_flops"),
+                                            (["--synthetic", "4", "--configs", "0"], "--configs must be >= 1"),
+                                            (["--synthetic", "4", "--max-flops", "0"], "--max-flops must be > 0"),
+                                            (["--synthetic", "4", "--max-kernels", "-1"], "--max-kernels must be >= 0")])
+def test_collect_refuses_bad_sizes_before_creating_the_folder(tmp_path, capsys, flags, message) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.cli.main import main
+
+    assert main(["costmodel", "collect", "--task", "tile", "--out", str(tmp_path / "s"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

@@ -39,7 +39,8 @@ def program_of(spec: KernelSpec) -> str:
 
 
 def write_spec_list(specs: Sequence[KernelSpec], path: str | os.PathLike[str]) -> None:
-    Path(path).write_text(json.dumps([{"kind": s.kind, "dims": list(s.dims), "source": s.source} for s in specs], indent=1), encoding="utf-8")
+    with atomic_path(path) as tmp:  # a listing cut short would make a resumed collection measure other kernels
+        tmp.write_text(json.dumps([{"kind": s.kind, "dims": list(s.dims), "source": s.source} for s in specs], indent=1), encoding="utf-8")
 
 
 def read_spec_list(path: str | os.PathLike[str]) -> list[KernelSpec]:
