@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import pickle
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -75,6 +76,9 @@ def load_checkpoint(path: str | Path | None = None) -> tuple[GoPolicy, dict[str,
         raise CheckpointError(f"no checkpoint at {source}", file=str(source))
     try:
         payload = torch.load(source, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # torch's own text is a page suggesting weights_only=False: never here
+        raise CheckpointError("cannot read checkpoint: not a torch file of tensors and plain values (read with weights_only=True)",
+                              file=str(source)) from None
     except Exception as err:  # noqa: BLE001 - torch raises many types for a bad file
         raise CheckpointError(f"cannot read checkpoint: {err}", file=str(source)) from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -172,12 +173,18 @@ def save_model(model: CostModel, path: str | os.PathLike[str], extra: dict[str, 
 def load_model(path: str | os.PathLike[str]) -> tuple[CostModel, dict[str, Any]]:
     try:
         state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, ValueError) as error:
+    except pickle.UnpicklingError as error:  # torch's own text is a page suggesting weights_only=False: never here
+        raise DatasetError("not a cost model checkpoint: not a torch file of tensors and plain values (read with weights_only=True)",
+                           file=os.fspath(path)) from error
+    except Exception as error:  # noqa: BLE001 - torch raises many types for a bad file
         raise DatasetError(f"not a cost model checkpoint: {error}", file=os.fspath(path)) from error
     if not isinstance(state, dict) or state.get("format") != "compiler-opt-costmodel/1":
         raise DatasetError("not a compiler-opt cost model checkpoint (format field)", file=os.fspath(path))
-    model = CostModel(ModelConfig(**state["config"]))
-    model.load_state_dict(state["state_dict"])
+    try:
+        model = CostModel(ModelConfig(**state["config"]))
+        model.load_state_dict(state["state_dict"])
+    except (KeyError, TypeError, RuntimeError) as error:  # a config or weights this network does not have
+        raise DatasetError(f"the checkpoint does not match the cost model network: {error}", file=os.fspath(path)) from error
     model.eval()
     return model, dict(state.get("extra", {}))
 

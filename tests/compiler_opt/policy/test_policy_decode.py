@@ -85,6 +85,10 @@ def test_bad_checkpoints_are_refused(tmp_path) -> None:  # type: ignore[no-untyp
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="cannot read"):
         load_checkpoint(junk)
+    junk.write_text("garbage\n")  # torch raises UnpicklingError with a page of advice: replaced by a short line
+    with pytest.raises(CheckpointError, match="not a torch file of tensors") as caught:
+        load_checkpoint(junk)
+    assert "weights_only=False" not in str(caught.value)
     other = tmp_path / "other.pt"
     torch.save({"format": 99}, other)
     with pytest.raises(CheckpointError, match="format"):

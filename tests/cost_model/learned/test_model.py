@@ -65,6 +65,15 @@ def test_checkpoint_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def
 
     with pytest.raises(DatasetError, match="format"):
         load_model(bad)
+    text = tmp_path / "text.pt"  # a text file: torch's UnpicklingError becomes a short, named error
+    text.write_text("garbage\n")
+    with pytest.raises(DatasetError, match="not a torch file of tensors") as caught:
+        load_model(text)
+    assert "weights_only=False" not in str(caught.value) and "text.pt" in str(caught.value)
+    alien = tmp_path / "alien.pt"  # the right format field, a network this code does not have
+    torch.save({"format": "compiler-opt-costmodel/1", "config": {"bogus": 1}, "state_dict": {}}, alien)
+    with pytest.raises(DatasetError, match="does not match the cost model network"):
+        load_model(alien)
 
 
 def test_splits() -> None:
