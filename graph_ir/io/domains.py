@@ -36,7 +36,7 @@ def _domains(graph: Graph) -> set[str]:
 def _fail(bad: Iterable[str], target: str) -> None:
     names = ", ".join(f"{SOURCE_DOMAINS.get(d, d or 'ai.onnx')} ('{d}')" for d in sorted(bad))
     raise ExportError(
-        f"cannot write {target}: the graph has {names} ops, which have no {target} mapping "
+        f"cannot write {target}: the graph has {names} ops, which have no mapping to {target} "
         "(the conversion table in WORKSPACE.md lists the paths that exist)"
     )
 
