@@ -466,7 +466,8 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
     """Compile every configuration of `records` whose kernel has no valid cache file yet and write
     one `.npz` per kernel (features, config_text, version, target, the assembly; a file of an older
     feature version whose assembly matches is re-parsed, not compiled). Kernels are done in the order
-    given (shuffle it for a partial run that covers every kind); `deadline` (time.time()) stops
+    given (shuffle it for a partial run that covers every kind; two runs in other orders on one cache
+    split the work: a kernel another run wrote meanwhile is skipped); `deadline` (time.time()) stops
     before a kernel that would start after it. A configuration whose compile takes longer than
     `timeout` seconds (in a child process) gets NaN features, XGBoost's missing value. Returns
     counts and the compile rate."""
@@ -479,13 +480,17 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
     target_text = host_target_text()
     worker = _AsmWorker(timeout)
     todo = [r for r in records if _read_cache(cache_path(out, r), r) is None]
-    done = compiled = reparsed = timed_out = 0
+    done = compiled = reparsed = timed_out = by_others = 0
     seconds = 0.0
     bar = tqdm(total=sum(r.num_configs for r in todo), desc="compile configs", unit="config", disable=not progress)
     for record in todo:
         if deadline is not None and time.time() >= deadline:
             break
         path = cache_path(out, record)
+        if _read_cache(path, record) is not None:  # a second fill on the same cache (another order) did it meanwhile
+            by_others += 1
+            bar.update(record.num_configs)
+            continue
         asm = cached_asm(path, record)
         if asm is not None:
             _write_cache(path, record, asm, target_text)
@@ -508,8 +513,8 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
     bar.close()
     worker.close()
     return {"kernels_compiled": done, "kernels_reparsed": reparsed, "timed_out": timed_out, "timeout_s": timeout,
-            "kernels_cached_before": len(records) - len(todo),
-            "kernels_left": len(todo) - done - reparsed, "configs_compiled": compiled, "seconds": seconds,
+            "kernels_cached_before": len(records) - len(todo), "kernels_filled_by_another_run": by_others,
+            "kernels_left": len(todo) - done - reparsed - by_others, "configs_compiled": compiled, "seconds": seconds,
             "configs_per_second": compiled / seconds if seconds else float("nan"), "target": target_text}
 
 

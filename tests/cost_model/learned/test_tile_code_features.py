@@ -182,3 +182,25 @@ def test_the_ensemble_ranker_with_code_features_compiles_candidates_like_the_cac
         from cost_model.learned.gbdt_predictor import GbdtTilePredictor
 
         GbdtTilePredictor(ranker.members[0].gbdt, {"code_features": True, "config_features": records[0].config_feat.shape[1]})
+
+
+def test_a_kernel_another_fill_wrote_meanwhile_is_not_compiled_again(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # two fills on one cache in other orders split the work: B's file appears while A compiles
+    import shutil
+
+    from cost_model.learned import tile_code_features as tcf
+
+    space = TileSpace(build_kernel(SPEC))
+    a = _record(space, [VECTORIZED], str(tmp_path / "p:matmul:aaa.npz"))
+    b = _record(space, [SCALAR], str(tmp_path / "p:matmul:bbb.npz"))
+    fill_code_feature_cache([b], tmp_path / "other", progress=False)
+    original = tcf._AsmWorker.asm
+
+    def asm_and_other_run_writes_b(self, *args):  # type: ignore[no-untyped-def]
+        shutil.copy(cache_path(tmp_path / "other", b), cache_path(tmp_path / "shared", b))
+        return original(self, *args)
+
+    monkeypatch.setattr(tcf._AsmWorker, "asm", asm_and_other_run_writes_b)
+    report = fill_code_feature_cache([a, b], tmp_path / "shared", progress=False)
+    assert (report["kernels_compiled"], report["kernels_filled_by_another_run"], report["kernels_left"]) == (1, 1, 0)
+    assert report["configs_compiled"] == 1 and all(f is not None for f in load_code_features([a, b], tmp_path / "shared"))
