@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranker", default="gbdt-ens", help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--test-fraction", type=float, default=0.25)
+    parser.add_argument("--only-extra", action="store_true", help="fit only the training kernels + --extra row (half the time; for comparing feature sets)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     if bool(args.code_features) != bool(args.extra_code_features) or (args.extra_code_features and len(args.extra_code_features) != len(args.extra)):
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             train = [base[i] for i in train_idx if i in kept]
             test = [base[i] for i in test_idx if i in kept]
             random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
-            for name, fitted_on in (("training kernels", train), (f"+ {extra_name}", train + extra)):
+            fits = (("training kernels", train), (f"+ {extra_name}", train + extra))
+            for name, fitted_on in fits[1:] if args.only_extra else fits:
                 began = time.perf_counter()
                 model = make_tile_ranker(args.ranker, seed=seed).fit(fitted_on)
                 row = score(name, [model.predict(r) for r in test], test, random_needs)
