@@ -38,12 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--test-fraction", type=float, default=0.25)
     parser.add_argument("--prefixes", help="rows fitted with the first k --extra folders, for each k (default 0,<all>)")
+    parser.add_argument("--only-extra", action="store_true", help="fit only the training kernels + every --extra row (= --prefixes <all>; for comparing feature sets)")
     parser.add_argument("--splits", default="random,program", help="which splits (default random,program)")
     parser.add_argument("--by-kind", action="store_true", help="also print per-kind means of top-1 and Kendall tau (the test kernels' kinds)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     try:
-        prefixes = [int(k) for k in args.prefixes.split(",")] if args.prefixes else [0, len(args.extra)]
+        prefixes = [int(k) for k in args.prefixes.split(",")] if args.prefixes else [len(args.extra)] if args.only_extra else [0, len(args.extra)]
     except ValueError:
         parser.error(f"--prefixes takes integers, got {args.prefixes!r}")
     if any(not 0 <= k <= len(args.extra) for k in prefixes):

@@ -405,9 +405,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "`costmodel collect --task tile --synthetic N`)")
     train.add_argument("--extra-code-features", action="append", metavar="CACHE",
                        help="gbdt-ens with --code-features: the code feature cache of each --extra-data, in order")
-    train.add_argument("--code-feature-set", default="s16", choices=("s16", "s16+z", "nest", "nest+z"),
+    train.add_argument("--code-feature-set", default="s16", choices=("s16", "s16+z", "nest", "nest+z", "s18", "s18+z", "nest18", "nest18+z"),
                        help="gbdt-ens with --code-features: s16 = the 35 counts of the sixteenth session (the default); nest = + the whole loop nest "
-                            "(per level trip counts and bodies); +z = every column also as its z-score over the kernel's candidates")
+                            "(per level trip counts and bodies); s18 / nest18 = the same with the loop columns (loops, loop depth, innermost "
+                            "bodies) read from natural loops, not text ranges; +z = every column also as its z-score over the kernel's candidates")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",

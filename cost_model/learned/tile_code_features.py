@@ -20,11 +20,19 @@ much an unroll pragma blew the body up. This module builds each configuration fo
 
 Counts enter as log2(1 + count). `CODE_FEATURE_NAMES` names the columns.
 
+The loop columns above (`loops`, `loop_depth`, `inner_*`) read text ranges, which is wrong where
+LLVM lays the blocks of one loop around others or a cold block branches back to a join point (up
+to 232 "loops" 184 deep where the control-flow graph has 7). `NATURAL_LOOP_FEATURE_NAMES` (eighteenth
+session) are the same 11 columns from the natural loops of `tile_nest_features.natural_loops`
+(count, deepest nesting, and the loops at the deepest nesting with their whole bodies).
+
 Feature sets (seventeenth session; a model records the one it read, `extra["code_feature_set"]`,
 absent = "s16"): "s16", the 35 columns above, what the sixteenth session shipped; "nest", those
 plus the whole loop nest (`tile_nest_features`: per level from the inside the loops' own
-instructions, float ops, loads, stores and trip counts, and the executed counts they imply); a
-"+z" suffix appends every column again as its z-score over the kernel's own candidates
+instructions, float ops, loads, stores and trip counts, and the executed counts they imply);
+"s18" and "nest18" (eighteenth session), the same with the 11 text-range loop columns replaced in
+place by their natural-loop versions (the old sets stay as they were, so files fitted on them rank
+as before); a "+z" suffix appends every column again as its z-score over the kernel's own candidates
 (`kernel_zscores`: a ranker then compares configurations of one kernel, not absolute counts across
 kernels; at ranking time over the candidates ranked together). The features are
 machine-specific by construction (they read this host's code); a dataset's cache is only
@@ -50,13 +58,15 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_SETS", "CODE_FEATURE_VERSION", "AsmStats", "asm_stats",
+__all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_SETS", "CODE_FEATURE_VERSION", "NATURAL_LOOP_FEATURE_NAMES",
+           "AsmStats", "asm_stats", "natural_loop_counts",
            "code_feature_set_names", "code_feature_set_width", "code_features", "compute_functions", "config_asm", "config_code_features", "configs_code_block",
            "cache_path", "cached_asm", "extended_records", "fill_code_feature_cache", "kernel_zscores", "load_code_features", "with_code_features"]
 
 logger = logging.getLogger(__name__)
 
-CODE_FEATURE_VERSION = 4  # 2: one loop per backward-branch target; 3: + the whole-nest block (a cache holds every column); 4: its loops natural loops
+CODE_FEATURE_VERSION = 5  # 2: one loop per backward-branch target; 3: + the whole-nest block (a cache holds every column); 4: its loops natural loops;
+# 5: + the s16 loop columns from natural loops
 _WIDTHS = ("zmm", "ymm", "xmm", "scalar")
 _LANES = {"zmm": 16, "ymm": 8, "xmm": 4, "scalar": 1}  # float32
 _COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w in _WIDTHS), "loads", "stores", "spills", "reloads",
@@ -65,6 +75,9 @@ _COUNTS = ("instructions", *(f"{op}_{w}" for op in ("fma", "mul", "add") for w i
 CODE_FEATURE_NAMES: tuple[str, ...] = (*(f"log2_1p_{c}" for c in _COUNTS), "parallel_launch", "log2_1p_stack_bytes", "flops_per_instruction",
                                        "inner_flops_per_instruction", "inner_vector_lanes_log2", "inner_loads_per_flop")
 CODE_FEATURES = len(CODE_FEATURE_NAMES)  # the "s16" set
+_LOOP_COUNTS = ("loops", "loop_depth", "inner_loops", "inner_instructions", "inner_flops", "inner_loads", "inner_stores", "inner_spill_traffic")
+_LOOP_RATIOS = ("inner_flops_per_instruction", "inner_vector_lanes_log2", "inner_loads_per_flop")
+NATURAL_LOOP_FEATURE_NAMES: tuple[str, ...] = (*(f"log2_1p_natural_{c}" for c in _LOOP_COUNTS), *(f"natural_{c}" for c in _LOOP_RATIOS))
 
 _WRAPPERS = ("__tvm_ffi_main", "__tvm_set_raised", "__truncsfhf2", "__extendhfsf2")
 _BRANCH = re.compile(r"^j[a-z]{1,4}$")
@@ -78,14 +91,33 @@ def _nest_names() -> tuple[str, ...]:
     return NEST_FEATURE_NAMES
 
 
-ALL_CODE_FEATURE_NAMES: tuple[str, ...] = CODE_FEATURE_NAMES + _nest_names()  # the columns a version-3 cache stores
-CODE_FEATURE_SETS = ("s16", "s16+z", "nest", "nest+z")
+_OLD_WIDTH = CODE_FEATURES + len(_nest_names())  # the 65 columns a version-3 or 4 cache stores
+ALL_CODE_FEATURE_NAMES: tuple[str, ...] = CODE_FEATURE_NAMES + _nest_names() + NATURAL_LOOP_FEATURE_NAMES  # the columns a version-5 cache stores
+
+
+def _natural_in_place() -> list[int]:
+    """The "s16" columns with each text-range loop column swapped for its natural-loop one."""
+    swap = {f"log2_1p_{c}": f"log2_1p_natural_{c}" for c in _LOOP_COUNTS} | {c: f"natural_{c}" for c in _LOOP_RATIOS}
+    return [ALL_CODE_FEATURE_NAMES.index(swap.get(name, name)) for name in CODE_FEATURE_NAMES]
+
+
+# each base set's columns of a version-5 row, and the oldest cache version that holds them right
+_SET_COLUMNS: dict[str, tuple[int, ...]] = {
+    "s16": tuple(range(CODE_FEATURES)), "nest": tuple(range(_OLD_WIDTH)),
+    "s18": tuple(_natural_in_place()), "nest18": (*_natural_in_place(), *range(CODE_FEATURES, _OLD_WIDTH)),
+}
+_SINCE_VERSION = {"s16": 2, "nest": 4, "s18": 5, "nest18": 5}
+CODE_FEATURE_SETS = tuple(f"{base}{z}" for base in _SET_COLUMNS for z in ("", "+z"))
+
+
+def _base_set(feature_set: str) -> str:
+    if feature_set not in CODE_FEATURE_SETS:
+        raise ValueError(f"unknown code feature set {feature_set!r} (one of {', '.join(CODE_FEATURE_SETS)})")
+    return feature_set.removesuffix("+z")
 
 
 def _base_width(feature_set: str) -> int:
-    if feature_set not in CODE_FEATURE_SETS:
-        raise ValueError(f"unknown code feature set {feature_set!r} (one of {', '.join(CODE_FEATURE_SETS)})")
-    return CODE_FEATURES if feature_set.startswith("s16") else len(ALL_CODE_FEATURE_NAMES)
+    return len(_SET_COLUMNS[_base_set(feature_set)])
 
 
 def code_feature_set_width(feature_set: str = "s16") -> int:
@@ -94,7 +126,7 @@ def code_feature_set_width(feature_set: str = "s16") -> int:
 
 
 def code_feature_set_names(feature_set: str = "s16") -> tuple[str, ...]:
-    base = ALL_CODE_FEATURE_NAMES[: _base_width(feature_set)]
+    base = tuple(ALL_CODE_FEATURE_NAMES[i] for i in _SET_COLUMNS[_base_set(feature_set)])
     return base + tuple(f"z_{name}" for name in base) if feature_set.endswith("+z") else base
 
 
@@ -112,8 +144,9 @@ def kernel_zscores(block: np.ndarray) -> np.ndarray:
 
 
 def _with_set(raw: np.ndarray, feature_set: str) -> np.ndarray:
-    """A (C, all columns or the s16 columns) raw block as `feature_set`'s columns (z-scores appended for "+z")."""
-    base = np.asarray(raw, dtype=np.float32)[:, : _base_width(feature_set)]
+    """A (C, columns of a cache row: all, the 65 of version 3-4 or the 35 of version 2) raw block as
+    `feature_set`'s columns (z-scores appended for "+z")."""
+    base = np.asarray(raw, dtype=np.float32)[:, list(_SET_COLUMNS[_base_set(feature_set)])]
     return np.concatenate([base, kernel_zscores(base)], axis=1) if feature_set.endswith("+z") else base
 
 
@@ -309,16 +342,47 @@ def asm_stats(asm: str | Parsed) -> AsmStats:
     return stats
 
 
-def code_features(asm: str, *, nest: bool = False) -> np.ndarray:
-    """(CODE_FEATURES,) float32 of a module's assembly text; `nest`: followed by the whole-nest block
-    (`tile_nest_features`, every column of `ALL_CODE_FEATURE_NAMES`)."""
+def natural_loop_counts(asm: str | Parsed, tables: Any = None) -> dict[str, float]:
+    """The counts behind `NATURAL_LOOP_FEATURE_NAMES`, from the natural loops of the compute
+    functions (`tile_nest_features.loop_tables`, computed here unless given): `loops`, the deepest
+    nesting `loop_depth`, the loops at that depth (`inner_loops`; over all functions, as the text-range
+    columns) and their bodies' instructions, float ops x lanes (FMA = 2), loads, stores, spill
+    traffic, and `inner_lanes` the widest float vector in them. An innermost loop holds no other
+    loop, so its own body (`LoopInfo`'s counts) is its whole body."""
+    from cost_model.learned.tile_nest_features import loop_tables
+
+    parsed = compute_functions(asm) if isinstance(asm, str) else asm
+    infos = [info for table, _ in (loop_tables(parsed) if tables is None else tables) for info in table]
+    depth = max((info.depth for info in infos), default=0)
+    inner = [info for info in infos if info.depth == depth]
+    return {"loops": float(len(infos)), "loop_depth": float(depth), "inner_loops": float(len(inner)),
+            "inner_instructions": sum(i.instructions for i in inner), "inner_flops": sum(i.flops for i in inner),
+            "inner_loads": sum(i.loads for i in inner), "inner_stores": sum(i.stores for i in inner),
+            "inner_spill_traffic": sum(i.spill_traffic for i in inner), "inner_lanes": float(max((i.lanes for i in inner), default=0))}
+
+
+def _natural_vector(c: dict[str, float]) -> np.ndarray:
+    """`NATURAL_LOOP_FEATURE_NAMES` of `natural_loop_counts` (as `AsmStats.vector` makes the text-range ones)."""
+    return np.array([math.log2(1.0 + c[k]) for k in _LOOP_COUNTS] + [c["inner_flops"] / max(c["inner_instructions"], 1.0), math.log2(max(c["inner_lanes"], 1.0)),
+                                                                       c["inner_loads"] / max(c["inner_flops"], 1.0)], dtype=np.float32)
+
+
+def code_features(asm: str, feature_set: str | None = None, *, nest: bool = False) -> np.ndarray:
+    """float32 features of a module's assembly text: `feature_set`'s base columns (no "+z": those
+    need the other candidates) if given, else every column of `ALL_CODE_FEATURE_NAMES` if `nest`,
+    else the (CODE_FEATURES,) "s16" columns. The assembly is parsed once and its natural loops
+    found once, and only where the columns asked for need them."""
+    base = "all" if feature_set is None and nest else _base_set(feature_set or "s16")
     parsed = compute_functions(asm)
     head = asm_stats(parsed).vector()
-    if not nest:
+    if base == "s16":
         return head
-    from cost_model.learned.tile_nest_features import nest_features
+    from cost_model.learned.tile_nest_features import loop_tables, nest_features
 
-    return np.concatenate([head, nest_features(parsed)])
+    tables = loop_tables(parsed)
+    row = np.concatenate([head, nest_features(parsed, tables) if base != "s18" else np.zeros(_OLD_WIDTH - CODE_FEATURES, dtype=np.float32),
+                          _natural_vector(natural_loop_counts(parsed, tables)) if base != "nest" else np.zeros(len(NATURAL_LOOP_FEATURE_NAMES), dtype=np.float32)])
+    return row if base == "all" else row[list(_SET_COLUMNS[base])]
 
 
 def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
@@ -328,17 +392,18 @@ def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
     return str(build_config(space, config, target=target).mod.inspect_source("asm"))
 
 
-def config_code_features(space: Any, config: Any, *, target: Any = None, nest: bool = False) -> np.ndarray:
-    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code (`nest`: every column)."""
-    return code_features(config_asm(space, config, target=target), nest=nest)
+def config_code_features(space: Any, config: Any, *, target: Any = None, nest: bool = False, feature_set: str | None = None) -> np.ndarray:
+    """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code
+    (`code_features`: `feature_set`'s base columns, else every column if `nest`, else "s16")."""
+    return code_features(config_asm(space, config, target=target), feature_set, nest=nest)
 
 
 def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s16", *, target: Any = None) -> np.ndarray:
     """(C, code_feature_set_width) of `configs` of one kernel, each compiled here; the "+z" columns are
     z-scores over these candidates."""
-    nest = not feature_set.startswith("s16")
-    _base_width(feature_set)
-    return _with_set(np.stack([config_code_features(space, c, target=target, nest=nest) for c in configs]), feature_set)
+    base = _base_set(feature_set)
+    block = np.stack([config_code_features(space, c, target=target, feature_set=base) for c in configs])
+    return np.concatenate([block, kernel_zscores(block)], axis=1) if feature_set.endswith("+z") else block
 
 
 # -- the per-kernel cache ---------------------------------------------------------------------------
@@ -350,18 +415,20 @@ def cache_path(cache_dir: str | os.PathLike[str], record: KernelRecord) -> Path:
 
 def _read_cache(path: Path, record: KernelRecord, feature_set: str | None = None) -> np.ndarray | None:
     """The cached block as `feature_set`'s columns; None: every column of the current version (a
-    fill's check). An older file (version 2: the 35 "s16" columns; 3: the nest block of text-range loops) still serves the "s16" sets."""
+    fill's check). An older file serves the sets whose columns it holds right (`_SINCE_VERSION`:
+    version 2, the 35 "s16" columns; 3, + the nest block of text-range loops, so "s16" only; 4, +
+    the natural-loop nest block, "s16" and "nest"): the columns of each set are the same in every
+    version that serves it, so a file fitted on an old set reads the same numbers."""
     if not path.is_file():
         return None
     with np.load(path, allow_pickle=False) as data:
         version = int(data["version"])
         if list(data["config_text"]) != list(record.config_text):
             return None
-        # the "s16" columns are the same in every version since 2
-        if version != CODE_FEATURE_VERSION and not (version >= 2 and feature_set is not None and feature_set.startswith("s16")):
+        if version != CODE_FEATURE_VERSION and not (feature_set is not None and 2 <= _SINCE_VERSION[_base_set(feature_set)] <= version):
             return None
         feats = np.asarray(data["features"], dtype=np.float32)
-    width = CODE_FEATURES if version == 2 else len(ALL_CODE_FEATURE_NAMES)  # 3 and 4: the same columns
+    width = {2: CODE_FEATURES, 3: _OLD_WIDTH, 4: _OLD_WIDTH}.get(version, len(ALL_CODE_FEATURE_NAMES))
     if feats.shape != (record.num_configs, width):
         return None
     return feats if feature_set is None else _with_set(feats, feature_set)

@@ -40,7 +40,8 @@ import numpy as np
 if TYPE_CHECKING:
     from cost_model.learned.tile_code_features import Parsed
 
-__all__ = ["NEST_FEATURES", "NEST_FEATURE_NAMES", "NEST_LEVELS", "LoopInfo", "loop_table", "natural_loops", "nest_features", "nest_stats"]
+__all__ = ["NEST_FEATURES", "NEST_FEATURE_NAMES", "NEST_LEVELS", "LoopInfo", "LoopTables", "loop_table", "loop_tables", "natural_loops", "nest_features",
+           "nest_stats"]
 
 NEST_LEVELS = 4
 _LEVEL_COUNTS = ("loops", "instructions", "flops", "loads", "stores", "trip")
@@ -60,8 +61,8 @@ _CONDITIONAL = re.compile(r"^j(?!mp)[a-z]{1,3}$")
 class LoopInfo:
     """One natural loop of a compute function: its header's first instruction and its last
     back-edge branch (indices into the function's instructions; the branch may lie above the
-    header), nesting depth (1 = outermost), the enclosing loop, its own body's counts and its trip
-    count (0 = not read)."""
+    header), nesting depth (1 = outermost), the enclosing loop, its own body's counts (spill
+    traffic: stack loads and stores; lanes: the widest float vector) and its trip count (0 = not read)."""
 
     first: int
     last: int
@@ -72,6 +73,8 @@ class LoopInfo:
     loads: float = 0.0
     stores: float = 0.0
     trip: int = 0
+    spill_traffic: float = 0.0
+    lanes: int = 0
 
 
 def _register_base(operand: str) -> str:
@@ -250,7 +253,7 @@ def natural_loops(instrs: Sequence[object], labels: dict[str, int]) -> list[tupl
 def loop_table(instrs: Sequence[object], labels: dict[str, int]) -> tuple[list[LoopInfo], set[int]]:
     """`LoopInfo` of each natural loop of one function (`tile_code_features._parse`'s instructions
     and labels), and the indices of the instructions inside any loop."""
-    from cost_model.learned.tile_code_features import _LANES
+    from cost_model.learned.tile_code_features import _LANES, _STACK
 
     loops = natural_loops(instrs, labels)
     table = []
@@ -270,26 +273,39 @@ def loop_table(instrs: Sequence[object], labels: dict[str, int]) -> tuple[list[L
         info.instructions += 1
         kind = instr.kind  # type: ignore[attr-defined]
         if kind is not None:
-            info.flops += _LANES[instr.width] * (2 if kind == "fma" else 1)  # type: ignore[attr-defined]
-        info.loads += len(instr.loads())  # type: ignore[attr-defined]
-        info.stores += len(instr.stores())  # type: ignore[attr-defined]
+            lanes = _LANES[instr.width]  # type: ignore[attr-defined]
+            info.flops += lanes * (2 if kind == "fma" else 1)
+            info.lanes = max(info.lanes, lanes)
+        loads, stores = instr.loads(), instr.stores()  # type: ignore[attr-defined]
+        info.loads += len(loads)
+        info.stores += len(stores)
+        info.spill_traffic += sum(bool(_STACK.search(o)) for o in loads + stores)
     return table, {i for i, k in enumerate(owner) if k is not None}
 
 
-def _nest(asm: str | Parsed) -> tuple[list[LoopInfo], dict[str, float]]:
-    """Every natural loop of the compute functions of `asm` (or of its `compute_functions`; all
-    functions' loops in one list; `parent` indexes that list), and the counts of the instructions
-    outside every loop."""
+LoopTables = list[tuple[list[LoopInfo], set[int]]]
+
+
+def loop_tables(parsed: Parsed) -> LoopTables:
+    """`loop_table` of each of `compute_functions`' functions: computed once per candidate for both
+    the nest block and the natural-loop columns of `tile_code_features`."""
+    return [loop_table(instrs, labels) for instrs, labels, _ in parsed]
+
+
+def _nest(asm: str | Parsed, tables: LoopTables | None = None) -> tuple[list[LoopInfo], dict[str, float]]:
+    """Every natural loop of the compute functions of `asm` (or of its `compute_functions`, whose
+    `loop_tables` may be given; all functions' loops in one list, copies; `parent` indexes that
+    list), and the counts of the instructions outside every loop."""
+    from dataclasses import replace
+
     from cost_model.learned.tile_code_features import _LANES, compute_functions
 
+    parsed = compute_functions(asm) if isinstance(asm, str) else asm
     out: list[LoopInfo] = []
     counts = dict.fromkeys(_DYNAMIC, 0.0)
-    for instrs, labels, _ in compute_functions(asm) if isinstance(asm, str) else asm:
+    for (instrs, _, _), (table, inside) in zip(parsed, loop_tables(parsed) if tables is None else tables):
         base = len(out)
-        table, inside = loop_table(instrs, labels)
-        for info in table:
-            info.parent = None if info.parent is None else info.parent + base
-            out.append(info)
+        out.extend(replace(info, parent=None if info.parent is None else info.parent + base) for info in table)
         for i, instr in enumerate(instrs):
             if i in inside:
                 continue
@@ -307,10 +323,10 @@ def nest_stats(asm: str | Parsed) -> list[LoopInfo]:
     return _nest(asm)[0]
 
 
-def nest_features(asm: str | Parsed) -> np.ndarray:
-    """(NEST_FEATURES,) float32 of a module's assembly text or its `compute_functions` (see the
-    module docstring)."""
-    table, dynamic = _nest(asm)
+def nest_features(asm: str | Parsed, tables: LoopTables | None = None) -> np.ndarray:
+    """(NEST_FEATURES,) float32 of a module's assembly text or its `compute_functions` (and their
+    `loop_tables`, if computed already; see the module docstring)."""
+    table, dynamic = _nest(asm, tables)
     levels = np.zeros((NEST_LEVELS, len(_LEVEL_COUNTS)))
     deepest = max((info.depth for info in table), default=0)
     for info in table:
