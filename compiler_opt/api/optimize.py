@@ -199,6 +199,8 @@ def optimize(
         raise OptimizeError(f"unknown placement method {method!r}; known: auto, go, {', '.join(METHODS)}", field="method")
     if budget_s < 0:
         raise OptimizeError(f"budget must be >= 0 seconds, got {budget_s}", field="budget_s")
+    if opt_level is not None and opt_level not in (0, 1, 2, 3):  # checked before the model is read
+        raise OptimizeError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}", field="opt_level")
     if not isinstance(target, Target):
         target = Target.resolve(devices=target)  # a bad spec fails here, naming it
     topology = target.topology

@@ -44,6 +44,11 @@ def test_bad_arguments_are_errors_naming_the_field(example_model):
         compiler_opt.optimize(str(example_model), method="m-eft")
     with pytest.raises(Exception, match="model must be a path"):
         compiler_opt.optimize(42)
+    with pytest.raises(OptimizeError, match="opt_level must be 0, 1, 2 or 3, got 9") as caught:
+        compiler_opt.optimize(str(example_model), opt_level=9)
+    assert caught.value.field == "opt_level"
+    with pytest.raises(OptimizeError, match="budget must be >= 0"):
+        compiler_opt.optimize(str(example_model), budget_s=-1)
 
 
 def test_input_shape_makes_the_shape_chain_fold():
