@@ -169,6 +169,7 @@ def test_on_a_kernel_compiled_here_the_columns_equal_natural_loops(config: TileC
 
 
 NEST_ENSEMBLE_COMMIT = "7d4ed22"  # the tile_gbdt_ens.json of the seventeenth session (feature set "nest", 280 synthetic kernels)
+PINNED_HOST = "llvm -mcpu=znver4"  # where the scores below were taken
 
 
 def test_the_seventeenth_session_nest_ensemble_ranks_exactly_as_before(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -191,5 +192,10 @@ def test_the_seventeenth_session_nest_ensemble_ranks_exactly_as_before(tmp_path)
     configs = [TileConfig(((64, 1, 1), (4, 1, 16), (1, 64)), order=1, vectorize=True), TileConfig(((64, 1, 1), (64, 1, 1), (1, 64)), order=3, vectorize=False),
                TileConfig(((8, 8, 1), (8, 8, 1), (8, 8)), order=0, vectorize=False),
                TileConfig(((4, 4, 4), (4, 1, 16), (16, 4)), order=2, vectorize=True, unroll=16)]
+    # (LLVM compiles for this host's CPU, so the pinned scores hold only where they were taken)
+    from cost_model.measure.tile.runner import host_target_text
+
+    if host_target_text() != PINNED_HOST:
+        pytest.skip(f"scores pinned on {PINNED_HOST!r}, this host compiles for {host_target_text()!r}")
     # the scores main's code (before this session, commit 197fd98) gave these candidates with the same file, on this host
     np.testing.assert_allclose(ranker.rank(space, configs), [-1.7874642362285256, 3.3706592568245615, -0.5262684030776725, -1.0569266175183631], rtol=1e-6)

@@ -118,6 +118,7 @@ def test_two_and_three_level_tiled_matmuls_compiled_here_differ_in_depth_and_tri
 
 # the tile_gbdt_ens.json the sixteenth session shipped (35 "s16" code columns), in the repository's history
 S16_ENSEMBLE_COMMIT = "a9ae283"
+PINNED_HOST = "llvm -mcpu=znver4"  # where the scores below were taken
 
 
 def _s16_ensemble(tmp_path):  # type: ignore[no-untyped-def]
@@ -149,6 +150,11 @@ def test_the_sixteenth_session_ensemble_loads_and_ranks_exactly_as_before_the_ne
     configs = [TileConfig(((64, 1, 1), (4, 1, 16), (1, 64)), order=1, vectorize=True), TileConfig(((64, 1, 1), (64, 1, 1), (1, 64)), order=3, vectorize=False),
                TileConfig(((8, 8, 1), (8, 8, 1), (8, 8)), order=0, vectorize=False),
                TileConfig(((4, 4, 4), (4, 1, 16), (16, 4)), order=2, vectorize=True, unroll=16)]
+    # (LLVM compiles for this host's CPU, so the pinned scores hold only where they were taken)
+    from cost_model.measure.tile.runner import host_target_text
+
+    if host_target_text() != PINNED_HOST:
+        pytest.skip(f"scores pinned on {PINNED_HOST!r}, this host compiles for {host_target_text()!r}")
     # the scores main's code (before this session) gave these candidates with the same file, on this host
     np.testing.assert_allclose(ranker.rank(space, configs), [-1.504522954669711, 3.3642612134869756, -0.45497772259343616, -1.4047605362238285], rtol=1e-6)
 
