@@ -54,21 +54,23 @@ def distribution(values: np.ndarray, worst: int) -> dict[str, float]:
 def label_difficulty(records: list) -> dict[str, dict[str, float]]:
     """Per kind (and "all"): medians of the best's lead over the 2nd best and of the configurations
     within 2% / 10% of the best, and the retest noise's median / p90 (module docstring)."""
-    per: dict[str, dict[str, list[float]]] = {}
+    from cost_model.measure.harness import noise_floor
+
+    per: dict[str, dict[str, list]] = {}
     for r in records:
         runtime = np.sort(np.asarray(r.config_runtime, dtype=np.float64))
-        retest = [abs(b / a - 1.0) for a, b in r.meta.get("retest", []) if a > 0]
         for kind in (str(r.meta.get("kind", "?")), "all"):
-            d = per.setdefault(kind, {"lead": [], "within2": [], "within10": [], "noise": []})
+            d = per.setdefault(kind, {"lead": [], "within2": [], "within10": [], "pairs": []})
             d["lead"].append(runtime[1] / runtime[0] - 1.0 if runtime.size > 1 else float("nan"))
             d["within2"].append(float((runtime <= runtime[0] * 1.02).sum() - 1))
             d["within10"].append(float((runtime <= runtime[0] * 1.10).sum() - 1))
-            d["noise"].extend(retest)
-    return {kind: {"kernels": len(d["lead"]), "lead_median": float(np.nanmedian(d["lead"])), "within2_median": float(np.median(d["within2"])),
-                   "within10_median": float(np.median(d["within10"])),
-                   "noise_median": float(np.median(d["noise"])) if d["noise"] else float("nan"),
-                   "noise_p90": float(np.quantile(d["noise"], 0.9)) if d["noise"] else float("nan")}
-            for kind, d in sorted(per.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
+            d["pairs"].extend(r.meta.get("retest", []))  # the collection's own retests (not a later remeasure)
+    out = {}
+    for kind, d in sorted(per.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        floor = noise_floor(d["pairs"])
+        out[kind] = {"kernels": len(d["lead"]), "lead_median": float(np.nanmedian(d["lead"])), "within2_median": float(np.median(d["within2"])),
+                     "within10_median": float(np.median(d["within10"])), "noise_median": floor["median"], "noise_p90": floor["p90"]}
+    return out
 
 
 def print_label_difficulty(table: dict[str, dict[str, float]]) -> None:

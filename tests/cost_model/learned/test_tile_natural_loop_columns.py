@@ -14,6 +14,7 @@ from cost_model.learned.tile_code_features import (
     code_feature_set_width, code_features, compute_functions, load_code_features, natural_loop_counts,
 )
 from cost_model.learned.tile_nest_features import NEST_FEATURES, nest_features, natural_loops
+from tests.tile_ranker_history import assert_pinned_scores, ensemble_from_history
 
 # A cold block laid out at the end branches back to the join point above it: a backward branch, but
 # no loop (the join does not dominate the cold block). The text ranges read it as a loop around
@@ -169,33 +170,11 @@ def test_on_a_kernel_compiled_here_the_columns_equal_natural_loops(config: TileC
 
 
 NEST_ENSEMBLE_COMMIT = "7d4ed22"  # the tile_gbdt_ens.json of the seventeenth session (feature set "nest", 280 synthetic kernels)
-PINNED_HOST = "llvm -mcpu=znver4"  # where the scores below were taken
 
 
 def test_the_seventeenth_session_nest_ensemble_ranks_exactly_as_before(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import subprocess
-    from pathlib import Path
-
-    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor
-
     # that file from history (the packaged one was refitted with more kernels in the eighteenth session)
-    root = Path(__file__).resolve().parents[3]
-    try:
-        blob = subprocess.run(["git", "-C", str(root), "show", f"{NEST_ENSEMBLE_COMMIT}:{PACKAGED_GBDT_ENSEMBLE.relative_to(root).as_posix()}"],
-                              capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("the seventeenth session's tile_gbdt_ens.json is not in this checkout's history")
-    (tmp_path / "nest.json").write_bytes(blob)
-    ranker = GbdtEnsembleTilePredictor.load(tmp_path / "nest.json")
+    ranker = ensemble_from_history(NEST_ENSEMBLE_COMMIT, tmp_path, "the seventeenth session's tile_gbdt_ens.json")
     assert ranker.extra["code_feature_set"] == "nest"
-    space = TileSpace(build_kernel(KernelSpec("matmul", (64, 64, 64))))
-    configs = [TileConfig(((64, 1, 1), (4, 1, 16), (1, 64)), order=1, vectorize=True), TileConfig(((64, 1, 1), (64, 1, 1), (1, 64)), order=3, vectorize=False),
-               TileConfig(((8, 8, 1), (8, 8, 1), (8, 8)), order=0, vectorize=False),
-               TileConfig(((4, 4, 4), (4, 1, 16), (16, 4)), order=2, vectorize=True, unroll=16)]
-    # (LLVM compiles for this host's CPU, so the pinned scores hold only where they were taken)
-    from cost_model.measure.tile.runner import host_target_text
-
-    if host_target_text() != PINNED_HOST:
-        pytest.skip(f"scores pinned on {PINNED_HOST!r}, this host compiles for {host_target_text()!r}")
     # the scores main's code (before this session, commit 197fd98) gave these candidates with the same file, on this host
-    np.testing.assert_allclose(ranker.rank(space, configs), [-1.7874642362285256, 3.3706592568245615, -0.5262684030776725, -1.0569266175183631], rtol=1e-6)
+    assert_pinned_scores(ranker, [-1.7874642362285256, 3.3706592568245615, -0.5262684030776725, -1.0569266175183631])

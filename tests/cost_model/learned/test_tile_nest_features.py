@@ -13,6 +13,7 @@ from cost_model.learned.tile_code_features import (
     ALL_CODE_FEATURE_NAMES, CODE_FEATURE_NAMES, CODE_FEATURES, code_feature_set_names, code_feature_set_width, code_features, kernel_zscores,
 )
 from cost_model.learned.tile_nest_features import NEST_FEATURE_NAMES, NEST_FEATURES, nest_features, nest_stats
+from tests.tile_ranker_history import assert_pinned_scores, ensemble_from_history
 
 # A compute function with a two-deep nest: the outer loop counts %rdx from -8 up to 0 (8 trips),
 # the inner one %rcx from 0 by 4 to 64 (16 trips); inner body: 2 zmm FMAs, a load operand each
@@ -118,45 +119,16 @@ def test_two_and_three_level_tiled_matmuls_compiled_here_differ_in_depth_and_tri
 
 # the tile_gbdt_ens.json the sixteenth session shipped (35 "s16" code columns), in the repository's history
 S16_ENSEMBLE_COMMIT = "a9ae283"
-PINNED_HOST = "llvm -mcpu=znver4"  # where the scores below were taken
-
-
-def _s16_ensemble(tmp_path):  # type: ignore[no-untyped-def]
-    import subprocess
-    from pathlib import Path
-
-    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor
-
-    packaged = GbdtEnsembleTilePredictor.packaged()
-    if "code_feature_set" not in packaged.extra:
-        return packaged
-    root = Path(__file__).resolve().parents[3]
-    try:
-        blob = subprocess.run(["git", "-C", str(root), "show", f"{S16_ENSEMBLE_COMMIT}:{PACKAGED_GBDT_ENSEMBLE.relative_to(root).as_posix()}"],
-                              capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("the sixteenth session's tile_gbdt_ens.json is not in this checkout's history")
-    (tmp_path / "s16.json").write_bytes(blob)
-    return GbdtEnsembleTilePredictor.load(tmp_path / "s16.json")
 
 
 def test_the_sixteenth_session_ensemble_loads_and_ranks_exactly_as_before_the_nest_features(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from cost_model.measure.tile.space import CONFIG_FEATURES
 
-    ranker = _s16_ensemble(tmp_path)
+    ranker = ensemble_from_history(S16_ENSEMBLE_COMMIT, tmp_path, "the sixteenth session's tile_gbdt_ens.json")
     assert ranker.extra["code_features"] and "code_feature_set" not in ranker.extra  # a sixteenth-session file: the 35 "s16" columns
     assert all(m.extra["config_features"] == CONFIG_FEATURES + CODE_FEATURES for m in ranker.members)
-    space = TileSpace(build_kernel(KernelSpec("matmul", (64, 64, 64))))
-    configs = [TileConfig(((64, 1, 1), (4, 1, 16), (1, 64)), order=1, vectorize=True), TileConfig(((64, 1, 1), (64, 1, 1), (1, 64)), order=3, vectorize=False),
-               TileConfig(((8, 8, 1), (8, 8, 1), (8, 8)), order=0, vectorize=False),
-               TileConfig(((4, 4, 4), (4, 1, 16), (16, 4)), order=2, vectorize=True, unroll=16)]
-    # (LLVM compiles for this host's CPU, so the pinned scores hold only where they were taken)
-    from cost_model.measure.tile.runner import host_target_text
-
-    if host_target_text() != PINNED_HOST:
-        pytest.skip(f"scores pinned on {PINNED_HOST!r}, this host compiles for {host_target_text()!r}")
     # the scores main's code (before this session) gave these candidates with the same file, on this host
-    np.testing.assert_allclose(ranker.rank(space, configs), [-1.504522954669711, 3.3642612134869756, -0.45497772259343616, -1.4047605362238285], rtol=1e-6)
+    assert_pinned_scores(ranker, [-1.504522954669711, 3.3642612134869756, -0.45497772259343616, -1.4047605362238285])
 
 
 def test_an_ensemble_on_the_nest_z_set_ranks_candidates_like_the_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
