@@ -140,3 +140,16 @@ def test_conv_times_command_times_a_folders_convs(tmp_path, capsys) -> None:  # 
     assert (seconds[convs] > 0).all() and (seconds[convs] < 0.05).all() and not seconds[~convs].any()
     assert main(["costmodel", "conv-times", str(tmp_path)]) == 0
     assert "(0 timed now" in capsys.readouterr().out
+
+
+def test_code_feature_set_choices_match_the_feature_sets() -> None:
+    """The CLI lists the sets by hand (its module imports only the standard library); a set added to
+    `tile_code_features` must be offered there too."""
+    from compiler_opt.cli.main import build_parser
+    from cost_model.learned.tile_code_features import CODE_FEATURE_SETS
+
+    parser = build_parser()
+    costmodel = next(a for a in parser._subparsers._group_actions[0].choices.values() if a.prog.endswith("costmodel"))
+    train = costmodel._subparsers._group_actions[0].choices["train"]
+    action = next(a for a in train._actions if "--code-feature-set" in a.option_strings)
+    assert tuple(action.choices) == CODE_FEATURE_SETS
