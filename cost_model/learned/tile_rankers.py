@@ -166,6 +166,7 @@ TILE_RANKER_NAMES = {
     "rank-all+relative": "ensemble: XGBoost rank over all pairs + relative regression (autotune --ranker gbdt-ens, at depth 8)",
     "rank-bag3": "ensemble: XGBoost rank, 3 model seeds",
     "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the shipped gbdt-ens settings)",
+    "rank-all-d10": "XGBoost rank over all pairs at depth 10, no regression member (nineteenth session: deeper trees once 680 synthetic kernels train)",
 }
 
 
@@ -188,6 +189,8 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
         return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, **common), GbdtBaseline(objective="relative", **common)])
     if name == "gbdt-ens":  # GbdtEnsembleTilePredictor.train's members and settings (depth 6, 400 rounds)
         return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, depth=6, **common), GbdtBaseline(objective="relative", depth=6, **common)])
+    if name == "rank-all-d10":
+        return GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common)
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")
