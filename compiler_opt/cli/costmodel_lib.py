@@ -189,7 +189,8 @@ def _cmd_remeasure(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-data", args.extra_data),
                                          ("--extra-code-features", args.extra_code_features),
-                                         ("--code-feature-set", args.code_feature_set != "s16")) if given]
+                                         ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
+                                         ("--gbdt-depth", args.gbdt_depth is not None)) if given]
     if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
         print(f"compiler-opt: error: costmodel train: {', '.join(ens_only)} only apply to --model gbdt-ens (got --model {args.model})", file=sys.stderr)
         return 2
@@ -214,9 +215,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
+        from cost_model.learned.gbdt_ensemble import MEMBERS, parse_members
+
+        try:
+            members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
+        except ValueError as error:
+            print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
+            return 2
+        if args.gbdt_depth is not None and not 1 <= args.gbdt_depth <= 16:
+            print(f"compiler-opt: error: costmodel train --gbdt-depth: a tree depth from 1 to 16, got {args.gbdt_depth}", file=sys.stderr)
+            return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra)
+                                              extra=extra, members=members, depth=6 if args.gbdt_depth is None else args.gbdt_depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -409,6 +420,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gbdt-ens with --code-features: s16 = the 35 counts of the sixteenth session (the default); nest = + the whole loop nest "
                             "(per level trip counts and bodies); s18 / nest18 = the same with the loop columns (loops, loop depth, innermost "
                             "bodies) read from natural loops, not text ranges; +z = every column also as its z-score over the kernel's candidates")
+    train.add_argument("--gbdt-members", metavar="OBJ,...",
+                       help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations) and/or "
+                            "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank,relative)")
+    train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",

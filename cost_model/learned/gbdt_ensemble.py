@@ -29,7 +29,7 @@ from cost_model.learned.gbdt_predictor import GbdtTilePredictor, fit_and_save_ti
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["ENSEMBLE_FORMAT", "MEMBERS", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "train_gbdt_ensemble_and_save"]
+__all__ = ["ENSEMBLE_FORMAT", "MEMBERS", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
@@ -141,19 +141,36 @@ class GbdtEnsembleTilePredictor:
         return cls.load(PACKAGED_GBDT_ENSEMBLE)
 
 
+def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
+    """`costmodel train --gbdt-members`: comma-separated objectives, `rank` (pairwise over all pairs of a
+    kernel's configurations) or `relative` (log runtime over the kernel's median); an objective named
+    again gets the next model seed (`rank,rank` = two rank models bagged)."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError("no members given (e.g. rank or rank,relative)")
+    members, seen = [], {}
+    for name in names:
+        if name not in ("rank", "relative"):
+            raise ValueError(f"unknown member {name!r} (rank or relative)")
+        members.append((name, seen.get(name, 0), 50 if name == "rank" else None))
+        seen[name] = seen.get(name, 0) + 1
+    return tuple(members)
+
+
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
                                  rounds: int = 400, depth: int = 6, threads: int = 1, code_features: str | None = None,
-                                 code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
+                                 code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
+                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
     folder; the model then reads the compiled-code block (kernels without cached features left out).
     `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`)."""
-    config = {"model": "gbdt-ens", "members": [list(m) for m in MEMBERS], "split": split, "test_fraction": test_fraction, "seed": seed,
+    config = {"model": "gbdt-ens", "members": [list(m) for m in members], "split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})
     return fit_and_save_tile_ranker(
         data_dir, output,
-        lambda train: GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads, code_features=bool(code_features),
-                                                      code_feature_set=code_feature_set),
+        lambda train: GbdtEnsembleTilePredictor.train(train, members=members, seed=seed, rounds=rounds, depth=depth, threads=threads,
+                                                      code_features=bool(code_features), code_feature_set=code_feature_set),
         config, code_features=code_features, code_feature_set=code_feature_set, extra=extra,
     )

@@ -109,6 +109,32 @@ def test_costmodel_train_gbdt_ens_writes_a_loadable_ranker(tmp_path, records: li
     assert 0.0 <= report["metrics"]["test"]["top5"] < 0.5 and report["metrics"]["train"]["kendall"] > 0.5
 
 
+def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.gbdt_ensemble import parse_members
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    assert parse_members("rank") == (("rank", 0, 50),)
+    assert parse_members("rank, relative,rank") == (("rank", 0, 50), ("relative", 0, None), ("rank", 1, 50))
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    out = tmp_path / "ens.json"
+    common = ["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "random", "--test-fraction", "0.25"]
+    assert main([*common, "--gbdt-members", "rank,rank", "--gbdt-depth", "4"]) == 0
+    loaded = load_tile_ranker("gbdt-ens", out)
+    assert [[m.gbdt.objective, m.gbdt.seed, m.gbdt.rank_pairs, m.gbdt.depth] for m in loaded.members] == [["rank", 0, 50, 4], ["rank", 1, 50, 4]]
+    assert loaded.extra["train_config"]["members"] == [["rank", 0, 50], ["rank", 1, 50]] and loaded.extra["train_config"]["depth"] == 4
+    capsys.readouterr()
+    for bad, message in ((["--gbdt-members", "rank,lambdamart"], "unknown member 'lambdamart'"), (["--gbdt-members", ","], "no members given"),
+                         (["--gbdt-depth", "0"], "a tree depth from 1 to 16, got 0")):
+        out.unlink(missing_ok=True)
+        assert main([*common, *bad]) == 2
+        assert message in capsys.readouterr().err and not out.exists()
+    assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt", "--gbdt-depth", "8"]) == 2
+    assert "--gbdt-depth only apply to --model gbdt-ens" in capsys.readouterr().err
+
+
 def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
