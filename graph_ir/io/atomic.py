@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -30,10 +31,21 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, _file_mode(target))  # mkstemp makes it 0600; the user's file should not change mode by being rewritten
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _file_mode(target: Path) -> int:
+    """The mode `target` has now, or what a plain `open(target, "w")` would give it (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)  # the only portable way to read it: set and restore at once
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 @contextlib.contextmanager
