@@ -10,7 +10,8 @@ seeds can be added.
 
 The same interface as `GbdtTilePredictor` (`rank_rows`, `rank`, `finetune`, `save`, `load`,
 `packaged`), so `autotune --ranker gbdt-ens` and the `autotune-tiles{ranker=gbdt-ens}` pass use it.
-File format: JSON (no pickle) with each member's XGBoost UBJSON model in base64 and its
+File format: JSON (no pickle) with each member's XGBoost UBJSON model, zlib-compressed, in base64 (`ubj_zlib`;
+files before the nineteenth session: `ubj`, uncompressed, still load) and its
 `GbdtTilePredictor` metadata; written atomically.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -102,8 +104,8 @@ class GbdtEnsembleTilePredictor:
 
         members = []
         for member in self.members:
-            raw = bytes(member.gbdt.booster.save_raw(raw_format="ubj"))
-            members.append({"meta": member.meta(), "ubj": base64.b64encode(raw).decode("ascii")})
+            raw = zlib.compress(bytes(member.gbdt.booster.save_raw(raw_format="ubj")), 9)  # deep trees: 17 MB of UBJ -> 8 MB
+            members.append({"meta": member.meta(), "ubj_zlib": base64.b64encode(raw).decode("ascii")})
         doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {}), "members": members}
         target = Path(path)
         with atomic_path(target) as tmp:
@@ -124,9 +126,9 @@ class GbdtEnsembleTilePredictor:
         members = []
         for i, entry in enumerate(doc.get("members", [])):
             try:
-                booster = xgb.Booster(model_file=bytearray(base64.b64decode(entry["ubj"], validate=True)))
+                booster = xgb.Booster(model_file=bytearray(_member_ubj(entry)))
                 members.append(GbdtTilePredictor.from_meta(booster, entry["meta"]))
-            except (KeyError, TypeError, ValueError, xgb.core.XGBoostError) as error:
+            except (KeyError, TypeError, ValueError, zlib.error, xgb.core.XGBoostError) as error:
                 raise DatasetError(f"member {i} is not a GBDT tile ranker: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
                                    file=name) from error
         if not members:
@@ -139,6 +141,22 @@ class GbdtEnsembleTilePredictor:
             raise DatasetError("no GBDT ensemble tile ranker ships with this installation; pass one (GbdtEnsembleTilePredictor.train(...).save(path))",
                                file=str(PACKAGED_GBDT_ENSEMBLE))
         return cls.load(PACKAGED_GBDT_ENSEMBLE)
+
+
+MAX_MEMBER_BYTES = 1 << 30  # a compressed member that inflates past this is refused, not decompressed into memory
+
+
+def _member_ubj(entry: dict[str, Any]) -> bytes:
+    """A member's XGBoost UBJSON: `ubj_zlib` (zlib, base64; written since the nineteenth session) or `ubj` (base64)."""
+    if "ubj_zlib" not in entry:
+        return base64.b64decode(entry["ubj"], validate=True)
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(base64.b64decode(entry["ubj_zlib"], validate=True), MAX_MEMBER_BYTES)
+    if inflate.unconsumed_tail:
+        raise ValueError(f"the compressed model inflates past {MAX_MEMBER_BYTES >> 20} MiB")
+    if not inflate.eof:
+        raise ValueError("the compressed model is truncated")
+    return raw
 
 
 def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:

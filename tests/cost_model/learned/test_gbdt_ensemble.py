@@ -4,7 +4,9 @@ round-trips with fine-tuning; bad files are refused with the file named."""
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import pytest
 pytest.importorskip("xgboost")
 pytest.importorskip("tvm")
 
+from cost_model.learned import gbdt_ensemble  # noqa: E402
 from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor  # noqa: E402
 from cost_model.learned.predictor import DEFAULT_TILE_RANKER, load_tile_ranker, tile_ranker_for  # noqa: E402
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord  # noqa: E402
@@ -71,7 +74,18 @@ def test_save_load_round_trip_and_finetune(tmp_path, records: list[KernelRecord]
     assert again.extra["finetune_rounds"] == 5
 
 
-def test_bad_files_are_refused(tmp_path, ranker: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+def test_uncompressed_members_of_older_files_still_load(tmp_path, records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(ranker.save(tmp_path / "new.json").read_text(encoding="utf-8"))
+    for entry in doc["members"]:  # the format written before the nineteenth session
+        entry["ubj"] = base64.b64encode(zlib.decompress(base64.b64decode(entry.pop("ubj_zlib")))).decode()
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc), encoding="utf-8")
+    rows = records[0]
+    np.testing.assert_array_equal(GbdtEnsembleTilePredictor.load(old).rank_rows(rows.node_feat, rows.node_opcode, rows.config_feat),
+                                  ranker.rank_rows(rows.node_feat, rows.node_opcode, rows.config_feat))
+
+
+def test_bad_files_are_refused(tmp_path, monkeypatch, ranker: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(b"\xff not json")
     with pytest.raises(DatasetError, match="garbage.json"):
@@ -81,10 +95,19 @@ def test_bad_files_are_refused(tmp_path, ranker: GbdtEnsembleTilePredictor) -> N
     with pytest.raises(DatasetError, match="other.json.*not a compiler-opt GBDT ensemble"):
         GbdtEnsembleTilePredictor.load(other)
     doc = json.loads(ranker.save(tmp_path / "ok.json").read_text(encoding="utf-8"))
-    doc["members"][1]["ubj"] = "bm90IGEgbW9kZWw="  # base64 of "not a model"
+    packed = doc["members"][1]["ubj_zlib"]
     broken = tmp_path / "broken.json"
+    for bad, message in ((base64.b64encode(zlib.compress(b"not a model")).decode(), "member 1"),
+                         ("bm90IGEgbW9kZWw=", "member 1.*Error -3"),  # base64 of "not a model", not zlib
+                         (base64.b64encode(base64.b64decode(packed)[:-100]).decode(), "member 1.*truncated")):
+        doc["members"][1]["ubj_zlib"] = bad
+        broken.write_text(json.dumps(doc), encoding="utf-8")
+        with pytest.raises(DatasetError, match=f"broken.json.*{message}"):
+            GbdtEnsembleTilePredictor.load(broken)
+    doc["members"][1]["ubj_zlib"] = packed
     broken.write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.raises(DatasetError, match="broken.json.*member 1"):
+    monkeypatch.setattr(gbdt_ensemble, "MAX_MEMBER_BYTES", 1000)  # a member that would inflate past the cap is refused, not inflated
+    with pytest.raises(DatasetError, match="broken.json.*member 0.*inflates past"):
         GbdtEnsembleTilePredictor.load(broken)
     with pytest.raises(DatasetError, match="missing.json"):
         load_tile_ranker("gbdt-ens", tmp_path / "missing.json")
