@@ -215,7 +215,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
-        from cost_model.learned.gbdt_ensemble import MEMBERS, parse_members
+        from cost_model.learned.gbdt_ensemble import DEPTH, MEMBERS, parse_members
 
         try:
             members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
@@ -227,7 +227,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, depth=6 if args.gbdt_depth is None else args.gbdt_depth)
+                                              extra=extra, members=members, depth=DEPTH if args.gbdt_depth is None else args.gbdt_depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -407,7 +407,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("-o", "--output", required=True, metavar="MODEL", help="gnn: a .pt checkpoint; gbdt: an XGBoost .ubj model; gbdt-ens, additive: a .json file")
     train.add_argument("--model", choices=("gnn", "gbdt", "gbdt-ens", "additive"), default="gnn",
                        help="gnn: the GraphSAGE model (default); gbdt: XGBoost's pairwise rank objective on flat features, a tile ranker for autotune --ranker gbdt; "
-                            "gbdt-ens: that rank model + an XGBoost regression of log(runtime / the kernel's median), z-scored per kernel and summed (autotune --ranker gbdt-ens); "
+                            "gbdt-ens: XGBoost tile rankers z-scored per kernel and summed, a .json file (autotune --ranker gbdt-ens, the tile default; members and depth: "
+                            "--gbdt-members, --gbdt-depth); "
                             "additive: fusion datasets, seconds as a fitted sum of per-call terms and the roofline step time (a .json file, autotune --task fusion's default ranker)")
     train.add_argument("--code-features", metavar="CACHE", help="gbdt-ens: also the compiled-code features of each configuration, read from this cache "
                                                                "(benchmarks/bench_tile_code_features.py); the autotuner then compiles every candidate to rank it")
@@ -422,8 +423,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "bodies) read from natural loops, not text ranges; +z = every column also as its z-score over the kernel's candidates")
     train.add_argument("--gbdt-members", metavar="OBJ,...",
                        help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations) and/or "
-                            "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank,relative)")
-    train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 6)")
+                            "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank; until the nineteenth "
+                            "session rank,relative at depth 6)")
+    train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",

@@ -5,7 +5,7 @@ seeds can be added.
 
     compiler-opt costmodel train out/tile_s13 -o tile_gbdt_ens.json --model gbdt-ens --split program --test-fraction 0.25
     ... --code-features out/tile_s13_code                  # sixteenth session, what ships: + the compiled-code features
-    ranker = GbdtEnsembleTilePredictor.train(records)       # MEMBERS: (objective, model-seed offset)
+    ranker = GbdtEnsembleTilePredictor.train(records)       # MEMBERS: (objective, model-seed offset, rank pairs); DEPTH
     scores = ranker.rank(space, configs)                   # lower = predicted faster
 
 The same interface as `GbdtTilePredictor` (`rank_rows`, `rank`, `finetune`, `save`, `load`,
@@ -31,14 +31,17 @@ from cost_model.learned.gbdt_predictor import GbdtTilePredictor, fit_and_save_ti
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["ENSEMBLE_FORMAT", "MEMBERS", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
-# (GbdtBaseline objective, model seed offset, rank pairs per configuration or None): the pairwise
-# rank model over all pairs of a kernel's 50 configurations and the regression of log runtime over
-# the kernel's median (RESULTS (i), fourteenth session)
-MEMBERS: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("relative", 0, None))
+# (GbdtBaseline objective, model seed offset, rank pairs per configuration or None). Fourteenth to
+# eighteenth session: the pairwise rank model over all pairs of a kernel's 50 configurations + the
+# regression of log runtime over the kernel's median, depth 6 (`MEMBERS_S14`). Nineteenth session,
+# with 926 training kernels: the rank model alone at depth 10 (pre-registered test, RESULTS (i)).
+MEMBERS: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50),)
+DEPTH = 10
+MEMBERS_S14: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("relative", 0, None))  # with depth 6
 
 
 class GbdtEnsembleTilePredictor:
@@ -55,7 +58,7 @@ class GbdtEnsembleTilePredictor:
 
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
-              depth: int = 6, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False,
+              depth: int = DEPTH, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False,
               code_feature_set: str = "s16") -> GbdtEnsembleTilePredictor:
         """`code_features`: the records' config features end with the compiled-code block of
         `code_feature_set` (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it."""
@@ -176,7 +179,7 @@ def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
 
 
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                                 rounds: int = 400, depth: int = 6, threads: int = 1, code_features: str | None = None,
+                                 rounds: int = 400, depth: int = DEPTH, threads: int = 1, code_features: str | None = None,
                                  code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
                                  members: Sequence[tuple[str, int, int | None]] = MEMBERS) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both

@@ -165,8 +165,8 @@ TILE_RANKER_NAMES = {
     "rank+relative+ndcg": "ensemble: XGBoost rank + relative regression + rank:ndcg graded",
     "rank-all+relative": "ensemble: XGBoost rank over all pairs + relative regression (autotune --ranker gbdt-ens, at depth 8)",
     "rank-bag3": "ensemble: XGBoost rank, 3 model seeds",
-    "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the shipped gbdt-ens settings)",
-    "rank-all-d10": "XGBoost rank over all pairs at depth 10, no regression member (nineteenth session: deeper trees once 680 synthetic kernels train)",
+    "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the gbdt-ens file shipped in sessions 14-18)",
+    "rank-all-d10": "XGBoost rank over all pairs at depth 10, no regression member (what the gbdt-ens file holds since the nineteenth session)",
 }
 
 
@@ -187,7 +187,7 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
                                GradedRankGbdt(objective="ndcg", **common)])
     if name == "rank-all+relative":  # 50: every pair of a dataset kernel's configurations (XGBoost's default: the model's top 32)
         return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, **common), GbdtBaseline(objective="relative", **common)])
-    if name == "gbdt-ens":  # GbdtEnsembleTilePredictor.train's members and settings (depth 6, 400 rounds)
+    if name == "gbdt-ens":  # gbdt_ensemble.MEMBERS_S14 at depth 6, 400 rounds (the shipped file, sessions 14-18)
         return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, depth=6, **common), GbdtBaseline(objective="relative", depth=6, **common)])
     if name == "rank-all-d10":
         return GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common)
