@@ -249,7 +249,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from cost_model.learned.train import evaluate_saved
 
-    report = evaluate_saved(args.model, args.data, split=args.split, seed=args.seed, test_fraction=args.test_fraction)
+    report = evaluate_saved(args.model, args.data, split=args.split, seed=args.seed, test_fraction=args.test_fraction,
+                            code_features=args.code_features)
     print(json.dumps(report, indent=2))
     return 0
 
@@ -449,8 +450,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.set_defaults(handler=_cmd_train, file_arg="data")
 
     evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
-    evaluate.add_argument("model", metavar="MODEL", help="a .pt checkpoint, or a .json additive fusion model")
+    evaluate.add_argument("model", metavar="MODEL", help="a .pt checkpoint, a .json additive fusion model, or a tile ranker (.ubj gbdt, .json gbdt-ens)")
     evaluate.add_argument("data", metavar="DIR")
+    evaluate.add_argument("--code-features", metavar="CACHE",
+                          help="a tile ranker that reads compiled-code features (the shipped tile_gbdt_ens.json does): DIR's code feature cache")
     evaluate.add_argument("--split", choices=("random", "program", "all"), default="random")
     evaluate.add_argument("--test-fraction", type=float, default=0.2)
     evaluate.add_argument("--seed", type=int, default=0)

@@ -200,20 +200,84 @@ def train_and_save(data_dir: str, output: str, config: TrainConfig) -> dict[str,
     return report
 
 
-def evaluate_saved(model_path: str, data_dir: str, *, split: str = "random", seed: int = 0, test_fraction: float = 0.2) -> dict[str, Any]:
-    """Metrics of a saved model (a `.pt` checkpoint, or a `.json` additive fusion model) on a split's test kernels."""
+def evaluate_saved(model_path: str, data_dir: str, *, split: str = "random", seed: int = 0, test_fraction: float = 0.2,
+                   code_features: str | None = None) -> dict[str, Any]:
+    """Metrics of a saved model on a split's test kernels: a `.pt` checkpoint, a `.json` additive
+    fusion model, or a tile ranker (`.ubj` gbdt, `.json` gbdt-ens: top-1 / top-5 slowdown and Kendall
+    tau; a ranker that reads compiled-code features needs `code_features`, the data's cache)."""
+    kind = _saved_model_kind(model_path)
+    if code_features and kind not in ("gbdt", "gbdt-ens"):
+        raise DatasetError("--code-features applies only to tile rankers that read compiled-code features (.ubj / gbdt-ens .json)", file=model_path)
     records = load_dir(data_dir)
     if split == "all":
         chosen = records
     else:
         _, test_idx = split_records(records, split, test_fraction=test_fraction, seed=seed)
         chosen = [records[i] for i in test_idx]
-    if str(model_path).endswith(".json"):
+    extra: dict[str, Any] = {}
+    if kind == "additive":
         from cost_model.learned.fusion_additive import AdditiveFusionModel
 
         additive = AdditiveFusionModel.load(model_path)
         metrics = mean_metrics(kernel_metrics(additive.predict(r), r.config_runtime) for r in chosen)
+    elif kind in ("gbdt", "gbdt-ens"):
+        chosen, extra = _ranker_records(model_path, kind, chosen, code_features, data_dir)
+        ranker = extra.pop("ranker")
+        rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in chosen]
+        metrics = {k: v for k, v in mean_metrics(rows).items() if k != "mape"}  # scores, not seconds
     else:
         model, _ = load_model(model_path)
         metrics = evaluate_model(model, chosen)
-    return {"split": split, "kernels": len(chosen), "metrics": metrics}
+    return {"split": split, "kernels": len(chosen), "metrics": metrics} | extra
+
+
+def _saved_model_kind(model_path: str) -> str:
+    """gnn (.pt), gbdt (.ubj), or for .json what its `format` field says: additive or gbdt-ens."""
+    name = str(model_path)
+    if name.endswith(".ubj"):
+        return "gbdt"
+    if not name.endswith(".json"):
+        return "gnn"
+    import json
+
+    from cost_model.learned.fusion_additive import FORMAT as ADDITIVE_FORMAT
+    from cost_model.learned.gbdt_ensemble import ENSEMBLE_FORMAT
+
+    try:
+        doc = json.loads(Path(name).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DatasetError(f"cannot read the model: {error}", file=name) from error
+    found = doc.get("format") if isinstance(doc, dict) else None
+    if found == ENSEMBLE_FORMAT:
+        return "gbdt-ens"
+    if found == ADDITIVE_FORMAT:
+        return "additive"
+    raise DatasetError(f"a .json model must be an additive fusion model ({ADDITIVE_FORMAT}) or a GBDT ensemble tile ranker "
+                       f"({ENSEMBLE_FORMAT}); its format field is {found!r}", file=name)
+
+
+def _ranker_records(model_path: str, kind: str, chosen: list[KernelRecord], code_features: str | None,
+                    data_dir: str) -> tuple[list[KernelRecord], dict[str, Any]]:
+    """The tile ranker and the chosen kernels as it reads them (with the compiled-code block where it
+    reads one; kernels the cache lacks are left out and counted)."""
+    from cost_model.learned.predictor import load_tile_ranker
+
+    ranker = load_tile_ranker(kind, model_path)
+    if any(r.config_feat is None for r in chosen):
+        raise DatasetError("a tile ranker needs a tile dataset (config_feat); this looks like a fusion dataset", file=data_dir)
+    info: dict[str, Any] = {"ranker": ranker, "model_kind": kind}
+    if not ranker.extra.get("code_features"):
+        if code_features:
+            raise DatasetError("this ranker reads no compiled-code features; drop --code-features", file=model_path)
+        return chosen, info
+    if not code_features:
+        raise DatasetError("this ranker reads the compiled-code features of each configuration: pass --code-features CACHE, the data's "
+                           "cache (benchmarks/bench_tile_code_features.py)", file=model_path)
+    from cost_model.learned.tile_code_features import extended_records
+
+    feature_set = ranker.extra.get("code_feature_set", "s16")
+    extended = extended_records(chosen, code_features, feature_set)
+    kept = [e for e in extended if e is not None]
+    if not kept:
+        raise DatasetError(f"no chosen kernel has cached code features in {code_features}", file=data_dir)
+    return kept, info | {"code_feature_set": feature_set, "kernels_without_code_features": len(chosen) - len(kept)}

@@ -158,6 +158,33 @@ def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRe
     assert "--gbdt-depth only apply to --model gbdt-ens" in capsys.readouterr().err
 
 
+def test_costmodel_evaluate_scores_tile_rankers(tmp_path, records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor, capsys) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.gbdt_predictor import GbdtTilePredictor
+    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    single = GbdtTilePredictor.train(records, rounds=30)
+    for model, path in ((ranker, tmp_path / "ens.json"), (single, tmp_path / "rank.ubj")):
+        model.save(path)
+        capsys.readouterr()
+        assert main(["costmodel", "evaluate", str(path), str(data), "--split", "all"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        want = mean_metrics(kernel_metrics(model.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in records)
+        assert report["model_kind"] == ("gbdt-ens" if path.suffix == ".json" else "gbdt")
+        assert report["metrics"] == pytest.approx({k: v for k, v in want.items() if k != "mape"})
+    # this ranker reads no code features: a cache given anyway is refused, not ignored
+    assert main(["costmodel", "evaluate", str(tmp_path / "ens.json"), str(data), "--code-features", str(tmp_path)]) == 2
+    assert "reads no compiled-code features" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": "something/1"}), encoding="utf-8")
+    assert main(["costmodel", "evaluate", str(other), str(data)]) == 2
+    assert "other.json: a .json model must be an additive fusion model" in capsys.readouterr().err
+
+
 def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main

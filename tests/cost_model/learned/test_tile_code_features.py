@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -178,6 +180,19 @@ def test_the_ensemble_ranker_with_code_features_compiles_candidates_like_the_cac
     assert loaded.extra["code_features"] and loaded.members[0].extra["code_features"]
     np.testing.assert_allclose(loaded.rank(space, configs), ranker.rank(space, configs), rtol=1e-6)
     assert np.isfinite(loaded.finetune(space, configs, records[1].config_runtime, steps=2))
+    # `costmodel evaluate` reads the kernels with the cache's block, as the ranker was trained
+    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+    from cost_model.learned.tpugraphs import DatasetError, save_npz
+    from cost_model.learned.train import evaluate_saved
+
+    for record in records:
+        save_npz(record, tmp_path / "data" / Path(record.path).name)
+    report = evaluate_saved(str(tmp_path / "ens.json"), str(tmp_path / "data"), split="all", code_features=str(tmp_path / "cache"))
+    want = mean_metrics(kernel_metrics(ranker.rank_rows(j.node_feat, j.node_opcode, j.config_feat), j.config_runtime) for j in joined)
+    assert report["model_kind"] == "gbdt-ens" and report["kernels_without_code_features"] == 0
+    assert report["metrics"] == {k: v for k, v in want.items() if k != "mape"}
+    with pytest.raises(DatasetError, match="ens.json.*pass --code-features"):
+        evaluate_saved(str(tmp_path / "ens.json"), str(tmp_path / "data"), split="all")
     with pytest.raises(ValueError, match="config features"):  # the plain rows are refused: 35 columns short
         from cost_model.learned.gbdt_predictor import GbdtTilePredictor
 
