@@ -221,8 +221,7 @@ def evaluate_saved(model_path: str, data_dir: str, *, split: str = "random", see
         additive = AdditiveFusionModel.load(model_path)
         metrics = mean_metrics(kernel_metrics(additive.predict(r), r.config_runtime) for r in chosen)
     elif kind in ("gbdt", "gbdt-ens"):
-        chosen, extra = _ranker_records(model_path, kind, chosen, code_features, data_dir)
-        ranker = extra.pop("ranker")
+        ranker, chosen, extra = _ranker_and_records(model_path, kind, chosen, code_features, data_dir)
         rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in chosen]
         metrics = {k: v for k, v in mean_metrics(rows).items() if k != "mape"}  # scores, not seconds
     else:
@@ -256,8 +255,8 @@ def _saved_model_kind(model_path: str) -> str:
                        f"({ENSEMBLE_FORMAT}); its format field is {found!r}", file=name)
 
 
-def _ranker_records(model_path: str, kind: str, chosen: list[KernelRecord], code_features: str | None,
-                    data_dir: str) -> tuple[list[KernelRecord], dict[str, Any]]:
+def _ranker_and_records(model_path: str, kind: str, chosen: list[KernelRecord], code_features: str | None,
+                        data_dir: str) -> tuple[Any, list[KernelRecord], dict[str, Any]]:
     """The tile ranker and the chosen kernels as it reads them (with the compiled-code block where it
     reads one; kernels the cache lacks are left out and counted)."""
     from cost_model.learned.predictor import load_tile_ranker
@@ -265,11 +264,11 @@ def _ranker_records(model_path: str, kind: str, chosen: list[KernelRecord], code
     ranker = load_tile_ranker(kind, model_path)
     if any(r.config_feat is None for r in chosen):
         raise DatasetError("a tile ranker needs a tile dataset (config_feat); this looks like a fusion dataset", file=data_dir)
-    info: dict[str, Any] = {"ranker": ranker, "model_kind": kind}
+    info: dict[str, Any] = {"model_kind": kind}
     if not ranker.extra.get("code_features"):
         if code_features:
             raise DatasetError("this ranker reads no compiled-code features; drop --code-features", file=model_path)
-        return chosen, info
+        return ranker, chosen, info
     if not code_features:
         raise DatasetError("this ranker reads the compiled-code features of each configuration: pass --code-features CACHE, the data's "
                            "cache (benchmarks/bench_tile_code_features.py)", file=model_path)
@@ -280,4 +279,4 @@ def _ranker_records(model_path: str, kind: str, chosen: list[KernelRecord], code
     kept = [e for e in extended if e is not None]
     if not kept:
         raise DatasetError(f"no chosen kernel has cached code features in {code_features}", file=data_dir)
-    return kept, info | {"code_feature_set": feature_set, "kernels_without_code_features": len(chosen) - len(kept)}
+    return ranker, kept, info | {"code_feature_set": feature_set, "kernels_without_code_features": len(chosen) - len(kept)}
