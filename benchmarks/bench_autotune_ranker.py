@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gbdt-objective", choices=("rank", "relative", "regression"), default="rank",
                         help="GbdtBaseline objective: pairwise rank (what ships), log(runtime / kernel median), or log runtime")
     parser.add_argument("--gbdt-ensemble", action="store_true",
-                        help="also the ensemble ranker (autotune --ranker gbdt-ens: GbdtEnsembleTilePredictor, same depth and rounds)")
+                        help="also the two-member ensemble (GbdtEnsembleTilePredictor with MEMBERS_S14, rank + relative, the gbdt-ens kind of sessions 14-18; same depth and rounds)")
     parser.add_argument("--shipped-gbdt-ens", default="cost_model/learned/tile_gbdt_ens.json")
     parser.add_argument("--shipped-gnn", default="cost_model/learned/tile_model.pt")
     parser.add_argument("--shipped-gbdt", default="cost_model/learned/tile_gbdt.ubj")
@@ -96,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             preds = [ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
             add(_row(f"gbdt (XGBoost {args.gbdt_objective}, depth {args.gbdt_depth}, {args.gbdt_rounds} rounds)", seed, split, preds, test, random_needs, time.perf_counter() - began, floor))
             if args.gbdt_ensemble:
-                from cost_model.learned.gbdt_ensemble import MEMBERS, GbdtEnsembleTilePredictor
+                from cost_model.learned.gbdt_ensemble import MEMBERS_S14 as MEMBERS, GbdtEnsembleTilePredictor
 
                 began = time.perf_counter()
-                ensemble = GbdtEnsembleTilePredictor.train(train, seed=seed, rounds=args.gbdt_rounds, depth=args.gbdt_depth)
+                ensemble = GbdtEnsembleTilePredictor.train(train, members=MEMBERS, seed=seed, rounds=args.gbdt_rounds, depth=args.gbdt_depth)
                 preds = [ensemble.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
                 add(_row(f"gbdt-ens ({'+'.join(o + (' all pairs' if p else '') for o, _, p in MEMBERS)}, depth {args.gbdt_depth})", seed, split, preds, test, random_needs,
                          time.perf_counter() - began, floor))
