@@ -8,9 +8,10 @@ and timed in one interleaved harness pass (a fresh SQLite cache under benchmarks
 tenth re-timed for the noise floor). Then each ranker's order over the same candidates is
 scored on those labels: the best of its top-5 (what `autotune` keeps) over the exhaustive best,
 and how many measurements in its order reach 2% of the best, beside random search's expected
-count. Rankers: the shipped GraphSAGE model (`--ranker gnn`) and the shipped XGBoost rank model
-(`--ranker gbdt`); neither trained on these kernels' measurements (small_cnn is not in the
-dataset's programs). Prints a markdown table; writes benchmarks/results/bench_autotune_exhaustive.json.
+count. Rankers (`--rankers`): the shipped GraphSAGE model (`--ranker gnn`), the shipped XGBoost rank
+model (`--ranker gbdt`) and the default `gbdt-ens` file (nineteenth session: added; it compiles each
+candidate for its code features); none trained on these kernels' measurements (small_cnn is not in
+the dataset's programs). Prints a markdown table; writes benchmarks/results/bench_autotune_exhaustive.json.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--json", default=str(RESULTS))
+    parser.add_argument("--rankers", default="gnn,gbdt,gbdt-ens", help="shipped tile rankers to score (comma-separated; gbdt-ens is autotune's default)")
     args = parser.parse_args(argv)
 
     import graph_ir
@@ -53,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
 
     graph = run_pipeline(graph_ir.load(args.model), "shape-infer").graph
     specs = {spec.signature: spec for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None}
-    rankers = {name: load_tile_ranker(name) for name in ("gnn", "gbdt")}
+    try:
+        rankers = {name: load_tile_ranker(name) for name in args.rankers.split(",") if name}
+    except ValueError as error:
+        parser.error(f"--rankers: {error}")
     cache_path = Path(args.json).with_suffix(".sqlite")
     cache_path.unlink(missing_ok=True)  # every label from this one run
     rows, retest = [], []
