@@ -215,19 +215,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
-        from cost_model.learned.gbdt_ensemble import DEPTH, MEMBERS, parse_members
+        from cost_model.learned.gbdt_ensemble import DEPTH, MEMBERS, check_depth, parse_members
 
+        flag = "--gbdt-members"
         try:
             members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
+            flag = "--gbdt-depth"
+            depth = DEPTH if args.gbdt_depth is None else check_depth(args.gbdt_depth)
         except ValueError as error:
-            print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
-            return 2
-        if args.gbdt_depth is not None and not 1 <= args.gbdt_depth <= 16:
-            print(f"compiler-opt: error: costmodel train --gbdt-depth: a tree depth from 1 to 16, got {args.gbdt_depth}", file=sys.stderr)
+            print(f"compiler-opt: error: costmodel train {flag}: {error}", file=sys.stderr)
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, depth=DEPTH if args.gbdt_depth is None else args.gbdt_depth)
+                                              extra=extra, members=members, depth=depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":

@@ -31,7 +31,7 @@ from cost_model.learned.gbdt_predictor import GbdtTilePredictor, fit_and_save_ti
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "check_depth", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
@@ -162,6 +162,13 @@ def _member_ubj(entry: dict[str, Any]) -> bytes:
     return raw
 
 
+def check_depth(depth: int) -> int:
+    """A member tree depth XGBoost accepts here (1-16); ValueError otherwise."""
+    if not 1 <= depth <= 16:
+        raise ValueError(f"a tree depth from 1 to 16, got {depth}")
+    return depth
+
+
 def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
     """`costmodel train --gbdt-members`: comma-separated objectives, `rank` (pairwise over all pairs of a
     kernel's configurations) or `relative` (log runtime over the kernel's median); an objective named
@@ -186,6 +193,7 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
     folder; the model then reads the compiled-code block (kernels without cached features left out).
     `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`)."""
+    check_depth(depth)  # before any data is read or file written
     config = {"model": "gbdt-ens", "members": [list(m) for m in members], "split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})

@@ -29,7 +29,7 @@ import numpy as np
 from cost_model.learned.baselines import GbdtBaseline, flat_rows
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "train_gbdt_and_save"]
+__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "ranker_metrics", "train_gbdt_and_save"]
 
 FORMAT = "compiler-opt-gbdt-tile/1"
 PACKAGED_GBDT_MODEL = Path(__file__).with_name("tile_gbdt.ubj")
@@ -168,6 +168,15 @@ def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", te
     )
 
 
+def ranker_metrics(ranker: Any, records: Sequence[KernelRecord]) -> dict[str, float]:
+    """Mean top-1 / top-5 slowdown and Kendall tau of a tile ranker (`rank_rows`) over `records`
+    (no MAPE: a ranker's scores are not seconds)."""
+    from cost_model.learned.metrics import kernel_metrics, mean_metrics
+
+    rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in records]
+    return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
+
+
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
                              code_features: str | None = None, code_feature_set: str = "s16",
                              extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
@@ -180,7 +189,6 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     (e.g. synthetic shapes, `cost_model/measure/tile/synthetic.py`); with `code_features` each
     needs its cache."""
     from cost_model.learned.data import split_records
-    from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
     from cost_model.learned.tile_code_features import extended_records
@@ -204,9 +212,7 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     ranker = fit([records[i] for i in train_idx] + added)
 
     def metrics(indices: list[int]) -> dict[str, float]:
-        rows = [kernel_metrics(ranker.rank_rows(records[i].node_feat, records[i].node_opcode, records[i].config_feat), records[i].config_runtime)
-                for i in indices]
-        return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
+        return ranker_metrics(ranker, [records[i] for i in indices])
 
     report = {"metrics": {"train": metrics(train_idx), "test": metrics(test_idx) if test_idx else {}}, "train_config": config,
               "kernels": len(records), "train_kernels": len(train_idx) + len(added), "test_kernels": len(test_idx),

@@ -281,8 +281,9 @@ def tile_ranker_for(path: str | os.PathLike[str] | None = None, ranker: str | No
 
 def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:
     """The tile autotuner's ranker: `gnn` (GraphSAGE, a `.pt` checkpoint), `gbdt` (XGBoost rank
-    model, a `.ubj` file) or `gbdt-ens` (XGBoost rank and relative models, z-scored and summed, a
-    `.json` file); `path` None: the one shipped in the package."""
+    model, a `.ubj` file) or `gbdt-ens` (XGBoost models z-scored per kernel and summed, a `.json`
+    file; shipped since the nineteenth session: the rank model alone at depth 10); `path` None: the
+    one shipped in the package."""
     if ranker == "gnn":
         return TilePredictor.load(path) if path else TilePredictor.packaged()
     if ranker == "gbdt":

@@ -221,9 +221,10 @@ def evaluate_saved(model_path: str, data_dir: str, *, split: str = "random", see
         additive = AdditiveFusionModel.load(model_path)
         metrics = mean_metrics(kernel_metrics(additive.predict(r), r.config_runtime) for r in chosen)
     elif kind in ("gbdt", "gbdt-ens"):
+        from cost_model.learned.gbdt_predictor import ranker_metrics
+
         ranker, chosen, extra = _ranker_and_records(model_path, kind, chosen, code_features, data_dir)
-        rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in chosen]
-        metrics = {k: v for k, v in mean_metrics(rows).items() if k != "mape"}  # scores, not seconds
+        metrics = ranker_metrics(ranker, chosen)
     else:
         model, _ = load_model(model_path)
         metrics = evaluate_model(model, chosen)
