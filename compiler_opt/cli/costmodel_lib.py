@@ -187,8 +187,10 @@ def _cmd_remeasure(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-data", args.extra_data),
-                                         ("--extra-code-features", args.extra_code_features),
+    if args.extra_data and args.model == "additive":  # tile kernels only; the additive model reads fusion datasets
+        print("compiler-opt: error: costmodel train: --extra-data only applies to the tile models (gnn, gbdt, gbdt-ens)", file=sys.stderr)
+        return 2
+    ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-code-features", args.extra_code_features),
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
                                          ("--gbdt-depth", args.gbdt_depth is not None)) if given]
     if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
@@ -233,7 +235,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model == "gbdt":
         from cost_model.learned.gbdt_predictor import train_gbdt_and_save
 
-        report = train_gbdt_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed, threads=args.threads)
+        report = train_gbdt_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed, threads=args.threads,
+                                     extra=args.extra_data or [])
         print(json.dumps(report["metrics"], indent=2))
         return 0
     from cost_model.learned.train import TrainConfig, train_and_save
@@ -241,7 +244,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
                          lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads,
                          residual=args.residual)
-    report = train_and_save(args.data, args.output, config)
+    report = train_and_save(args.data, args.output, config, extra=args.extra_data or [])
     print(json.dumps(report["metrics"], indent=2))
     return 0
 
@@ -414,7 +417,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--code-features", metavar="CACHE", help="gbdt-ens: also the compiled-code features of each configuration, read from this cache "
                                                                "(benchmarks/bench_tile_code_features.py); the autotuner then compiles every candidate to rank it")
     train.add_argument("--extra-data", action="append", metavar="DIR",
-                       help="gbdt-ens: another tile dataset folder whose every kernel joins the training side (repeatable; e.g. "
+                       help="gnn, gbdt, gbdt-ens: another tile dataset folder whose every kernel joins the training side (repeatable; e.g. "
                             "`costmodel collect --task tile --synthetic N`)")
     train.add_argument("--extra-code-features", action="append", metavar="CACHE",
                        help="gbdt-ens with --code-features: the code feature cache of each --extra-data, in order")

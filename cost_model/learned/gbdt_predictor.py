@@ -159,12 +159,14 @@ class GbdtTilePredictor:
 
 
 def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
-                        rounds: int = 400, depth: int = 6, threads: int = 1) -> dict[str, Any]:
-    """`costmodel train --model gbdt`: fit the rank model on a split's training kernels, score both
-    sides (top-1/top-5 slowdown, Kendall tau; MAPE is meaningless for rank scores), save it."""
+                        rounds: int = 400, depth: int = 6, threads: int = 1, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """`costmodel train --model gbdt`: fit the rank model on a split's training kernels (and every
+    kernel of the `extra` folders), score both sides (top-1/top-5 slowdown, Kendall tau; MAPE is
+    meaningless for rank scores), save it."""
     config = {"model": "gbdt", "objective": "rank", "split": split, "test_fraction": test_fraction, "seed": seed, "rounds": rounds, "depth": depth}
     return fit_and_save_tile_ranker(
         data_dir, output, lambda train: GbdtTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads), config,
+        extra=[(folder, None) for folder in extra],
     )
 
 

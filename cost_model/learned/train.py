@@ -189,13 +189,18 @@ def load_model(path: str | os.PathLike[str]) -> tuple[CostModel, dict[str, Any]]
     return model, dict(state.get("extra", {}))
 
 
-def train_and_save(data_dir: str, output: str, config: TrainConfig) -> dict[str, Any]:
+def train_and_save(data_dir: str, output: str, config: TrainConfig, *, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """`costmodel train --model gnn`: fit on a split's training kernels plus every kernel of the
+    `extra` folders (which never test), score both sides of the split, save the checkpoint."""
     records = load_dir(data_dir)
     train_idx, test_idx = split_records(records, config.split, test_fraction=config.test_fraction, seed=config.seed)
-    model = fit([records[i] for i in train_idx], config)
+    added = [record for folder in extra for record in load_dir(folder)]
+    model = fit([records[i] for i in train_idx] + added, config)
     metrics = {"train": evaluate_model(model, [records[i] for i in train_idx]), "test": evaluate_model(model, [records[i] for i in test_idx])}
     report = {"metrics": metrics, "train_config": asdict(config), "kernels": len(records),
-              "train_kernels": len(train_idx), "test_kernels": len(test_idx), "data": os.path.basename(os.path.normpath(data_dir))}
+              "train_kernels": len(train_idx) + len(added), "test_kernels": len(test_idx), "data": os.path.basename(os.path.normpath(data_dir))}
+    if extra:
+        report |= {"extra_kernels": len(added), "extra_data": [os.path.basename(os.path.normpath(folder)) for folder in extra]}
     save_model(model, output, extra=report)
     return report
 

@@ -207,15 +207,39 @@ def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, recor
                  "--extra-data", str(more)]) == 2
 
 
+@pytest.mark.parametrize("model, suffix", [("gbdt", ".ubj"), ("gnn", ".pt")])
+def test_costmodel_train_extra_data_for_the_code_blind_models(tmp_path, records: list[KernelRecord], model: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data, more = tmp_path / "data", tmp_path / "more"
+    for i, record in enumerate(records[:4]):
+        save_npz(record, data / f"k{i}.npz")
+    for i, record in enumerate(records[4:]):
+        save_npz(record, more / f"m{i}.npz")
+    common = ["--model", model, "--split", "random", "--test-fraction", "0.25"] + (["--epochs", "2", "--hidden", "8", "--layers", "1"] if model == "gnn" else [])
+    plain, added = tmp_path / f"plain{suffix}", tmp_path / f"added{suffix}"
+    assert main(["costmodel", "train", str(data), "-o", str(plain), *common]) == 0
+    assert main(["costmodel", "train", str(data), "-o", str(added), *common, "--extra-data", str(more)]) == 0
+    without, with_more = load_tile_ranker(model, plain).extra, load_tile_ranker(model, added).extra
+    assert with_more["extra_kernels"] == len(records) - 4 and with_more["extra_data"] == ["more"]
+    assert with_more["train_kernels"] == without["train_kernels"] + len(records) - 4
+    assert with_more["test_kernels"] == without["test_kernels"]
+
+
 def test_costmodel_train_refuses_gbdt_ens_options_for_other_models(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     # another model would ignore them silently and train on less than the user asked for
     from compiler_opt.cli.main import main
 
     for model in ("gbdt", "gnn", "additive"):
         out = tmp_path / f"{model}.out"
-        assert main(["costmodel", "train", str(tmp_path), "-o", str(out), "--model", model, "--extra-data", str(tmp_path)]) == 2
-        assert f"--extra-data only apply to --model gbdt-ens (got --model {model})" in capsys.readouterr().err
+        assert main(["costmodel", "train", str(tmp_path), "-o", str(out), "--model", model, "--extra-code-features", str(tmp_path)]) == 2
+        assert f"--extra-code-features only apply to --model gbdt-ens (got --model {model})" in capsys.readouterr().err
         assert not out.exists()
+    out = tmp_path / "additive.json"  # extra tile kernels mean nothing to the fusion model
+    assert main(["costmodel", "train", str(tmp_path), "-o", str(out), "--model", "additive", "--extra-data", str(tmp_path)]) == 2
+    assert "--extra-data only applies to the tile models" in capsys.readouterr().err
+    assert not out.exists()
     assert main(["costmodel", "train", str(tmp_path), "-o", str(tmp_path / "g.ubj"), "--model", "gbdt", "--code-features", "c",
                  "--code-feature-set", "nest"]) == 2
     assert "--code-features, --code-feature-set only apply" in capsys.readouterr().err
