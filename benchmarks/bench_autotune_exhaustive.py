@@ -10,8 +10,9 @@ scored on those labels: the best of its top-5 (what `autotune` keeps) over the e
 and how many measurements in its order reach 2% of the best, beside random search's expected
 count. Rankers (`--rankers`): the shipped GraphSAGE model (`--ranker gnn`), the shipped XGBoost rank
 model (`--ranker gbdt`) and the default `gbdt-ens` file (nineteenth session: added; it compiles each
-candidate for its code features); none trained on these kernels' measurements (small_cnn is not in
-the dataset's programs). Prints a markdown table; writes benchmarks/results/bench_autotune_exhaustive.json.
+candidate for its code features), or any ranker file as NAME:FILE (twentieth session: to score an
+older file beside its refit on the same labels); none trained on these kernels' measurements
+(small_cnn is not in the dataset's programs). Prints a markdown table; writes benchmarks/results/bench_autotune_exhaustive.json.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--json", default=str(RESULTS))
-    parser.add_argument("--rankers", default="gnn,gbdt,gbdt-ens", help="shipped tile rankers to score (comma-separated; gbdt-ens is autotune's default)")
+    parser.add_argument("--rankers", default="gnn,gbdt,gbdt-ens",
+                        help="tile rankers to score, comma-separated: a ranker name (its shipped file; gbdt-ens is autotune's default) or "
+                             "NAME:FILE (that file, e.g. an older model kept to compare in the same run on the same labels)")
     args = parser.parse_args(argv)
 
     import graph_ir
@@ -55,10 +58,13 @@ def main(argv: list[str] | None = None) -> int:
 
     graph = run_pipeline(graph_ir.load(args.model), "shape-infer").graph
     specs = {spec.signature: spec for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None}
-    try:
-        rankers = {name: load_tile_ranker(name) for name in args.rankers.split(",") if name}
-    except ValueError as error:
-        parser.error(f"--rankers: {error}")
+    rankers = {}
+    for entry in (e.strip() for e in args.rankers.split(",") if e.strip()):
+        name, _, path = entry.partition(":")
+        try:
+            rankers[f"{name} ({Path(path).name})" if path else name] = load_tile_ranker(name, path or None)
+        except (ValueError, OSError, graph_ir.CompilerOptError) as error:
+            parser.error(f"--rankers {entry}: {error}")
     cache_path = Path(args.json).with_suffix(".sqlite")
     cache_path.unlink(missing_ok=True)  # every label from this one run
     rows, retest = [], []

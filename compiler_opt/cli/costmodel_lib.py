@@ -32,6 +32,17 @@ logger = logging.getLogger(__name__)
 DEFAULT_HLO_DIR = os.path.join("..", "shared", "testdata", "external", "hlo")
 
 
+def _non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def _cache(path: str | None, out: str) -> Any:
     from cost_model.profiling.cache import ProfileCache
 
@@ -192,7 +203,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 2
     ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-code-features", args.extra_code_features),
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
-                                         ("--gbdt-depth", args.gbdt_depth is not None)) if given]
+                                         ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt")) if given]
+    if args.model != "gnn" and args.mse_weight != 0.05:  # the other models have no such term; silently ignoring it would mislead
+        print(f"compiler-opt: error: costmodel train: --mse-weight only applies to --model gnn (got --model {args.model})", file=sys.stderr)
+        return 2
     if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
         print(f"compiler-opt: error: costmodel train: {', '.join(ens_only)} only apply to --model gbdt-ens (got --model {args.model})", file=sys.stderr)
         return 2
@@ -235,15 +249,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model == "gbdt":
         from cost_model.learned.gbdt_predictor import train_gbdt_and_save
 
+        from cost_model.learned.gbdt_ensemble import check_depth
+
+        try:
+            depth = 6 if args.gbdt_depth is None else check_depth(args.gbdt_depth)
+        except ValueError as error:
+            print(f"compiler-opt: error: costmodel train --gbdt-depth: {error}", file=sys.stderr)
+            return 2
         report = train_gbdt_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed, threads=args.threads,
-                                     extra=args.extra_data or [])
+                                     extra=args.extra_data or [], depth=depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     from cost_model.learned.train import TrainConfig, train_and_save
 
     config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
                          lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads,
-                         residual=args.residual)
+                         residual=args.residual, mse_weight=args.mse_weight)
     report = train_and_save(args.data, args.output, config, extra=args.extra_data or [])
     print(json.dumps(report["metrics"], indent=2))
     return 0
@@ -429,8 +450,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations) and/or "
                             "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank; until the nineteenth "
                             "session rank,relative at depth 6)")
-    train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10)")
+    train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
+    train.add_argument("--mse-weight", type=_non_negative_float, default=0.05, metavar="W",
+                       help="gnn with a rank loss: W x the MSE on log runtime is added, keeping predictions in seconds (default 0.05; "
+                            "the shipped tile_model.pt: 1, since the twentieth session, for --costs learned)")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")
     train.add_argument("--additive-signed-terms", default="conv_nodes", metavar="TERM,...",
                        help="additive: terms whose weight may be negative in the otherwise non-negative fit (default conv_nodes: the per-conv "

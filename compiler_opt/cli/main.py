@@ -158,7 +158,8 @@ def _target_options(
         "--costs",
         default=None if devices and not required else "roofline",
         metavar="SOURCE",
-        help="kernel cost source: roofline (default) | profiled (timed on this machine, for its cpu devices, e.g. --devices 2xhost)",
+        help="kernel cost source: roofline (default) | profiled (timed on this machine, for its cpu devices, e.g. --devices 2xhost) | "
+        "learned (the shipped GraphSAGE tile model, for dot/conv/reduce nodes on cpu devices) | recorded (latencies stored in the model)",
     )
 
 

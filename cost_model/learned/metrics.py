@@ -5,6 +5,8 @@
 - Kendall tau (scipy's tau-b) between predicted and measured runtimes; NaN-free: a constant
   prediction scores 0;
 - MAPE of exp(pred) against runtime, over configurations whose runtime is at least `min_runtime`;
+- best-seconds error: |exp(min pred) / min runtime - 1|, what `LearnedCosts` answers for a node
+  (the fastest predicted time over candidates) against the kernel's measured best;
 - `label_spread`: how far a kernel's configurations lie apart (median |runtime / median - 1|).
   Where it is below the dataset's test-retest noise floor the kernel is flat (its configurations
   time within noise of each other) and its Kendall tau is noise for any model; benchmarks report
@@ -18,7 +20,7 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["kernel_metrics", "label_spread", "mean_metrics", "top_k_slowdown", "kendall_tau", "mape"]
+__all__ = ["best_seconds_error", "kernel_metrics", "label_spread", "mean_metrics", "top_k_slowdown", "kendall_tau", "mape"]
 
 
 def top_k_slowdown(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
@@ -63,6 +65,12 @@ def mape(pred_seconds: np.ndarray, runtime: np.ndarray, min_runtime: float = 0.0
     if not keep.any():
         return float("nan")
     return float(np.mean(np.abs(np.asarray(pred_seconds)[keep] - runtime[keep]) / runtime[keep]))
+
+
+def best_seconds_error(pred_log: np.ndarray, runtime: np.ndarray) -> float:
+    """|exp(min pred_log) / min runtime - 1|: the predicted time of the kernel's fastest
+    configuration against the measured fastest (the model's seconds, not its order)."""
+    return float(abs(math.exp(float(np.min(pred_log))) / float(np.min(runtime)) - 1.0))
 
 
 def kernel_metrics(pred_log: np.ndarray, runtime: np.ndarray, *, min_runtime: float = 5e-6) -> dict[str, float]:

@@ -21,7 +21,7 @@ import torch
 
 from cost_model.learned.data import KernelTensors, split_records, to_tensors
 from cost_model.learned.losses import loss_fn
-from cost_model.learned.metrics import kernel_metrics, mean_metrics
+from cost_model.learned.metrics import best_seconds_error, kernel_metrics, mean_metrics
 from cost_model.learned.model import CostModel, ModelConfig
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord, load_dir
 
@@ -156,7 +156,8 @@ def evaluate_model(model: CostModel, records: Sequence[KernelRecord]) -> dict[st
     rows = []
     for record in records:
         d = tensors_for(model, record)
-        rows.append(kernel_metrics(predict(model, d), d.runtime.numpy()))
+        pred, runtime = predict(model, d), d.runtime.numpy()
+        rows.append(kernel_metrics(pred, runtime) | {"best_seconds_error": best_seconds_error(pred, runtime)})
     return mean_metrics(rows)
 
 

@@ -154,8 +154,13 @@ def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRe
         out.unlink(missing_ok=True)
         assert main([*common, *bad]) == 2
         assert message in capsys.readouterr().err and not out.exists()
-    assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt", "--gbdt-depth", "8"]) == 2
+    assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gnn", "--gbdt-depth", "8"]) == 2
     assert "--gbdt-depth only apply to --model gbdt-ens" in capsys.readouterr().err
+    single = tmp_path / "single.ubj"  # the plain gbdt model takes a depth too
+    assert main(["costmodel", "train", str(data), "-o", str(single), "--model", "gbdt", "--gbdt-depth", "3"]) == 0
+    assert load_tile_ranker("gbdt", single).gbdt.depth == 3 and load_tile_ranker("gbdt", single).extra["train_config"]["depth"] == 3
+    assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "bad.ubj"), "--model", "gbdt", "--gbdt-depth", "17"]) == 2
+    assert "a tree depth from 1 to 16, got 17" in capsys.readouterr().err and not (tmp_path / "bad.ubj").exists()
 
 
 def test_costmodel_evaluate_scores_tile_rankers(tmp_path, records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -217,7 +222,8 @@ def test_costmodel_train_extra_data_for_the_code_blind_models(tmp_path, records:
         save_npz(record, data / f"k{i}.npz")
     for i, record in enumerate(records[4:]):
         save_npz(record, more / f"m{i}.npz")
-    common = ["--model", model, "--split", "random", "--test-fraction", "0.25"] + (["--epochs", "2", "--hidden", "8", "--layers", "1"] if model == "gnn" else [])
+    common = ["--model", model, "--split", "random", "--test-fraction", "0.25"] + (["--epochs", "2", "--hidden", "8", "--layers", "1", "--mse-weight", "0.5"]
+                                                                                  if model == "gnn" else [])
     plain, added = tmp_path / f"plain{suffix}", tmp_path / f"added{suffix}"
     assert main(["costmodel", "train", str(data), "-o", str(plain), *common]) == 0
     assert main(["costmodel", "train", str(data), "-o", str(added), *common, "--extra-data", str(more)]) == 0
@@ -225,6 +231,8 @@ def test_costmodel_train_extra_data_for_the_code_blind_models(tmp_path, records:
     assert with_more["extra_kernels"] == len(records) - 4 and with_more["extra_data"] == ["more"]
     assert with_more["train_kernels"] == without["train_kernels"] + len(records) - 4
     assert with_more["test_kernels"] == without["test_kernels"]
+    if model == "gnn":
+        assert with_more["train_config"]["mse_weight"] == 0.5 and "best_seconds_error" in with_more["metrics"]["test"]
 
 
 def test_costmodel_train_refuses_gbdt_ens_options_for_other_models(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -253,7 +261,7 @@ def test_rank_pairs_option_and_files_without_it() -> None:
     assert "lambdarank_num_pair_per_sample" not in GbdtBaseline(objective="rank").params()  # XGBoost's default (top 32)
     with pytest.raises(ValueError, match="rank_pairs"):
         GbdtBaseline(objective="relative", rank_pairs=50)
-    shipped = GbdtTilePredictor.packaged()  # written before rank_pairs existed: loads with the default
+    shipped = GbdtTilePredictor.packaged()  # trained without rank_pairs (XGBoost's default pairs): loads with the default
     assert shipped.gbdt.rank_pairs is None and shipped.gbdt.objective == "rank"
 
 

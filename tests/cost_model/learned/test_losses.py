@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cost_model.learned.losses import listmle, loss_fn, mse_log, mse_relative, pairwise_hinge, pairwise_logistic
-from cost_model.learned.metrics import kendall_tau, label_spread, mape, top_k_slowdown
+from cost_model.learned.metrics import best_seconds_error, kendall_tau, label_spread, mape, top_k_slowdown
 
 PRED = torch.tensor([0.0, 1.0, 3.0], dtype=torch.float64)
 RUNTIME = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
@@ -76,6 +76,9 @@ def test_metrics() -> None:
     assert kendall_tau(-runtime, runtime) == pytest.approx(-1.0)
     assert kendall_tau(np.ones(4), runtime) == 0.0
     assert mape(np.array([1.1, 1.0]), np.array([1.0, 1e-7]), min_runtime=1e-6) == pytest.approx(0.1)
+    # the fastest predicted time (1.5, another configuration than the measured best) against the fastest measured (1.0)
+    assert best_seconds_error(np.log(np.array([3.0, 2.0, 1.5, 5.0])), runtime) == pytest.approx(0.5)
+    assert best_seconds_error(np.log(np.array([0.5, 9.0])), np.array([2.0, 1.0])) == pytest.approx(0.5)  # too fast counts too
 
 
 def test_label_spread() -> None:
