@@ -204,7 +204,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-code-features", args.extra_code_features),
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
                                          ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt")) if given]
-    if args.model != "gnn" and args.mse_weight != 0.05:  # the other models have no such term; silently ignoring it would mislead
+    if args.model != "gnn" and args.mse_weight is not None:  # the other models have no such term; silently ignoring it would mislead
         print(f"compiler-opt: error: costmodel train: --mse-weight only applies to --model gnn (got --model {args.model})", file=sys.stderr)
         return 2
     if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
@@ -247,9 +247,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
-        from cost_model.learned.gbdt_predictor import train_gbdt_and_save
-
         from cost_model.learned.gbdt_ensemble import check_depth
+        from cost_model.learned.gbdt_predictor import train_gbdt_and_save
 
         try:
             depth = 6 if args.gbdt_depth is None else check_depth(args.gbdt_depth)
@@ -264,7 +263,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     config = TrainConfig(loss=args.loss, epochs=args.epochs, hidden=args.hidden, layers=args.layers, pooling=args.pooling,
                          lr=args.lr, seed=args.seed, split=args.split, test_fraction=args.test_fraction, threads=args.threads,
-                         residual=args.residual, mse_weight=args.mse_weight)
+                         residual=args.residual, **({} if args.mse_weight is None else {"mse_weight": args.mse_weight}))
     report = train_and_save(args.data, args.output, config, extra=args.extra_data or [])
     print(json.dumps(report["metrics"], indent=2))
     return 0
@@ -452,7 +451,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "session rank,relative at depth 6)")
     train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
-    train.add_argument("--mse-weight", type=_non_negative_float, default=0.05, metavar="W",
+    train.add_argument("--mse-weight", type=_non_negative_float, metavar="W",
                        help="gnn with a rank loss: W x the MSE on log runtime is added, keeping predictions in seconds (default 0.05; "
                             "the shipped tile_model.pt: 1, since the twentieth session, for --costs learned)")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")

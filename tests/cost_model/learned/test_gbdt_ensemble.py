@@ -248,6 +248,9 @@ def test_costmodel_train_refuses_gbdt_ens_options_for_other_models(tmp_path, cap
     assert main(["costmodel", "train", str(tmp_path), "-o", str(out), "--model", "additive", "--extra-data", str(tmp_path)]) == 2
     assert "--extra-data only applies to the tile models" in capsys.readouterr().err
     assert not out.exists()
+    for model in ("gbdt", "gbdt-ens", "additive"):  # only GraphSAGE has an MSE term to weigh
+        assert main(["costmodel", "train", str(tmp_path), "-o", str(tmp_path / "m.out"), "--model", model, "--mse-weight", "1"]) == 2
+        assert f"--mse-weight only applies to --model gnn (got --model {model})" in capsys.readouterr().err
     assert main(["costmodel", "train", str(tmp_path), "-o", str(tmp_path / "g.ubj"), "--model", "gbdt", "--code-features", "c",
                  "--code-feature-set", "nest"]) == 2
     assert "--code-features, --code-feature-set only apply" in capsys.readouterr().err
