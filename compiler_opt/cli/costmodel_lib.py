@@ -210,6 +210,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
         print(f"compiler-opt: error: costmodel train: {', '.join(ens_only)} only apply to --model gbdt-ens (got --model {args.model})", file=sys.stderr)
         return 2
+    depth: dict[str, int] = {}  # --gbdt-depth (gbdt, gbdt-ens), checked once; absent: each model's own default
+    if args.gbdt_depth is not None:
+        from cost_model.learned.gbdt_ensemble import check_depth
+
+        try:
+            depth["depth"] = check_depth(args.gbdt_depth)
+        except ValueError as error:
+            print(f"compiler-opt: error: costmodel train --gbdt-depth: {error}", file=sys.stderr)
+            return 2
     if args.model == "additive":
         from cost_model.learned.fusion_additive import train_additive_and_save
 
@@ -231,32 +240,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
-        from cost_model.learned.gbdt_ensemble import DEPTH, MEMBERS, check_depth, parse_members
+        from cost_model.learned.gbdt_ensemble import MEMBERS, parse_members
 
-        flag = "--gbdt-members"
         try:
             members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
-            flag = "--gbdt-depth"
-            depth = DEPTH if args.gbdt_depth is None else check_depth(args.gbdt_depth)
         except ValueError as error:
-            print(f"compiler-opt: error: costmodel train {flag}: {error}", file=sys.stderr)
+            print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, depth=depth)
+                                              extra=extra, members=members, **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
-        from cost_model.learned.gbdt_ensemble import check_depth
         from cost_model.learned.gbdt_predictor import train_gbdt_and_save
 
-        try:
-            depth = 6 if args.gbdt_depth is None else check_depth(args.gbdt_depth)
-        except ValueError as error:
-            print(f"compiler-opt: error: costmodel train --gbdt-depth: {error}", file=sys.stderr)
-            return 2
         report = train_gbdt_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed, threads=args.threads,
-                                     extra=args.extra_data or [], depth=depth)
+                                     extra=args.extra_data or [], **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     from cost_model.learned.train import TrainConfig, train_and_save

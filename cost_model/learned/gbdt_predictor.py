@@ -163,6 +163,9 @@ def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", te
     """`costmodel train --model gbdt`: fit the rank model on a split's training kernels (and every
     kernel of the `extra` folders), score both sides (top-1/top-5 slowdown, Kendall tau; MAPE is
     meaningless for rank scores), save it."""
+    from cost_model.learned.gbdt_ensemble import check_depth  # the ensemble's members are these models: one depth rule
+
+    check_depth(depth)  # before any data is read or file written
     config = {"model": "gbdt", "objective": "rank", "split": split, "test_fraction": test_fraction, "seed": seed, "rounds": rounds, "depth": depth}
     return fit_and_save_tile_ranker(
         data_dir, output, lambda train: GbdtTilePredictor.train(train, seed=seed, rounds=rounds, depth=depth, threads=threads), config,
