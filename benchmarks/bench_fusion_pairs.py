@@ -30,6 +30,9 @@ added to the shipped form, chosen per held-out fold by grouped cross-validation 
 programs only (`--inner-folds`, mean per-graph MAPE; nested, as `cv`), so the choice among the
 terms is held out too.
 
+Twenty-first session: `calls15` adds `fusion_terms.CALL_GROWTH_TERMS` (the calls to the power 1.5);
+variants join with `&` (`xla=ynn_reduce_fusions&calls15`: both added).
+
 Per variant (`--splits`): leave one program out (every program of the folder), the program split and the random
 split of `bench_costmodel.py` (`split_records`, test fraction 0.25, the seeds given): mean MAPE,
 Kendall tau and level error over the test graphs, graphs over 5%, and the worst held-out graphs;
@@ -53,7 +56,8 @@ ARGS = ("kernel_inputs", "kernel_outputs")
 # sixteenth session: buffer size terms added to the shipped form (names from `fusion_terms`)
 SIZE_VARIANTS = {"logsize": ("kernel_input_log2_elements", "kernel_output_log2_elements"), "logsize_in": ("kernel_input_log2_elements",),
                  "sizeclass": ("large_kernel_inputs", "large_kernel_outputs"), "sizeclass_in": ("large_kernel_inputs",),
-                 "bothsize": ("kernel_input_log2_elements", "kernel_output_log2_elements", "large_kernel_inputs", "large_kernel_outputs")}
+                 "bothsize": ("kernel_input_log2_elements", "kernel_output_log2_elements", "large_kernel_inputs", "large_kernel_outputs"),
+                 "calls15": ("kernels_pow1_5",)}  # twenty-first session: fusion_terms.CALL_GROWTH_TERMS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             name = ",".join(["shipped"] + [f"args={a}" for a in ratios] + [f"mb={m}" for m in ratios] + [f"mb={m}+args={a}" for m in ratios for a in ratios])
         variants += [v for v in name.split(",") if v not in variants]
     def added_terms(variant: str) -> tuple[str, ...]:
+        if "&" in variant:  # parts joined: e.g. xla=ynn_reduce_fusions&calls15 (twenty-first session)
+            return tuple(t for part in variant.removesuffix("_signed").split("&") for t in added_terms(part))
         base = variant.removesuffix("_signed")
         if base == "xlacv":
             if not args.xla_calls:
@@ -166,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return best_names
 
     def variant_ties(name: str, train: list[int]) -> list[tuple[str, str, float]]:
-        if name == "shipped" or name.removesuffix("_signed") in SIZE_VARIANTS or name.startswith("xla"):
+        if name == "shipped" or name.removesuffix("_signed") in SIZE_VARIANTS or name.startswith("xla") or "&" in name:
             return []
         if name == "cv":
             return choose_ties(train, (MB, ARGS))
@@ -230,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"({', '.join(format(s['mape'], '.1%') for s in seeds)}) tau {np.mean([s['kendall'] for s in seeds]):.3f}", flush=True)
         results[variant] = out
     # a bound on any choice of the pairs' ratios: each held-out program's best fixed setting, chosen on that program itself
-    fixed = [v for v in results if not v.startswith(("cv", "xla")) and v.removesuffix("_signed") not in SIZE_VARIANTS and "lopo" in results[v]]
+    fixed = [v for v in results if not v.startswith(("cv", "xla")) and "&" not in v and v.removesuffix("_signed") not in SIZE_VARIANTS and "lopo" in results[v]]
     if len(fixed) > 1:
         mape = {v: {r["graph"]: r["mape"] for r in results[v]["lopo"]["rows"]} for v in fixed}
         by_program: dict[str, list[str]] = {}

@@ -225,9 +225,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         try:
             report = train_additive_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                              loss=args.additive_loss, signed_terms=[t for t in args.additive_signed_terms.split(",") if t],
-                                             xla_terms=[f"xla_{t}" for t in args.additive_xla_terms.split(",") if t], xla_calls=args.xla_calls)
-        except ValueError as error:  # a --additive-signed-terms / --additive-xla-terms entry that is no term of the model
-            print(f"compiler-opt: error: costmodel train --additive-signed-terms / --additive-xla-terms: {error}", file=sys.stderr)
+                                             xla_terms=[f"xla_{t}" for t in args.additive_xla_terms.split(",") if t], xla_calls=args.xla_calls,
+                                             extra_terms=[t for t in args.additive_terms.split(",") if t])
+        except ValueError as error:  # a --additive-signed-terms / --additive-xla-terms / --additive-terms entry that is no term of the model
+            print(f"compiler-opt: error: costmodel train --additive-signed-terms / --additive-xla-terms / --additive-terms: {error}", file=sys.stderr)
             return 2
         print(json.dumps(report["metrics"], indent=2))
         return 0
@@ -461,6 +462,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--additive-xla-terms", default="", metavar="TERM,...",
                        help="additive: XLA call counts added to the terms (fusion_xla_terms.XLA_TERM_NAMES without the xla_ prefix, e.g. "
                             "ynn_reduce_fusions; default none); read from --xla-calls; the autotuner then compiles every candidate's calls to rank it")
+    train.add_argument("--additive-terms", default="", metavar="TERM,...",
+                       help="additive: terms outside the default form added to it (fusion_terms: kernels_pow1_5, the calls to the power 1.5; "
+                            "the buffer size terms)")
     train.add_argument("--xla-calls", metavar="CACHE", help="additive: the XLA call cache of the folder's configurations (benchmarks/collect_fusion_xla.py)")
     train.add_argument("--epochs", type=int, default=60)
     train.add_argument("--hidden", type=int, default=64)

@@ -26,6 +26,10 @@ form (a MobileNet-v3 squeeze-excite block, a ConvNeXt block, Swin window attenti
 relative-position attention scores, RMSNorm + rotary embedding, a softmax mixture-of-experts gate, a
 ResNet bottleneck with BN folded, a WaveNet gated dilated conv, a PointNet classifier, a Conformer
 conv module, a pre-norm GELU MLP at odd sizes), so that `fusion_graphs((1, 2))` yields 104 graphs;
+the twenty-first session ten more (`FIFTH_KIND_PROGRAMS`, for the next pre-registered test: a ViT
+patch embedding, decoder cross-attention with a padding mask, two GCN layers, an FPN top-down merge,
+DLRM's feature interaction, QK-norm causal attention, a NeRF MLP with positional encoding, a VAE
+loss, sub-pixel upsampling, an MLP's flattened gradient), 124 graphs;
 `fusion_graph_names(scales, programs=FIRST_PROGRAMS)` keeps the old set reachable."""
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = ["EXTRA_PROGRAMS", "FIRST_PROGRAMS", "FOURTH_KIND_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "THIRD_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
+__all__ = ["EXTRA_PROGRAMS", "FIFTH_KIND_PROGRAMS", "FIRST_PROGRAMS", "FOURTH_KIND_PROGRAMS", "GROUPED_PROGRAMS", "SECOND_KIND_PROGRAMS", "THIRD_KIND_PROGRAMS", "fusion_graph", "fusion_graph_names", "fusion_graphs", "fusion_workload"]
 
 # The fifteen programs of the eighth session's `fusion_s8` (names fixed: datasets refer to them).
 FIRST_PROGRAMS = ("swiglu", "gru", "rms_proj", "xent", "mha", "bmm", "conv_bn", "mixer", "log_softmax", "stem",
@@ -57,6 +61,9 @@ THIRD_KIND_PROGRAMS = ("inception", "film", "clip_loss", "seg_xent")
 # `fusion_s13`, collected as `fusion_s17` for a pre-registered test of a fixed model form.
 FOURTH_KIND_PROGRAMS = ("se_block", "convnext", "swin_attn", "t5_relpos", "rope_rms", "moe_gate", "bottleneck", "wavenet", "pointnet",
                         "conformer_conv", "odd_mlp")
+# The twenty-first session's ten (`_fifth_kind_programs`): model pieces in none of the folders above,
+# for a pre-registered test of the call growth term (RESULTS (i), twenty-first session).
+FIFTH_KIND_PROGRAMS = ("vit_patch", "cross_attn", "gcn", "fpn_merge", "dlrm", "qk_norm_attn", "nerf_mlp", "vae_loss", "pixel_shuffle", "mlp_grad")
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -101,7 +108,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
         "attention": (attention, lambda s: (lambda r: (arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s)))(np.random.default_rng(s))),
         "lstm": (lstm, lambda s: (lambda r: (arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 8 * s, 32 * s), arr(r, 32 * s, 128 * s), arr(r, 32 * s, 128 * s)))(np.random.default_rng(s))),
         "norm_gelu": (norm_gelu, lambda s: (lambda r: (arr(r, 16 * s, 64 * s), arr(r, 64 * s, 64 * s)))(np.random.default_rng(s))),
-    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr) | _third_kind_programs(arr) | _fourth_kind_programs(arr)
+    } | _extra_programs(arr) | _grouped_programs(arr) | _second_kind_programs(arr) | _third_kind_programs(arr) | _fourth_kind_programs(arr) | _fifth_kind_programs(arr)
 
 
 def _more_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
@@ -636,6 +643,163 @@ def _fourth_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Cal
                                                                  arr(r, 16 * s, 16 * s)))(rng(s))),
         "odd_mlp": (odd_mlp, lambda s: (lambda r: (arr(r, 3, 11 * s, 45), ones(r, 45), arr(r, 45), arr(r, 45, 97 * s), arr(r, 97 * s),
                                                    arr(r, 97 * s, 45), arr(r, 45)))(rng(s))),
+    }
+
+
+def _fifth_kind_programs(arr: Callable[..., np.ndarray]) -> dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]]:
+    """The twenty-first session's ten (`FIFTH_KIND_PROGRAMS`): real model pieces in none of the
+    earlier folders, written for a pre-registered test of an already fixed model form (RESULTS (i),
+    "Twenty-first session, fusion"): chosen from a list of common blocks before any label of them
+    existed, not by which graphs a term helps."""
+    import jax
+    import jax.numpy as jnp
+
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def softmax(s, axis=-1):
+        p = jnp.exp(s - jnp.max(s, axis=axis, keepdims=True))
+        return p / jnp.sum(p, axis=axis, keepdims=True)
+
+    def layer_norm(v, g, b):
+        mu = jnp.mean(v, axis=-1, keepdims=True)
+        var = jnp.mean((v - mu) ** 2, axis=-1, keepdims=True)
+        return (v - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
+
+    def vit_patch(img, kp, bp, cls, pos, g, b):  # ViT input: 4x4 patches by a strided conv, tokens flattened, a class
+        # token prepended, position embedding added, layer norm
+        h = jax.lax.conv_general_dilated(img, kp, (4, 4), "VALID", dimension_numbers=dn) + bp
+        n, _, _, d = h.shape
+        tokens = h.reshape(n, -1, d)
+        tokens = jnp.concatenate([jnp.broadcast_to(cls, (n, 1, d)), tokens], axis=1) + pos
+        return layer_norm(tokens, g, b)
+
+    def cross_attn(x, mem, mask, wq, wk, wv, wo):  # decoder cross-attention: queries from x, keys / values from an
+        # encoder memory with padded positions masked (additive), two heads, output projection, residual
+        b, t, d = x.shape
+        heads = 2
+        q = (x @ wq).reshape(b, t, heads, d // heads)
+        k = (mem @ wk).reshape(b, -1, heads, d // heads)
+        v = (mem @ wv).reshape(b, -1, heads, d // heads)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * np.float32(1.0 / np.sqrt(d // heads)) + mask[:, None, None, :]
+        o = jnp.einsum("bhqk,bkhd->bqhd", softmax(s), v).reshape(b, t, d)
+        return x + o @ wo
+
+    def gcn(adj, x, w1, w2):  # two graph-convolution layers (Kipf & Welling): the symmetric normalisation of
+        # A + I computed in the graph, relu, log-softmax over classes
+        a = adj + jnp.eye(adj.shape[0], dtype=adj.dtype)
+        dinv = jax.lax.rsqrt(jnp.sum(a, axis=1))
+        ahat = dinv[:, None] * a * dinv[None, :]
+        h = jnp.maximum(ahat @ (x @ w1), 0.0)
+        logits = ahat @ (h @ w2)
+        m = jnp.max(logits, axis=-1, keepdims=True)
+        return logits - m - jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1, keepdims=True))
+
+    def fpn_merge(small, big, kl, bl, kc, bc):  # FPN top-down step: the coarse map upsampled 2x (nearest, by
+        # broadcast and reshape), a 1x1 lateral conv of the fine map added, a 3x3 smoothing conv, relu
+        n, h, w, c = small.shape
+        up = jnp.broadcast_to(small[:, :, None, :, None, :], (n, h, 2, w, 2, c)).reshape(n, 2 * h, 2 * w, c)
+        merged = up + jax.lax.conv_general_dilated(big, kl, (1, 1), "VALID", dimension_numbers=dn) + bl
+        return jnp.maximum(jax.lax.conv_general_dilated(merged, kc, (1, 1), "SAME", dimension_numbers=dn) + bc, 0.0)
+
+    def dlrm(dense, table, idx, wb, bb, tri, wt1, bt1, wt2):  # DLRM: bottom MLP of the dense features, embeddings
+        # gathered from a table, pairwise dot products of all feature vectors, the upper triangle kept (a
+        # gather of precomputed flat indices), concatenated with the bottom output, top MLP, sigmoid
+        bottom = jnp.maximum(dense @ wb + bb, 0.0)
+        feats = jnp.concatenate([bottom[:, None, :], table[idx]], axis=1)
+        z = jnp.einsum("bfd,bgd->bfg", feats, feats).reshape(dense.shape[0], -1)[:, tri]
+        h = jnp.maximum(jnp.concatenate([bottom, z], axis=1) @ wt1 + bt1, 0.0)
+        return jax.nn.sigmoid(h @ wt2)
+
+    def qk_norm_attn(x, wq, wk, wv, gq, gk, causal):  # attention with QK-norm (RMS norm of each head's queries and
+        # keys, learned gains), causal mask (additive), four heads
+        b, t, d = x.shape
+        heads = 4
+
+        def heads_of(v):
+            return v.reshape(b, t, heads, d // heads)
+
+        def rms(v, g):
+            return v * jax.lax.rsqrt(jnp.mean(v * v, axis=-1, keepdims=True) + 1e-6) * g
+
+        q, k, v = rms(heads_of(x @ wq), gq), rms(heads_of(x @ wk), gk), heads_of(x @ wv)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * np.float32(1.0 / np.sqrt(d // heads)) + causal
+        return jnp.einsum("bhqk,bkhd->bqhd", softmax(s), v).reshape(b, t, d)
+
+    def nerf_mlp(pts, w1, b1, w2, b2, w3, b3):  # NeRF: positional encoding (sin / cos at 6 octaves, concatenated
+        # with the input), MLP with the encoding concatenated again at the second layer, sigmoid colour + relu density
+        freqs = np.float32(2.0) ** np.arange(6, dtype=np.float32)
+        ang = (pts[:, :, None] * freqs).reshape(pts.shape[0], -1)
+        enc = jnp.concatenate([pts, jnp.sin(ang), jnp.cos(ang)], axis=1)
+        h = jnp.maximum(enc @ w1 + b1, 0.0)
+        h = jnp.maximum(jnp.concatenate([h, enc], axis=1) @ w2 + b2, 0.0)
+        out = h @ w3 + b3
+        return jnp.concatenate([jax.nn.sigmoid(out[:, :3]), jnp.maximum(out[:, 3:], 0.0)], axis=1)
+
+    def vae_loss(x, eps, we, be, wmu, wlv, wd, bd):  # VAE step: encoder, mean / log-variance heads, the
+        # reparameterised sample, decoder, squared reconstruction error + the Gaussian KL term (a scalar loss)
+        h = jnp.maximum(x @ we + be, 0.0)
+        mu, lv = h @ wmu, h @ wlv
+        z = mu + jnp.exp(0.5 * lv) * eps
+        recon = jax.nn.sigmoid(z @ wd + bd)
+        kl = -0.5 * jnp.sum(1.0 + lv - mu * mu - jnp.exp(lv), axis=1)
+        return jnp.mean(jnp.sum((recon - x) ** 2, axis=1) + kl)
+
+    def pixel_shuffle(x, k, b):  # sub-pixel upsampling (ESPCN): 3x3 conv to 4x the channels, depth-to-space by
+        # reshape / transpose / reshape, relu
+        h = jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=dn) + b
+        n, hh, ww, c4 = h.shape
+        c = c4 // 4
+        h = h.reshape(n, hh, ww, 2, 2, c).transpose(0, 1, 3, 2, 4, 5).reshape(n, 2 * hh, 2 * ww, c)
+        return jnp.maximum(h, 0.0)
+
+    def mlp_grad(x, y, w1, b1, w2):  # a training step's backward pass: the gradient of a tanh MLP's squared error
+        # with respect to its three parameters, flattened into one bucket (as a data-parallel all-reduce sends it)
+        def loss(w1, b1, w2):
+            return jnp.mean((jnp.tanh(x @ w1 + b1) @ w2 - y) ** 2)
+
+        grads = jax.grad(loss, argnums=(0, 1, 2))(w1, b1, w2)
+        return jnp.concatenate([g.reshape(-1) for g in grads])
+
+    def rng(s: int) -> np.random.Generator:
+        return np.random.default_rng(700 + s)
+
+    def ones(r: np.random.Generator, *shape: int) -> np.ndarray:
+        return (1.0 + arr(r, *shape)).astype(np.float32)
+
+    def padding_mask(r: np.random.Generator, b: int, t: int) -> np.ndarray:  # -1e9 past each row's random length
+        lengths = r.integers(t // 2, t + 1, size=b)
+        return np.where(np.arange(t)[None, :] < lengths[:, None], 0.0, -1e9).astype(np.float32)
+
+    def adjacency(r: np.random.Generator, n: int) -> np.ndarray:  # a random symmetric 0/1 graph, ~4 edges a node
+        a = (r.random((n, n)) < 4.0 / n).astype(np.float32)
+        return np.triu(a, 1) + np.triu(a, 1).T
+
+    def causal(t: int) -> np.ndarray:
+        return np.triu(np.full((t, t), -1e9, dtype=np.float32), 1)
+
+    def upper(f: int) -> np.ndarray:  # flat indices of the strict upper triangle of an f x f matrix
+        i, j = np.triu_indices(f, 1)
+        return (i * f + j).astype(np.int32)
+
+    return {
+        "vit_patch": (vit_patch, lambda s: (lambda r: (arr(r, 2, 16 * s, 16 * s, 3), arr(r, 4, 4, 3, 16 * s), arr(r, 16 * s), arr(r, 1, 1, 16 * s),
+                                                       arr(r, 1, 1 + 16 * s * s, 16 * s), ones(r, 16 * s), arr(r, 16 * s)))(rng(s))),
+        "cross_attn": (cross_attn, lambda s: (lambda r: (arr(r, 2, 8 * s, 32), arr(r, 2, 16 * s, 32), padding_mask(r, 2, 16 * s), arr(r, 32, 32),
+                                                         arr(r, 32, 32), arr(r, 32, 32), arr(r, 32, 32)))(rng(s))),
+        "gcn": (gcn, lambda s: (lambda r: (adjacency(r, 32 * s), arr(r, 32 * s, 16), arr(r, 16, 32), arr(r, 32, 8)))(rng(s))),
+        "fpn_merge": (fpn_merge, lambda s: (lambda r: (arr(r, 2, 4 * s, 4 * s, 16), arr(r, 2, 8 * s, 8 * s, 8), arr(r, 1, 1, 8, 16), arr(r, 16),
+                                                       arr(r, 3, 3, 16, 16), arr(r, 16)))(rng(s))),
+        "dlrm": (dlrm, lambda s: (lambda r: (arr(r, 16 * s, 13), arr(r, 64, 16), r.integers(0, 64, size=(16 * s, 4)).astype(np.int32), arr(r, 13, 16),
+                                             arr(r, 16), upper(5), arr(r, 26, 32 * s), arr(r, 32 * s), arr(r, 32 * s, 1)))(rng(s))),
+        "qk_norm_attn": (qk_norm_attn, lambda s: (lambda r: (arr(r, 2, 16 * s, 32 * s), arr(r, 32 * s, 32 * s), arr(r, 32 * s, 32 * s),
+                                                             arr(r, 32 * s, 32 * s), ones(r, 8 * s), ones(r, 8 * s), causal(16 * s)))(rng(s))),
+        "nerf_mlp": (nerf_mlp, lambda s: (lambda r: (arr(r, 64 * s, 3) * 10.0, arr(r, 39, 32 * s), arr(r, 32 * s), arr(r, 32 * s + 39, 32 * s),
+                                                     arr(r, 32 * s), arr(r, 32 * s, 4), arr(r, 4)))(rng(s))),
+        "vae_loss": (vae_loss, lambda s: (lambda r: (np.abs(arr(r, 16 * s, 64)) * 5.0, arr(r, 16 * s, 8) * 10.0, arr(r, 64, 32 * s), arr(r, 32 * s),
+                                                     arr(r, 32 * s, 8), arr(r, 32 * s, 8), arr(r, 8, 64), arr(r, 64)))(rng(s))),
+        "pixel_shuffle": (pixel_shuffle, lambda s: (lambda r: (arr(r, 2, 4 * s + 4, 4 * s + 4, 8), arr(r, 3, 3, 8, 32), arr(r, 32)))(rng(s))),
+        "mlp_grad": (mlp_grad, lambda s: (lambda r: (arr(r, 16 * s, 32), arr(r, 16 * s, 8), arr(r, 32, 32 * s), arr(r, 32 * s),
+                                                     arr(r, 32 * s, 8)))(rng(s))),
     }
 
 

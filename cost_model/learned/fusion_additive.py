@@ -4,7 +4,8 @@ executable call costs on this host.
     seconds = sum_j w_j x term_j        (terms: `fusion_terms.TERM_NAMES`, per configuration)
 
 The default terms are `fusion_terms.SHIPPED_TERMS` (all but the sixteenth session's buffer size
-terms, `BUFFER_SIZE_TERMS`: pass `terms=` to fit them; held out they did not help, RESULTS (i)).
+terms, `BUFFER_SIZE_TERMS`, and the twenty-first session's `CALL_GROWTH_TERMS`: pass `terms=`, or
+`extra_terms` to `train_additive_and_save`, to fit them; RESULTS (i)).
 
 The weights are fitted by least squares on the relative error (every row divided by its label,
 target 1: the fit minimises sum (pred / runtime - 1)^2, what MAPE measures) on column-scaled
@@ -204,14 +205,20 @@ class AdditiveFusionModel:
 
 def train_additive_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
                             nonnegative: bool = True, loss: str = "l2", signed_terms: Sequence[str] = CONV_OFFSET,
-                            xla_terms: Sequence[str] = (), xla_calls: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                            xla_terms: Sequence[str] = (), xla_calls: str | os.PathLike[str] | None = None,
+                            extra_terms: Sequence[str] = ()) -> dict[str, Any]:
     """`costmodel train --model additive`: fit on the split's training graphs, score both sides, save.
     `xla_terms` (seventeenth session): `XLA_TERM_NAMES` added to the shipped form, read from the
-    `fusion_xla_terms.XlaCallCache` at `xla_calls` (every configuration of the folder collected)."""
+    `fusion_xla_terms.XlaCallCache` at `xla_calls` (every configuration of the folder collected).
+    `extra_terms` (twenty-first session): `TERM_NAMES` outside the shipped form added to it (e.g.
+    `kernels_pow1_5`, `CALL_GROWTH_TERMS`)."""
     from cost_model.learned.data import split_records
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
     from cost_model.learned.tpugraphs import load_dir
 
+    outside = [t for t in TERM_NAMES if t not in SHIPPED_TERMS]
+    if set(extra_terms) - set(outside) or len(set(extra_terms)) != len(extra_terms):
+        raise ValueError(f"extra terms must be among {outside} (the terms outside the shipped form), each once; got {list(extra_terms)}")
     unknown = set(xla_terms) - set(XLA_TERM_NAMES)
     if unknown or (xla_terms and not xla_calls):
         raise ValueError(f"xla_terms must be among {XLA_TERM_NAMES} and need xla_calls (a call cache); got {sorted(unknown) or list(xla_terms)}")
@@ -224,7 +231,7 @@ def train_additive_and_save(data_dir: str, output: str, *, split: str = "random"
         with XlaCallCache(xla_calls) as cache:  # type: ignore[arg-type]
             calls = cache.all_calls()
             rows = [np.concatenate([t, record_xla_terms(r, cache, calls)], axis=1) for t, r in zip(rows, records)]
-    terms = SHIPPED_TERMS[:-1] + tuple(xla_terms) + ("roofline_s",)
+    terms = SHIPPED_TERMS[:-1] + tuple(extra_terms) + tuple(xla_terms) + ("roofline_s",)
     model = AdditiveFusionModel(nonnegative=nonnegative, loss=loss, signed_terms=signed_terms, terms=terms)
     columns = model._columns()
     model.fit_terms(np.concatenate([rows[i][:, columns] for i in train_idx]), np.concatenate([np.asarray(records[i].config_runtime, dtype=np.float64)
@@ -235,7 +242,8 @@ def train_additive_and_save(data_dir: str, output: str, *, split: str = "random"
 
     report = {"metrics": {"train": scores(train_idx), "test": scores(test_idx)},
               "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative, "loss": loss,
-                                   "signed_terms": list(model.signed_terms), "xla_terms": list(xla_terms)},
+                                   "signed_terms": list(model.signed_terms), "xla_terms": list(xla_terms),
+                               "extra_terms": list(extra_terms)},
               "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
               "data": os.path.basename(os.path.normpath(data_dir))}
     model.save(output, extra=report)

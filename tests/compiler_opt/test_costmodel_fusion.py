@@ -11,7 +11,7 @@ from cost_model.decisions import node_order  # noqa: E402
 from cost_model.devices import DeviceSpec, Topology  # noqa: E402
 from compiler_opt.costmodel.fusion_collect import collect_fusion_dataset, random_fusion, scale_to_seconds  # noqa: E402
 from compiler_opt.costmodel.fusion_graphs import (  # noqa: E402
-    EXTRA_PROGRAMS, FIRST_PROGRAMS, FOURTH_KIND_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph, fusion_graph_names,
+    EXTRA_PROGRAMS, FIFTH_KIND_PROGRAMS, FIRST_PROGRAMS, FOURTH_KIND_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph, fusion_graph_names,
     fusion_graphs)
 from cost_model.profiling.calibration import kernel_groups  # noqa: E402
 from cost_model.simulator import SimulationProblem, simulate  # noqa: E402
@@ -61,14 +61,15 @@ def test_collect_writes_layout_form_files_and_resumes(mlp, tmp_path) -> None:  #
 
 def test_graphs_by_name_without_building_the_rest(mlp) -> None:  # type: ignore[no-untyped-def]
     names = fusion_graph_names((1, 2))
-    assert len(names) == 104 and len(set(names)) == 104 and "mlp@1" in names and "norm_gelu@2" in names and "bcast_chain@2" in names
+    assert len(names) == 124 and len(set(names)) == 124 and names[-2:] == ["mlp_grad@1", "mlp_grad@2"] and "mlp@1" in names and "norm_gelu@2" in names and "bcast_chain@2" in names
     first = fusion_graph_names((1, 2), programs=FIRST_PROGRAMS)  # fusion_s8's 30 graphs, in the order they were collected
     assert len(first) == 30 and first[:2] == ["swiglu@1", "swiglu@2"] and first[-1] == "norm_gelu@2"
     extra = fusion_graph_names((1, 2), programs=EXTRA_PROGRAMS)  # fusion_s10_new's 28
     assert len(extra) == 28 and extra == names[30:58] and fusion_graph_names((1, 2), programs=GROUPED_PROGRAMS) == names[58:66]
     assert fusion_graph_names((1, 2), programs=SECOND_KIND_PROGRAMS) == names[66:74]  # the twelfth session's, after the 66 of fusion_s12
     assert fusion_graph_names((1, 2), programs=THIRD_KIND_PROGRAMS) == names[74:82]  # the thirteenth session's, after fusion_s12c's 74
-    assert fusion_graph_names((1, 2), programs=FOURTH_KIND_PROGRAMS) == names[82:]  # the seventeenth session's, after fusion_s13's 82
+    assert fusion_graph_names((1, 2), programs=FOURTH_KIND_PROGRAMS) == names[82:104]  # the seventeenth session's, after fusion_s13's 82
+    assert fusion_graph_names((1, 2), programs=FIFTH_KIND_PROGRAMS) == names[104:]  # the twenty-first session's
     assert [n.op_type for n in node_order(fusion_graph("mlp@1"))] == [n.op_type for n in node_order(mlp)]  # the builder a spawned process calls
     with pytest.raises(KeyError, match="no fusion program"):
         fusion_graph("nope@1")

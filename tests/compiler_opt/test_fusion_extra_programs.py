@@ -1,4 +1,4 @@
-"""The tenth to thirteenth and the seventeenth sessions' fusion programs: each imports as a valid graph, and random legal
+"""The tenth to thirteenth and the seventeenth and twenty-first sessions' fusion programs: each imports as a valid graph, and random legal
 fusions of it, run group by group through XLA, compute what the JAX program computes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("jax")
 
 from compiler_opt.costmodel.fusion_graphs import (  # noqa: E402
-    EXTRA_PROGRAMS, FIRST_PROGRAMS, FOURTH_KIND_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph_names,
+    EXTRA_PROGRAMS, FIFTH_KIND_PROGRAMS, FIRST_PROGRAMS, FOURTH_KIND_PROGRAMS, GROUPED_PROGRAMS, SECOND_KIND_PROGRAMS, THIRD_KIND_PROGRAMS, fusion_graph_names,
     fusion_workload)
 from cost_model.decisions import node_order  # noqa: E402
 from cost_model.profiling.calibration import GroupExecutor  # noqa: E402
@@ -112,8 +112,30 @@ def test_fourth_kind_programs_build_run_under_jit_and_fuse_like_jax(program: str
     assert kinds[program] <= ops
 
 
+@pytest.mark.parametrize("program", FIFTH_KIND_PROGRAMS)
+def test_fifth_kind_programs_build_run_under_jit_and_fuse_like_jax(program: str) -> None:
+    """The twenty-first session's ten (the next pre-registered test's new programs), checked as the
+    fourth kind are: seeded, finite under jax.jit at both scales, no opaque calls, two random legal
+    fusions at scale 1 equal to jax.jit, and each has the ops that make it what it is."""
+    import jax
+
+    for scale in (1, 2):
+        workload = fusion_workload(f"{program}@{scale}")
+        again = fusion_workload(f"{program}@{scale}")
+        assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(workload.args, again.args))
+        assert np.isfinite(np.asarray(jax.jit(workload.reference)(*workload.args))).all()
+    ops = _check(f"{program}@1", fusions=2)
+    assert "call" not in ops and ({"dot", "convolution"} & ops)
+    kinds = {"vit_patch": {"convolution", "concatenate", "rsqrt"}, "cross_attn": {"dot", "exponential", "transpose"},
+             "gcn": {"dot", "rsqrt", "log"}, "fpn_merge": {"convolution", "broadcast"}, "dlrm": {"gather", "concatenate", "dot"},
+             "qk_norm_attn": {"rsqrt", "exponential", "dot"}, "nerf_mlp": {"sine", "cosine", "concatenate"},
+             "vae_loss": {"exponential", "reduce", "dot"}, "pixel_shuffle": {"convolution", "transpose"}, "mlp_grad": {"tanh", "transpose", "concatenate"}}
+    assert kinds[program] <= ops
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS + FOURTH_KIND_PROGRAMS)
+@pytest.mark.parametrize("program", EXTRA_PROGRAMS + GROUPED_PROGRAMS + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS + FOURTH_KIND_PROGRAMS
+                         + FIFTH_KIND_PROGRAMS)
 def test_extra_programs_at_scale_2_fuse_and_match_jax(program: str) -> None:
     _check(f"{program}@2", fusions=3)
 

@@ -12,7 +12,7 @@ import pytest
 
 from cost_model.learned.features import NODE_FEATURES, OPCODES
 from cost_model.learned.fusion_additive import AdditiveFusionModel
-from cost_model.learned.fusion_terms import (BUFFER_SIZE_TERMS, CLASS_MB, CONV_TERMS, LARGE_BUFFER_BYTES, LOG_SIZE_TERMS, MEASURED_CONV_TERMS, OP_CLASSES, S9_TERMS,
+from cost_model.learned.fusion_terms import (BUFFER_SIZE_TERMS, CALL_GROWTH_TERMS, CLASS_MB, CONV_TERMS, LARGE_BUFFER_BYTES, LOG_SIZE_TERMS, MEASURED_CONV_TERMS, OP_CLASSES, S9_TERMS,
                                              S10_TERMS, S11_TERMS, SHIPPED_TERMS, SIZE_CLASS_TERMS, TERM_NAMES, config_terms, graph_terms, record_terms,
                                              residual_seconds, residual_target)
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
@@ -198,7 +198,7 @@ def test_sixteenth_session_buffer_size_terms_by_hand() -> None:
     """Per configuration: the arguments' / outputs' log2 elements summed, and those over 4 KiB counted,
     from the same (kernel, producer) arguments and leaving outputs as `kernel_inputs` / `kernel_outputs`."""
     assert LARGE_BUFFER_BYTES == 4096 and BUFFER_SIZE_TERMS == LOG_SIZE_TERMS + SIZE_CLASS_TERMS
-    assert not set(BUFFER_SIZE_TERMS) & set(SHIPPED_TERMS) and set(SHIPPED_TERMS) | set(BUFFER_SIZE_TERMS) == set(TERM_NAMES)
+    assert not set(BUFFER_SIZE_TERMS) & set(SHIPPED_TERMS) and set(SHIPPED_TERMS) | set(BUFFER_SIZE_TERMS) | set(CALL_GROWTH_TERMS) == set(TERM_NAMES)
     assert AdditiveFusionModel().terms == SHIPPED_TERMS  # off by default
     terms = record_terms(_sized_record())
     got = {name: terms[:, TERM_NAMES.index(name)].tolist() for name in ("kernel_inputs", "kernel_outputs") + BUFFER_SIZE_TERMS}
@@ -207,6 +207,35 @@ def test_sixteenth_session_buffer_size_terms_by_hand() -> None:
     assert got == {"kernel_inputs": [2, 3, 0], "kernel_outputs": [4, 4, 2],
                    "kernel_input_log2_elements": [11 + 10, 10 + 11 + 10, 0], "kernel_output_log2_elements": [10 + 11 + 6 + 3, 10 + 11 + 6 + 3, 6 + 3],
                    "large_kernel_inputs": [1, 1, 0], "large_kernel_outputs": [1, 1, 0]}  # only node 1's 8192 bytes is over 4096
+
+
+def test_twenty_first_session_call_growth_term_by_hand() -> None:
+    """`kernels_pow1_5`: the configuration's calls to the power 1.5 (outside the default form)."""
+    assert CALL_GROWTH_TERMS == ("kernels_pow1_5",) and not set(CALL_GROWTH_TERMS) & set(SHIPPED_TERMS)
+    terms = record_terms(_sized_record())
+    kernels = terms[:, TERM_NAMES.index("kernels")]
+    assert kernels.tolist() == [3, 4, 1]  # {0, 1} fused + 2 + 3; all four alone; one group
+    assert np.allclose(terms[:, TERM_NAMES.index("kernels_pow1_5")], [3**1.5, 8.0, 1.0])
+
+
+def test_a_fit_with_the_call_growth_term_recovers_a_cost_per_call_that_grows_with_the_calls() -> None:
+    """Truth: each call costs 2 us + 0.5 us x sqrt(calls), plus the roofline: the form with
+    `kernels_pow1_5` recovers both weights and fits exactly; the default form cannot."""
+    rng = np.random.default_rng(5)
+    feat, ops = _graph()
+    rows, runtime = [], []
+    for _ in range(40):
+        t = dict(zip(TERM_NAMES, config_terms(feat, ops, EDGES, rng.integers(-1, 3, size=4))))
+        t["roofline_s"] = rng.uniform(1e-5, 5e-5)
+        rows.append([t[n] for n in TERM_NAMES])
+        runtime.append(2e-6 * t["kernels"] + 0.5e-6 * t["kernels"] ** 1.5 + t["roofline_s"])
+    rows, runtime = np.array(rows), np.array(runtime)
+    names = ("kernels", "kernels_pow1_5", "roofline_s")
+    model = AdditiveFusionModel(terms=names).fit_terms(rows[:, [TERM_NAMES.index(n) for n in names]], runtime)
+    assert np.allclose(model.weights, [2e-6, 0.5e-6, 1.0], rtol=1e-4)
+    linear = AdditiveFusionModel(terms=("kernels", "roofline_s")).fit_terms(rows[:, [TERM_NAMES.index("kernels"), TERM_NAMES.index("roofline_s")]], runtime)
+    pred = rows[:, [TERM_NAMES.index("kernels"), TERM_NAMES.index("roofline_s")]] @ linear.weights
+    assert np.abs(pred / runtime - 1).max() > 0.01
 
 
 def test_a_fit_recovers_a_per_argument_cost_that_grows_with_the_buffer() -> None:
@@ -470,3 +499,10 @@ def test_train_additive_and_save_frees_the_conv_offset_by_default(tmp_path, caps
     assert AdditiveFusionModel.load(tmp_path / "p.json").signed_terms == ()
     assert main(["costmodel", "train", str(tmp_path / "data"), "-o", str(tmp_path / "q.json"), "--model", "additive", "--additive-signed-terms", "conv_count"]) == 2
     assert "--additive-signed-terms" in capsys.readouterr().err and not (tmp_path / "q.json").exists()
+    # --additive-terms: a term outside the default form joins it (twenty-first session); others are refused
+    assert main(["costmodel", "train", str(tmp_path / "data"), "-o", str(tmp_path / "c.json"), "--model", "additive", "--additive-terms", "kernels_pow1_5"]) == 0
+    grown = AdditiveFusionModel.load(tmp_path / "c.json")
+    assert grown.terms == SHIPPED_TERMS[:-1] + ("kernels_pow1_5", "roofline_s") and json.loads((tmp_path / "c.json").read_text())["extra"]["train_config"]["extra_terms"] == ["kernels_pow1_5"]
+    for bad in ("kernels", "no_such_term", "kernels_pow1_5,kernels_pow1_5"):
+        assert main(["costmodel", "train", str(tmp_path / "data"), "-o", str(tmp_path / "r.json"), "--model", "additive", "--additive-terms", bad]) == 2
+        assert "--additive-terms" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
