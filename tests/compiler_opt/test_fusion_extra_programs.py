@@ -44,7 +44,9 @@ def test_the_extra_programs_are_new_names_after_the_first_fifteen() -> None:
     assert len(SECOND_KIND_PROGRAMS) == 4 and not set(SECOND_KIND_PROGRAMS) & set(old)
     assert len(THIRD_KIND_PROGRAMS) == 4 and not set(THIRD_KIND_PROGRAMS) & set(old + SECOND_KIND_PROGRAMS)
     assert len(FOURTH_KIND_PROGRAMS) == 11 and not set(FOURTH_KIND_PROGRAMS) & set(old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS)
-    assert fusion_graph_names((1,)) == [f"{p}@1" for p in old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS + FOURTH_KIND_PROGRAMS]  # the old names keep their order
+    earlier = old + SECOND_KIND_PROGRAMS + THIRD_KIND_PROGRAMS + FOURTH_KIND_PROGRAMS
+    assert len(FIFTH_KIND_PROGRAMS) == 10 and not set(FIFTH_KIND_PROGRAMS) & set(earlier)
+    assert fusion_graph_names((1,)) == [f"{p}@1" for p in earlier + FIFTH_KIND_PROGRAMS]  # the old names keep their order
     with pytest.raises(KeyError, match="no fusion program"):
         fusion_workload("nope@1")
 
