@@ -279,7 +279,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5,
+def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5, extra_k: int | None = None,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
                    save_model: str | None = None, ranker: str | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
@@ -291,7 +291,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     from cost_model.measure.machine import machine_key
     from cost_model.measure.tile.runner import host_target_text
     from cost_model.profiling.cache import ProfileCache
-    from passes.autotune.tile import TileTuner, tvm_threads
+    from passes.autotune.tile import TILE_EXTRA_K, TileTuner, tvm_threads
 
     from passes import run_pipeline
 
@@ -300,7 +300,8 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
     with ProfileCache(cache_path) as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
-        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps).tune_graph(graph, progress=progress)
+        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps,
+                            extra_k=TILE_EXTRA_K if extra_k is None else extra_k).tune_graph(graph, progress=progress)
     graph.verify()
     graph_ir.save(graph, output)
     if save_model:
@@ -338,6 +339,9 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
                   "or the GraphSAGE layout model (--ranker gnn)", file=sys.stderr)
             return 2
+        if args.extra_k is not None:
+            print("compiler-opt: error: autotune --extra-k is for --task tile (the fusion tuner measures its --top-k)", file=sys.stderr)
+            return 2
         t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
                                   cache_path=args.cache, seed=args.seed, progress=not args.no_progress, ranker=args.ranker)
         print(f"autotune fusion: {len(t.candidates)} candidates ranked, {t.outcome.measurements} measured; best {t.outcome.best_seconds * 1e6:.1f} us "
@@ -347,11 +351,17 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.ranker == "additive":
         print("compiler-opt: error: autotune --task tile: --ranker additive ranks fusions; tiles take gnn, gbdt or gbdt-ens", file=sys.stderr)
         return 2
-    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5,
+    if args.extra_k is not None and args.extra_k < 0:
+        print(f"compiler-opt: error: autotune --extra-k must be >= 0, got {args.extra_k}", file=sys.stderr)
+        return 2
+    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5, extra_k=args.extra_k,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
                              save_model=args.save_model, ranker=args.ranker)
     for t in tunings:
-        print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured, {len(t.nodes)} node(s)")
+        gate = (f" (+{t.outcome.extra_measured}: the top {t.outcome.measurements - t.outcome.extra_measured} measured disagreed with the ranker, "
+                f"tau {t.outcome.agreement:.2f})") if t.outcome.extra_measured else ""
+        print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured{gate}, "
+              f"{len(t.nodes)} node(s)")
     print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
     return 0
 
@@ -504,6 +514,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (tile, default 5) or graph (fusion, default 10)")
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--extra-k", type=int, default=None, metavar="N",
+                      help="tile: measure N more in the ranker's order when the measured top-k disagree with its order of them "
+                           "(Kendall tau < 0.2; default: the shipped setting, passes.autotune.tile.TILE_EXTRA_K; 0: off)")
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
     tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj, gbdt-ens: .json)")
     tune.add_argument("--no-progress", action="store_true")

@@ -5,7 +5,9 @@ random configurations of its TVM schedule space are ranked by a learned model (`
 XGBoost rank + relative ensemble `GbdtEnsembleTilePredictor` by default, the rank model alone
 `GbdtTilePredictor`, or the GraphSAGE `TilePredictor`), the `top_k`
 best predicted are compiled, checked against the unscheduled kernel and measured for real
-through the `Harness` (SQLite cache: a rerun measures nothing twice), and the fastest is written
+through the `Harness` (SQLite cache: a rerun measures nothing twice) — `extra_k` more in the
+ranker's order when the measured top-k disagree with its order of them (`search.tune_candidates`'s
+gate; `TILE_EXTRA_K` by default, RESULTS (i), twenty-first session) — and the fastest is written
 into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
 text). Nodes with the same kernel signature are tuned once.
 """
@@ -26,9 +28,10 @@ if TYPE_CHECKING:
     from cost_model.measure.tile.kernels import KernelSpec
     from graph_ir.graph import Graph
 
-__all__ = ["AutotuneTiles", "KernelTuning", "TileTuner", "tvm_threads"]
+__all__ = ["TILE_EXTRA_K", "AutotuneTiles", "KernelTuning", "TileTuner", "tvm_threads"]
 
 logger = logging.getLogger(__name__)
+TILE_EXTRA_K = 0  # candidates measured past the top-k when the gate opens (0: the plain top-k)
 
 
 def tvm_threads() -> int:
@@ -49,9 +52,10 @@ class TileTuner:
     """Tunes tile kernels with a ranker (`TilePredictor` or `GbdtTilePredictor`: `rank(space,
     configs)`, lower = predicted faster) and a `Harness` (measuring)."""
 
-    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None, finetune_steps: int = 0) -> None:
+    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None, finetune_steps: int = 0,
+                 extra_k: int = TILE_EXTRA_K) -> None:
         self.predictor, self.harness = predictor, harness
-        self.budget, self.top_k, self.seed, self.target = budget, top_k, seed, target
+        self.budget, self.top_k, self.seed, self.target, self.extra_k = budget, top_k, seed, target, extra_k
         self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
@@ -82,7 +86,7 @@ class TileTuner:
         space = TileSpace(build_kernel(spec))
         candidates = kernel_configs(space, self.seed, self.budget)
         outcome = tune_candidates(candidates, rank=lambda cs: self.predictor.rank(space, cs),
-                                  measure=lambda cs: self.measure(space, cs), top_k=self.top_k)
+                                  measure=lambda cs: self.measure(space, cs), top_k=self.top_k, extra_k=self.extra_k)
         if self.finetune_steps > 0:
             chosen = list(outcome.measured)
             self.predictor.finetune(space, [candidates[i] for i in chosen], [outcome.measured[i] for i in chosen], steps=self.finetune_steps)
@@ -117,6 +121,7 @@ class AutotuneTiles(Pass):
     ranker: str = option("", "gnn (GraphSAGE), gbdt (XGBoost rank on flat features) or gbdt-ens (that + a per-kernel relative regression); empty: what model's suffix names, else gbdt-ens")
     budget: int = option(200, "configurations ranked by the model per kernel")
     top_k: int = option(5, "configurations measured for real per kernel")
+    extra_k: int = option(TILE_EXTRA_K, "configurations measured past the top-k when the measured top-k disagree with the ranker's order (0: off)")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
 
@@ -129,6 +134,8 @@ class AutotuneTiles(Pass):
 
         if self.ranker and self.ranker not in TILE_RANKERS:
             raise PassError(f"autotune-tiles: ranker must be one of {', '.join(TILE_RANKERS)}, got {self.ranker!r}")
+        if self.top_k < 1 or self.extra_k < 0:
+            raise PassError(f"autotune-tiles: top_k must be >= 1 and extra_k >= 0, got top_k={self.top_k}, extra_k={self.extra_k}")
         try:
             ranker = tile_ranker_for(self.model or None, self.ranker or None)
         except ValueError as error:
@@ -139,6 +146,7 @@ class AutotuneTiles(Pass):
             raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
         with ProfileCache(self.cache or None) as cache:
             harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0)
-            tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed).tune_graph(graph)
-        graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes)} for t in tunings}
+            tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k).tune_graph(graph)
+        graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes),
+                                                           "extra_measured": t.outcome.extra_measured} for t in tunings}
         return PassResult(graph, bool(tunings))

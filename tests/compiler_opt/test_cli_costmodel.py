@@ -82,6 +82,10 @@ def test_autotune_fusion_refuses_the_gbdt_ranker(tmp_path, capsys) -> None:  # t
     assert "ranks with the additive model" in capsys.readouterr().err
     assert main(["autotune", "m.onnx", "-o", str(tmp_path / "x.onnx"), "--task", "tile", "--ranker", "additive"]) == 2
     assert "--ranker additive ranks fusions" in capsys.readouterr().err
+    assert main(["autotune", "m.hlo", "-o", str(tmp_path / "x.hlo"), "--task", "fusion", "--extra-k", "5"]) == 2
+    assert "--extra-k is for --task tile" in capsys.readouterr().err
+    assert main(["autotune", "m.onnx", "-o", str(tmp_path / "x.onnx"), "--task", "tile", "--extra-k", "-1"]) == 2
+    assert "--extra-k must be >= 0" in capsys.readouterr().err and not (tmp_path / "x.onnx").exists()
 
 
 @pytest.mark.slow

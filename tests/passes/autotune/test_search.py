@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from passes.autotune.search import random_search_measurements, tune_candidates
+from passes.autotune.search import GATE_TAU, agreement, random_search_measurements, tune_candidates
 
 
 def _cost(config: tuple[int, int, int]) -> float:
@@ -46,6 +46,44 @@ def test_a_bad_model_still_keeps_the_best_it_measured() -> None:
     assert outcome.best_seconds > min(_cost(c) for c in CANDIDATES)
 
 
+def test_the_gate_measures_more_only_where_the_top_k_disagree_with_the_ranker() -> None:
+    """Twenty-first session: a ranker that orders its own top 5 backwards (tau -1 on them) while the
+    best sits 7th in its order gets the next 5 measured and the best found; a ranker whose top 5
+    measure in its order is left at 5 measurements."""
+    costs = [float(c) for c in (5, 4, 3, 2, 1.5, 9, 0.5, 8, 7, 6, 10, 11)]  # index 6 is the best
+
+    def measure_into(log):  # type: ignore[no-untyped-def]
+        def measure(cs):  # type: ignore[no-untyped-def]
+            log.append(list(cs))
+            return [costs[c] for c in cs]
+        return measure
+
+    backwards: list[list[int]] = []
+    outcome = tune_candidates(list(range(12)), rank=lambda cs: [float(c) for c in cs], measure=measure_into(backwards), top_k=5, extra_k=5)
+    assert outcome.agreement == pytest.approx(-1.0) and outcome.extra_measured == 5 and outcome.measurements == 10
+    assert backwards == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]] and outcome.best == 6 and outcome.best_seconds == 0.5
+
+    ordered: list[list[int]] = []
+    rank = [0.0, 1, 2, 3, 4, 9, 10, 5, 6, 7, 8, 11]  # its top 5 are indices 0-4; their costs now rise in its order
+    costs[:5] = [1.0, 1.5, 2.0, 2.5, 3.0]
+    outcome = tune_candidates(list(range(12)), rank=lambda cs: [rank[c] for c in cs], measure=measure_into(ordered), top_k=5, extra_k=5)
+    assert outcome.agreement == pytest.approx(1.0) and outcome.extra_measured == 0 and ordered == [[0, 1, 2, 3, 4]] and outcome.best == 0
+    assert outcome.agreement >= GATE_TAU > 0.0
+
+
+def test_the_gate_is_off_by_default_and_opens_on_undefined_agreement() -> None:
+    flat = tune_candidates(list(range(8)), rank=lambda cs: [0.0] * len(cs), measure=lambda cs: [1.0] * len(cs), top_k=3)
+    assert flat.measurements == 3 and flat.extra_measured == 0 and np.isnan(flat.agreement)  # extra_k 0: no gate
+    flat = tune_candidates(list(range(8)), rank=lambda cs: [0.0] * len(cs), measure=lambda cs: [1.0] * len(cs), top_k=3, extra_k=2)
+    assert flat.measurements == 5 and flat.extra_measured == 2  # constant scores: tau undefined, the gate opens
+    few = tune_candidates([1, 2, 3], rank=lambda cs: [0.0, 0.0, 1.0], measure=lambda cs: [2.0] * len(cs), top_k=3, extra_k=5)
+    assert few.measurements == 3 and few.extra_measured == 0  # nothing left to measure
+    assert agreement([1.0], [2.0]) != agreement([1.0], [2.0])  # NaN for fewer than 2
+    assert agreement([1, 2, 3], [10, 30, 20]) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="extra_k"):
+        tune_candidates([1, 2], rank=lambda cs: [0.0, 1.0], measure=lambda cs: [1.0] * len(cs), top_k=1, extra_k=-1)
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="no candidates"):
         tune_candidates([], rank=lambda cs: [], measure=lambda cs: [], top_k=1)
@@ -65,3 +103,29 @@ def test_autotune_tiles_pass_is_registered_and_names_a_bad_model_file(repo_root,
     bad = tmp_path / "missing.pt"
     with pytest.raises(CompilerOptError, match="missing.pt"):
         AutotuneTiles(model=str(bad))(graph)
+
+
+def test_the_tile_tuner_measures_past_the_top_k_for_real_when_the_gate_opens(repo_root, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A ranker with one score for every candidate tells nothing (agreement undefined): the gate
+    opens, TVM compiles and times `extra_k` more, and the kept config is the fastest of all measured."""
+    pytest.importorskip("tvm")
+    from cost_model.measure.harness import Harness, per_call_timer
+    from cost_model.measure.tile.kernels import KernelSpec
+    from cost_model.profiling.cache import ProfileCache
+    from passes.autotune.tile import TileTuner
+    from passes.infra.base import PassError
+
+    class Flat:
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            return np.zeros(len(configs))
+
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
+        outcome = TileTuner(Flat(), harness, budget=8, top_k=2, extra_k=2).tune(KernelSpec("matmul", (16, 24, 8)))
+    assert outcome.measurements == 4 and outcome.extra_measured == 2 and np.isnan(outcome.agreement)
+    assert outcome.best_seconds == min(outcome.measured.values()) and sorted(outcome.measured) == [0, 1, 2, 3]
+    import graph_ir
+    from passes.autotune import AutotuneTiles
+
+    with pytest.raises(PassError, match="extra_k"):
+        AutotuneTiles(extra_k=-1)(graph_ir.load(str(repo_root / "examples" / "small_cnn.onnx")))
