@@ -516,7 +516,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--extra-k", type=int, default=None, metavar="N",
                       help="tile: measure N more in the ranker's order when the measured top-k disagree with its order of them "
-                           "(Kendall tau < 0.2; default: the shipped setting, passes.autotune.tile.TILE_EXTRA_K; 0: off)")
+                           "(Kendall tau < 0.2; default 0: off, as the gate failed its pre-registered test, benchmarks/RESULTS.md (i))")
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
     tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj, gbdt-ens: .json)")
     tune.add_argument("--no-progress", action="store_true")

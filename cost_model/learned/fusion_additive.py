@@ -242,8 +242,7 @@ def train_additive_and_save(data_dir: str, output: str, *, split: str = "random"
 
     report = {"metrics": {"train": scores(train_idx), "test": scores(test_idx)},
               "train_config": {"model": "additive", "split": split, "test_fraction": test_fraction, "seed": seed, "nonnegative": nonnegative, "loss": loss,
-                                   "signed_terms": list(model.signed_terms), "xla_terms": list(xla_terms),
-                               "extra_terms": list(extra_terms)},
+                                   "signed_terms": list(model.signed_terms), "xla_terms": list(xla_terms), "extra_terms": list(extra_terms)},
               "kernels": len(records), "train_kernels": len(train_idx), "test_kernels": len(test_idx),
               "data": os.path.basename(os.path.normpath(data_dir))}
     model.save(output, extra=report)
