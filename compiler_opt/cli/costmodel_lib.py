@@ -279,7 +279,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int = 5, extra_k: int | None = None,
+def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int | None = None, extra_k: int | None = None,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
                    save_model: str | None = None, ranker: str | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
@@ -291,7 +291,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     from cost_model.measure.machine import machine_key
     from cost_model.measure.tile.runner import host_target_text
     from cost_model.profiling.cache import ProfileCache
-    from passes.autotune.tile import TILE_EXTRA_K, TileTuner, tvm_threads
+    from passes.autotune.tile import TILE_EXTRA_K, TILE_TOP_K, TileTuner, tvm_threads
 
     from passes import run_pipeline
 
@@ -300,7 +300,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
     with ProfileCache(cache_path) as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
-        tunings = TileTuner(predictor, harness, budget=budget, top_k=top_k, seed=seed, finetune_steps=finetune_steps,
+        tunings = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
                             extra_k=TILE_EXTRA_K if extra_k is None else extra_k).tune_graph(graph, progress=progress)
     graph.verify()
     graph_ir.save(graph, output)
@@ -334,6 +334,10 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
+    for flag, value in (("--top-k", args.top_k), ("--budget", args.budget)):
+        if value is not None and value < 1:
+            print(f"compiler-opt: error: autotune {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     if args.task == "fusion":
         if args.ranker in ("gbdt", "gbdt-ens"):
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
@@ -354,7 +358,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.extra_k is not None and args.extra_k < 0:
         print(f"compiler-opt: error: autotune --extra-k must be >= 0, got {args.extra_k}", file=sys.stderr)
         return 2
-    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k or 5, extra_k=args.extra_k,
+    tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k, extra_k=args.extra_k,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
                              save_model=args.save_model, ranker=args.ranker)
     for t in tunings:

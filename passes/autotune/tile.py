@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from cost_model.measure.tile.kernels import KernelSpec
     from graph_ir.graph import Graph
 
-__all__ = ["TILE_EXTRA_K", "AutotuneTiles", "KernelTuning", "TileTuner", "tvm_threads"]
+__all__ = ["TILE_EXTRA_K", "TILE_TOP_K", "AutotuneTiles", "KernelTuning", "TileTuner", "tvm_threads"]
 
 logger = logging.getLogger(__name__)
-TILE_EXTRA_K = 0  # candidates measured past the top-k when the gate opens (0: the plain top-k)
+TILE_TOP_K = 5  # configurations measured per kernel (the issue's k)
+TILE_EXTRA_K = 0  # candidates measured past the top-k when the gate opens (0: the plain top-k; `autotune --extra-k`'s help says 0)
 
 
 def tvm_threads() -> int:
@@ -52,7 +53,7 @@ class TileTuner:
     """Tunes tile kernels with a ranker (`TilePredictor` or `GbdtTilePredictor`: `rank(space,
     configs)`, lower = predicted faster) and a `Harness` (measuring)."""
 
-    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = 5, seed: int = 0, target: Any = None, finetune_steps: int = 0,
+    def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = TILE_TOP_K, seed: int = 0, target: Any = None, finetune_steps: int = 0,
                  extra_k: int = TILE_EXTRA_K) -> None:
         self.predictor, self.harness = predictor, harness
         self.budget, self.top_k, self.seed, self.target, self.extra_k = budget, top_k, seed, target, extra_k
@@ -120,7 +121,7 @@ class AutotuneTiles(Pass):
     model: str = option("", "trained ranker (gnn: .pt, gbdt: .ubj, gbdt-ens: .json); empty: the packaged one")
     ranker: str = option("", "gnn (GraphSAGE), gbdt (XGBoost rank on flat features) or gbdt-ens (that + a per-kernel relative regression); empty: what model's suffix names, else gbdt-ens")
     budget: int = option(200, "configurations ranked by the model per kernel")
-    top_k: int = option(5, "configurations measured for real per kernel")
+    top_k: int = option(TILE_TOP_K, "configurations measured for real per kernel")
     extra_k: int = option(TILE_EXTRA_K, "configurations measured past the top-k when the measured top-k disagree with the ranker's order (0: off)")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
