@@ -515,7 +515,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                            "fusion: the additive model over the roofline simulator (additive, default) or the GraphSAGE layout model (gnn)")
     tune.add_argument("--budget", type=int, default=None, metavar="N",
                       help="candidates ranked by the model per kernel (tile, default 200) or graph (fusion: random legal fusions + the default one, default 100)")
-    tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (tile, default 5) or graph (fusion, default 10)")
+    tune.add_argument("--top-k", type=int, help="candidates measured for real per kernel (tile, default 7) or graph (fusion, default 10)")
     tune.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the profile cache folder)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--extra-k", type=int, default=None, metavar="N",
