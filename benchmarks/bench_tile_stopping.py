@@ -105,20 +105,22 @@ def _save(path: str, kernels: list[dict]) -> None:
 
 
 def rule_slowdowns(runtime: np.ndarray, score: np.ndarray) -> tuple[dict[str, float], dict[str, int], bool]:
-    """Each rule's slowdown and measurements on one kernel, and whether the gate opened."""
-    from passes.autotune.search import GATE_TAU, agreement
+    """Each rule's slowdown and measurements on one kernel, and whether the gate opened: every rule
+    is the autotuner's own step (`tune_candidates`) with the kernel's labels as the measurements."""
+    from passes.autotune.search import tune_candidates
 
-    order = np.argsort(score, kind="stable")
+    def run(top_k: int, extra_k: int = 0):  # noqa: ANN202 - a TuneOutcome
+        return tune_candidates(list(range(len(runtime))), rank=lambda _: score, measure=lambda idx: [float(runtime[i]) for i in idx],
+                               top_k=top_k, extra_k=extra_k)
+
     best = runtime.min()
-
-    def top(k: int) -> float:
-        return float(runtime[order[:k]].min() / best - 1)
-
-    opened = not agreement(score[order[:5]], runtime[order[:5]]) >= GATE_TAU
-    slow = {f"top {k}": top(k) for k in (5, 6, 7, 8, 10)}
-    count = {f"top {k}": min(k, len(order)) for k in (5, 6, 7, 8, 10)}
-    slow[RULES[5]], count[RULES[5]] = (top(10), min(10, len(order))) if opened else (top(5), min(5, len(order)))
-    return slow, count, opened
+    slow, count = {}, {}
+    for k in (5, 6, 7, 8, 10):
+        outcome = run(k)
+        slow[f"top {k}"], count[f"top {k}"] = float(outcome.best_seconds / best - 1), outcome.measurements
+    gated = run(5, 5)
+    slow[RULES[5]], count[RULES[5]] = float(gated.best_seconds / best - 1), gated.measurements
+    return slow, count, gated.extra_measured > 0
 
 
 def score(kernels: list[dict]) -> dict:
