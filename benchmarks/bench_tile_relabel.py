@@ -1,0 +1,151 @@
+"""Dumped tile rankings scored again on a re-measured labelling of the same kernels (twenty-second
+session, RESULTS (i)).
+
+    compiler-opt costmodel remeasure DIR --max-load 2.5          # DIR: a copy of the dataset; relabelled in place
+    PYTHONPATH=. python benchmarks/bench_tile_relabel.py scores_a.json.gz [scores_b.json.gz ...] --labels DIR --json relabel.json
+
+A dump (`bench_tile_stopping.py --dump`) holds, per split seed and split, every held-out kernel's labels
+and the ranker's scores. `costmodel remeasure` times a dataset's kernels again in a later, independent
+pass and keeps both passes' minima per configuration (`meta["remeasure"]["pairs"]`). The same scores
+are scored on three labellings of the same kernels:
+- `collection`: the labels the dump was scored on (the first pass);
+- `re-measurement`: the second pass's minima alone, timed independently of the first;
+- `min of both`: what the relabelled folder holds (timing noise mostly slows a run).
+A fourth row, `pass 2 ranks pass 1`, uses the second pass's times as the ranker and the first pass's
+as labels: how well one measurement predicts another (both sides noisy), the labels' own agreement.
+Metrics (mean over kernels of each seed, then over seeds): top-1 and top-5 slowdown, Kendall tau,
+the share of kernels whose top-1 is within 2% of the best, measurements in the ranker's order to within
+2%. Below the table: |pass 2 / pass 1 - 1| over every configuration (the noise between two passes
+timed apart) beside the collection's in-pass retest pairs.
+
+Only kernels the folder has re-measured are scored, in every row alike; a dump whose labels are not the
+folder's collection labels (another dataset, another order) is refused with the file's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+LABELLINGS = ("collection", "re-measurement", "min of both", "pass 2 ranks pass 1")
+
+
+def load_dumps(paths: list[str]) -> list[dict]:
+    kernels: list[dict] = []
+    seen: set[tuple] = set()
+    for path in paths:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for k in json.load(f)["kernels"]:
+                key = (k["seed"], k["split"], k["name"])
+                if key in seen:
+                    raise ValueError(f"{path}: seed {k['seed']} {k['split']} kernel {k['name']} is in an earlier dump too")
+                seen.add(key)
+                kernels.append(k)
+    return kernels
+
+
+def remeasured_labels(folder: str) -> dict[str, dict[str, np.ndarray]]:
+    """Per kernel file name: the collection's and the re-measurement's minima (kernels not re-measured are absent)."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.npz")):
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+        info = meta.get("remeasure")
+        if not info or not info.get("pairs"):
+            continue
+        pairs = np.asarray(info["pairs"], dtype=np.float64)
+        collect = np.asarray(info["runtime_collect"], dtype=np.float64)
+        if pairs.shape[0] != collect.shape[0]:
+            continue  # some configurations were not timed again: not a whole second labelling
+        out[path.name] = {"collection": collect, "second": pairs[:, 1]}
+    return out
+
+
+def kernel_row(score: np.ndarray, runtime: np.ndarray) -> dict[str, float]:
+    from cost_model.learned.metrics import kendall_tau, top_k_slowdown
+
+    order = np.argsort(score, kind="stable")
+    good = runtime <= runtime.min() * 1.02
+    top1 = top_k_slowdown(score, runtime, 1)
+    return {"top1": top1, "top5": top_k_slowdown(score, runtime, 5), "kendall": kendall_tau(score, runtime),
+            "top1_within_2pct": float(top1 <= 0.02), "tuner_measurements": float(np.flatnonzero(good[order])[0] + 1)}
+
+
+def score(kernels: list[dict], labels: dict[str, dict[str, np.ndarray]]) -> dict:
+    table: dict = {"kernels_scored": 0, "kernels_skipped": 0}
+    rows: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    for k in kernels:
+        got = labels.get(k["name"])
+        if got is None:
+            table["kernels_skipped"] += 1
+            continue
+        runtime = np.asarray(k["runtime"], dtype=np.float64)
+        if runtime.shape != got["collection"].shape or not np.allclose(runtime, got["collection"], rtol=1e-9, atol=0.0):
+            raise ValueError(f"{k['name']}: the dump's labels are not this folder's collection labels (another dataset or order?)")
+        score_ = np.asarray(k["score"], dtype=np.float64)
+        both = np.minimum(runtime, got["second"])
+        for name, s, r in ((LABELLINGS[0], score_, runtime), (LABELLINGS[1], score_, got["second"]), (LABELLINGS[2], score_, both),
+                           (LABELLINGS[3], got["second"], runtime)):
+            rows.setdefault((k["split"], name, k["seed"]), []).append(kernel_row(s, r))
+        table["kernels_scored"] += 1
+    for split in sorted({s for s, _, _ in rows}):
+        table[split] = {}
+        for name in LABELLINGS:
+            seeds = sorted(seed for s, n, seed in rows if s == split and n == name)
+            per_seed = {metric: [float(np.nanmean([r[metric] for r in rows[(split, name, seed)]])) for seed in seeds]
+                        for metric in ("top1", "top5", "kendall", "top1_within_2pct", "tuner_measurements")}
+            table[split][name] = {"seeds": seeds, "kernels": sum(len(rows[(split, name, seed)]) for seed in seeds),
+                                  "per_seed": per_seed, "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}}
+    return table
+
+
+def pass_noise(labels: dict[str, dict[str, np.ndarray]]) -> dict[str, float]:
+    """|pass 2 / pass 1 - 1| over every re-measured configuration, and the signed median."""
+    ratio = np.concatenate([v["second"] / v["collection"] for v in labels.values()]) if labels else np.ones(1)
+    gap = np.abs(ratio - 1.0)
+    return {"configs": int(ratio.size), "median": float(np.median(gap)), "p90": float(np.percentile(gap, 90)),
+            "signed_median": float(np.median(ratio - 1.0)), "share_faster_2nd": float(np.mean(ratio < 1.0))}
+
+
+def print_table(table: dict, noise: dict[str, float]) -> None:
+    print(f"\n{table['kernels_scored']} kernel x seed rows scored ({table['kernels_skipped']} skipped: not re-measured)")
+    print("\n| split | labels | kernels | top-1 | top-5 | Kendall tau | top-1 within 2% | meas. to <=2% |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for split in [s for s in table if isinstance(table[s], dict)]:
+        for name, t in table[split].items():
+            m = t["mean"]
+            print(f"| {split} | {name} | {t['kernels']} | {100 * m['top1']:.1f}% | {100 * m['top5']:.1f}% | {m['kendall']:.3f} | "
+                  f"{m['top1_within_2pct']:.3f} | {m['tuner_measurements']:.2f} |")
+    print(f"\nbetween the passes, {noise['configs']} configurations: |pass 2 / pass 1 - 1| median {100 * noise['median']:.1f}%, "
+          f"p90 {100 * noise['p90']:.1f}%; pass 2 / pass 1 - 1 median {100 * noise['signed_median']:+.1f}% "
+          f"(pass 2 faster on {100 * noise['share_faster_2nd']:.0f}%)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dumps", nargs="+", help="bench_tile_stopping.py --dump files (.json or .json.gz)")
+    parser.add_argument("--labels", required=True, metavar="DIR", help="the dataset folder after `costmodel remeasure`")
+    parser.add_argument("--json", help="write the table's numbers here")
+    args = parser.parse_args(argv)
+    labels = remeasured_labels(args.labels)
+    if not labels:
+        parser.error(f"{args.labels}: no kernel there has been re-measured (run `compiler-opt costmodel remeasure` first)")
+    try:
+        table = score(load_dumps(args.dumps), labels)
+    except ValueError as error:
+        parser.error(str(error))
+    noise = pass_noise(labels)
+    print_table(table, noise)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"argv": sys.argv, "table": table, "pass_noise": noise}, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
