@@ -20,6 +20,10 @@ timed apart) beside the collection's in-pass retest pairs.
 
 Only kernels the folder has re-measured are scored, in every row alike; a dump whose labels are not the
 folder's collection labels (another dataset, another order) is refused with the file's name.
+
+`--compare` scores each dump on the minimum of both passes alone, one row per dump (a dump may hold
+either labelling: a ranker fitted on the collection labels and one fitted on the relabelled folder are
+compared on the same labels), with per-seed counts of where the last dump beats the first.
 """
 
 from __future__ import annotations
@@ -105,6 +109,54 @@ def score(kernels: list[dict], labels: dict[str, dict[str, np.ndarray]]) -> dict
     return table
 
 
+def compare(dumps: dict[str, list[dict]], labels: dict[str, dict[str, np.ndarray]]) -> dict:
+    """Per dump, the metrics on the minimum of both passes (per split: per seed and mean)."""
+    table: dict = {}
+    for path, kernels in dumps.items():
+        rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+        for k in kernels:
+            got = labels.get(k["name"])
+            if got is None:
+                continue
+            runtime = np.asarray(k["runtime"], dtype=np.float64)
+            both = np.minimum(got["collection"], got["second"])
+            if runtime.shape != both.shape or not (np.allclose(runtime, got["collection"], rtol=1e-9, atol=0.0)
+                                                   or np.allclose(runtime, both, rtol=1e-9, atol=0.0)):
+                raise ValueError(f"{path}: {k['name']}: the dump's labels are neither this folder's collection labels nor its relabelled ones")
+            rows.setdefault((k["split"], k["seed"]), []).append(kernel_row(np.asarray(k["score"], dtype=np.float64), both))
+        for split in sorted({s for s, _ in rows}):
+            seeds = sorted(seed for s, seed in rows if s == split)
+            per_seed = {metric: [float(np.nanmean([r[metric] for r in rows[(split, seed)]])) for seed in seeds]
+                        for metric in ("top1", "top5", "kendall", "top1_within_2pct", "tuner_measurements")}
+            table.setdefault(split, {})[path] = {"seeds": seeds, "kernels": sum(len(rows[(split, s)]) for s in seeds), "per_seed": per_seed,
+                                                 "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}}
+    for split, got in table.items():
+        first, last = list(got.values())[0], list(got.values())[-1]
+        if len(got) > 1 and first["seeds"] == last["seeds"]:
+            got["last_vs_first"] = {"tau_better_seeds": int(np.sum(np.array(last["per_seed"]["kendall"]) > np.array(first["per_seed"]["kendall"]))),
+                                    "top1_better_seeds": int(np.sum(np.array(last["per_seed"]["top1"]) < np.array(first["per_seed"]["top1"]))),
+                                    "tau_diff": last["mean"]["kendall"] - first["mean"]["kendall"],
+                                    "top1_diff": last["mean"]["top1"] - first["mean"]["top1"], "seeds": len(first["seeds"])}
+    return table
+
+
+def print_compare(table: dict) -> None:
+    print("\n| split | dump (scored on the minimum of both passes) | kernels | top-1 | top-5 | Kendall tau | top-1 within 2% | meas. to <=2% |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for split, got in table.items():
+        for path, t in got.items():
+            if path == "last_vs_first":
+                continue
+            m = t["mean"]
+            print(f"| {split} | {Path(path).name} | {t['kernels']} | {100 * m['top1']:.1f}% | {100 * m['top5']:.1f}% | {m['kendall']:.3f} | "
+                  f"{m['top1_within_2pct']:.3f} | {m['tuner_measurements']:.2f} |")
+    for split, got in table.items():
+        if "last_vs_first" in got:
+            d = got["last_vs_first"]
+            print(f"{split}: last vs first dump: tau {d['tau_diff']:+.4f} (better on {d['tau_better_seeds']} / {d['seeds']} seeds), "
+                  f"top-1 {100 * d['top1_diff']:+.2f} points (better on {d['top1_better_seeds']} / {d['seeds']})")
+
+
 def pass_noise(labels: dict[str, dict[str, np.ndarray]]) -> dict[str, float]:
     """|pass 2 / pass 1 - 1| over every re-measured configuration, and the signed median."""
     ratio = np.concatenate([v["second"] / v["collection"] for v in labels.values()]) if labels else np.ones(1)
@@ -131,11 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dumps", nargs="+", help="bench_tile_stopping.py --dump files (.json or .json.gz)")
     parser.add_argument("--labels", required=True, metavar="DIR", help="the dataset folder after `costmodel remeasure`")
+    parser.add_argument("--compare", action="store_true", help="one row per dump, each scored on the minimum of both passes")
     parser.add_argument("--json", help="write the table's numbers here")
     args = parser.parse_args(argv)
     labels = remeasured_labels(args.labels)
     if not labels:
         parser.error(f"{args.labels}: no kernel there has been re-measured (run `compiler-opt costmodel remeasure` first)")
+    if args.compare:
+        try:
+            table = compare({path: load_dumps([path]) for path in args.dumps}, labels)
+        except ValueError as error:
+            parser.error(str(error))
+        print_compare(table)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"argv": sys.argv, "compare": table}, indent=1), encoding="utf-8")
+        return 0
     try:
         table = score(load_dumps(args.dumps), labels)
     except ValueError as error:

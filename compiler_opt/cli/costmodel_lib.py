@@ -184,8 +184,15 @@ def _cmd_noise(args: argparse.Namespace) -> int:
 
 
 def _cmd_remeasure(args: argparse.Namespace) -> int:
-    from cost_model.measure.tile.remeasure import remeasure_tile_dataset
+    from cost_model.measure.tile.remeasure import copy_dataset, remeasure_tile_dataset
 
+    if args.out:
+        try:
+            args.data = str(copy_dataset(args.data, args.out))
+        except (OSError, ValueError) as error:
+            print(f"compiler-opt: error: costmodel remeasure --out: {error}", file=sys.stderr)
+            return 2
+        print(f"remeasure: relabelling the copy {args.data}; the original folder is left as it is")
     with _cache(args.cache, args.data) as cache:
         summary = remeasure_tile_dataset(args.data, cache=cache, count=args.count, min_score=args.min_score, repeats=args.repeats,
                                          threads=args.threads, seed=args.seed, max_load=args.max_load, max_wait=args.max_wait,
@@ -428,9 +435,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     noise.add_argument("--json", metavar="FILE", help="write every kernel's numbers here")
     noise.set_defaults(handler=_cmd_noise, file_arg="data")
 
-    remeasure = cm_sub.add_parser("remeasure", parents=[common], help="time the noisiest tile kernels again into the same cache and relabel them")
+    remeasure = cm_sub.add_parser("remeasure", parents=[common], help="time the noisiest tile kernels again into the same cache and relabel them (in place, or a copy with --out)")
     remeasure.add_argument("data", metavar="DIR")
-    remeasure.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite)")
+    remeasure.add_argument("--out", metavar="NEW", help="relabel a copy made at NEW (files, not links; resumes in an earlier copy) and leave DIR as it is")
+    remeasure.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the relabelled folder's measurements.sqlite)")
     remeasure.add_argument("--count", type=int, default=None, metavar="N", help="at most N kernels, noisiest first (default: all not yet re-measured)")
     remeasure.add_argument("--min-score", type=float, default=0.0, help="only kernels whose noise score is at least this")
     remeasure.add_argument("--repeats", type=int, default=5)

@@ -76,3 +76,26 @@ def test_kernels_not_remeasured_are_skipped_and_foreign_dumps_refused(tmp_path) 
         empty.mkdir()
         with pytest.raises(SystemExit):
             bench.main([str(_dump(tmp_path)), "--labels", str(empty)])  # nothing re-measured there
+
+
+def test_compare_scores_either_labelling_on_the_minimum_of_both(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    folder = _folder(tmp_path)
+    with benchmark_script("bench_tile_stopping") as stopping:
+        relabelled = tmp_path / "b.json.gz"  # a ranker fitted on the relabelled folder: its dump holds the minimum of both
+        stopping._save(str(relabelled), [{"seed": s, "split": "program", "name": n, "runtime": list(np.minimum(c, r)),
+                                          "score": [5.0, 0.0, 1.0, 2.0, 3.0, 4.0]}
+                                         for s in (0, 1) for n, c, r in (("a.npz", COLLECT_A, SECOND_A), ("b.npz", COLLECT_B, SECOND_B))])
+    with benchmark_script("bench_tile_relabel") as bench:
+        assert bench.main([str(_dump(tmp_path)), str(relabelled), "--labels", str(folder), "--compare", "--json", str(tmp_path / "c.json")]) == 0
+        got = json.loads((tmp_path / "c.json").read_text())["compare"]["program"]
+        first, last = got[str(tmp_path / "scores.json.gz")], got[str(relabelled)]
+        assert first["mean"]["top1"] == pytest.approx(0.0)  # config 0 first: a's best once relabelled
+        # the second ranker puts config 0 last: a's pick (config 1, 1.0) is 1/0.9 - 1 off; b's pick is 2x its best
+        assert last["mean"]["top1"] == pytest.approx(((1.0 / 0.9 - 1) + 1.0) / 2)
+        assert got["last_vs_first"]["top1_better_seeds"] == 0 and got["last_vs_first"]["seeds"] == 2
+        assert "last vs first dump" in capsys.readouterr().out
+        foreign = tmp_path / "f.json.gz"
+        with benchmark_script("bench_tile_stopping") as stopping:
+            stopping._save(str(foreign), [{"seed": 0, "split": "program", "name": "a.npz", "runtime": [7.0] * 6, "score": SCORE}])
+        with pytest.raises(SystemExit):
+            bench.main([str(foreign), "--labels", str(folder), "--compare"])

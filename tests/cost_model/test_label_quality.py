@@ -143,3 +143,52 @@ def test_cli_noise_lists_the_noisiest_kernel_first(tmp_path, capsys) -> None:  #
     assert written["noise_floor"]["pairs"] == 2
     assert main(["costmodel", "remeasure", "--help"]) == 0
     assert "--max-load" in capsys.readouterr().out
+
+
+def test_copy_dataset_resolves_a_symlinked_folder_resumes_and_refuses_others(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.measure.tile.remeasure import copy_dataset
+
+    src = tmp_path / "data"
+    src.mkdir()
+    save_npz(_record([1.0, 2.0], [1.1, 2.2], [], name="k"), src / "k.npz")
+    (src / "dataset.json").write_text("{}", encoding="utf-8")
+    link = tmp_path / "link"
+    link.symlink_to(src, target_is_directory=True)
+    out = copy_dataset(link, tmp_path / "new")
+    assert not out.is_symlink() and not (out / "k.npz").is_symlink() and (out / "dataset.json").is_file()
+    assert not (tmp_path / "new.partial").exists()
+    save_npz(_record([0.5, 2.0], [0.6, 2.2], [], name="k"), out / "k.npz")  # relabelled in the copy
+    assert copy_dataset(link, out) == out and load_npz(out / "k.npz").config_runtime.tolist() == [0.5, 2.0]  # resumed, not copied again
+    assert load_npz(src / "k.npz").config_runtime.tolist() == [1.0, 2.0]  # the original is untouched
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="other: exists and is not a copy"):
+        copy_dataset(src, tmp_path / "other")
+    with pytest.raises(ValueError, match="is the dataset folder itself"):
+        copy_dataset(src, link)
+    with pytest.raises(FileNotFoundError, match="not a dataset folder"):
+        copy_dataset(tmp_path / "other", tmp_path / "x")
+
+
+def test_cli_remeasure_out_relabels_a_copy_and_leaves_the_original(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("tvm")
+    import hashlib
+
+    from compiler_opt.cli.main import main
+    from cost_model.measure.tile.dataset import collect_tile_dataset
+    from cost_model.measure.tile.kernels import KernelSpec
+    from cost_model.profiling.cache import ProfileCache
+
+    src = tmp_path / "data"
+    src.mkdir()
+    with ProfileCache(src / "measurements.sqlite") as cache:
+        collect_tile_dataset([KernelSpec("matmul", (16, 32, 16), "toy/train")], src, cache=cache, configs=3, repeats=2, progress=False)
+    digest = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in src.iterdir()}
+    (tmp_path / "link").symlink_to(src, target_is_directory=True)
+    assert main(["costmodel", "remeasure", str(tmp_path / "link"), "--out", str(tmp_path / "new"), "--repeats", "2", "--no-progress"]) == 0
+    assert "the original folder is left as it is" in capsys.readouterr().out
+    assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in src.iterdir()} == digest  # nothing written to the original
+    (relabelled,) = sorted((tmp_path / "new").glob("*.npz"))
+    assert "remeasure" in load_npz(relabelled).meta
+    assert main(["costmodel", "remeasure", str(src), "--out", str(src)]) == 2
+    assert "is the dataset folder itself" in capsys.readouterr().err

@@ -13,6 +13,12 @@ both passes (timing noise only ever slows a run), the (collection, re-measuremen
 `meta["remeasure"]["pairs"]` (a full test-retest of that kernel), with the 1-minute load average
 before and after and the time.
 
+To keep the collection's folder as it is, copy it first: `copy_dataset(src, dst)` (what `costmodel
+remeasure DIR --out NEW` does) copies the `.npz` files, the summaries and the measurement cache,
+resolving a symlinked folder (a plain `cp -r` of a symlink copies the link, and the re-measurement then
+rewrites the original; the twenty-second session did exactly that and restored the labels from
+`meta["remeasure"]["runtime_collect"]`).
+
 Resumable: a kernel whose file already has `meta["remeasure"]` is skipped, and configurations
 already in the cache under the re-measurement backend are not timed again. With `max_load`, each
 kernel waits (up to `max_wait` seconds) for the 1-minute load average to drop below it, and the
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +47,7 @@ from cost_model.measure.tile.kernels import KernelSpec
 from cost_model.measure.tile.space import TileConfig
 from cost_model.profiling.cache import ProfileCache
 
-__all__ = ["REMEASURE_BACKEND", "merge_remeasurement", "remeasure_tile_dataset", "wait_for_quiet"]
+__all__ = ["REMEASURE_BACKEND", "copy_dataset", "merge_remeasurement", "remeasure_tile_dataset", "wait_for_quiet"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +70,31 @@ def wait_for_quiet(max_load: float | None, max_wait: float, *, poll: float = 15.
             return False
         sleep(poll)
         waited += poll
+
+
+def copy_dataset(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Path:
+    """A real copy of the dataset folder `src` at `dst` (files, not links; a symlinked `src` is
+    resolved), written beside `dst` and renamed into place, so an interrupted copy leaves nothing
+    half-made. A `dst` that is already a copy of `src` (the same kernel files) is kept as it is, so a
+    stopped re-measurement resumes there; any other non-empty `dst` is refused."""
+    source, target = Path(src).resolve(), Path(dst)
+    if not source.is_dir() or not any(source.glob("*.npz")):
+        raise FileNotFoundError(f"{src}: not a dataset folder (no .npz files)")
+    if target.exists():
+        if target.resolve() == source:
+            raise ValueError(f"{dst}: is the dataset folder itself; --out must name another folder")
+        names = {f.name for f in target.glob("*.npz")}
+        if names and names == {f.name for f in source.glob("*.npz")}:
+            return target  # a copy made before: resume in it
+        if any(target.iterdir()):
+            raise FileExistsError(f"{dst}: exists and is not a copy of {src}; name a new or empty folder")
+        target.rmdir()
+    staging = target.with_name(target.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    shutil.copytree(source, staging, symlinks=False)
+    staging.rename(target)
+    return target
 
 
 def merge_remeasurement(record: KernelRecord, new: dict[str, Any], *, old_samples: dict[str, tuple[float, ...]] | None = None,
