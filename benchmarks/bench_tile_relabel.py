@@ -29,28 +29,31 @@ compared on the same labels), with per-seed counts of where the last dump beats 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # its siblings (bench_costmodel, bench_tile_stopping), also when loaded by a test
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 LABELLINGS = ("collection", "re-measurement", "min of both", "pass 2 ranks pass 1")
+METRICS = ("top1", "top5", "kendall", "top1_within_2pct", "tuner_measurements")
 
 
 def load_dumps(paths: list[str]) -> list[dict]:
+    from bench_tile_stopping import _load
+
     kernels: list[dict] = []
     seen: set[tuple] = set()
     for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for k in json.load(f)["kernels"]:
-                key = (k["seed"], k["split"], k["name"])
-                if key in seen:
-                    raise ValueError(f"{path}: seed {k['seed']} {k['split']} kernel {k['name']} is in an earlier dump too")
-                seen.add(key)
-                kernels.append(k)
+        for k in _load(path):
+            key = (k["seed"], k["split"], k["name"])
+            if key in seen:
+                raise ValueError(f"{path}: seed {k['seed']} {k['split']} kernel {k['name']} is in an earlier dump too")
+            seen.add(key)
+            kernels.append(k)
     return kernels
 
 
@@ -72,40 +75,45 @@ def remeasured_labels(folder: str) -> dict[str, dict[str, np.ndarray]]:
 
 
 def kernel_row(score: np.ndarray, runtime: np.ndarray) -> dict[str, float]:
+    from bench_costmodel import tuner_measurements
     from cost_model.learned.metrics import kendall_tau, top_k_slowdown
 
-    order = np.argsort(score, kind="stable")
-    good = runtime <= runtime.min() * 1.02
     top1 = top_k_slowdown(score, runtime, 1)
     return {"top1": top1, "top5": top_k_slowdown(score, runtime, 5), "kendall": kendall_tau(score, runtime),
-            "top1_within_2pct": float(top1 <= 0.02), "tuner_measurements": float(np.flatnonzero(good[order])[0] + 1)}
+            "top1_within_2pct": float(top1 <= 0.02), "tuner_measurements": float(tuner_measurements(score, runtime))}
+
+
+def summarise(by_seed: dict[int, list[dict[str, float]]]) -> dict:
+    """Per seed the mean of each metric over its kernels, and the mean over seeds."""
+    seeds = sorted(by_seed)
+    per_seed = {m: [float(np.nanmean([r[m] for r in by_seed[s]])) for s in seeds] for m in METRICS}
+    return {"seeds": seeds, "kernels": sum(len(by_seed[s]) for s in seeds), "per_seed": per_seed,
+            "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}}
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-9, atol=0.0))
 
 
 def score(kernels: list[dict], labels: dict[str, dict[str, np.ndarray]]) -> dict:
     table: dict = {"kernels_scored": 0, "kernels_skipped": 0}
-    rows: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    rows: dict[tuple[str, str], dict[int, list[dict[str, float]]]] = {}
     for k in kernels:
         got = labels.get(k["name"])
         if got is None:
             table["kernels_skipped"] += 1
             continue
         runtime = np.asarray(k["runtime"], dtype=np.float64)
-        if runtime.shape != got["collection"].shape or not np.allclose(runtime, got["collection"], rtol=1e-9, atol=0.0):
+        if not _same(runtime, got["collection"]):
             raise ValueError(f"{k['name']}: the dump's labels are not this folder's collection labels (another dataset or order?)")
         score_ = np.asarray(k["score"], dtype=np.float64)
         both = np.minimum(runtime, got["second"])
         for name, s, r in ((LABELLINGS[0], score_, runtime), (LABELLINGS[1], score_, got["second"]), (LABELLINGS[2], score_, both),
                            (LABELLINGS[3], got["second"], runtime)):
-            rows.setdefault((k["split"], name, k["seed"]), []).append(kernel_row(s, r))
+            rows.setdefault((k["split"], name), {}).setdefault(k["seed"], []).append(kernel_row(s, r))
         table["kernels_scored"] += 1
-    for split in sorted({s for s, _, _ in rows}):
-        table[split] = {}
-        for name in LABELLINGS:
-            seeds = sorted(seed for s, n, seed in rows if s == split and n == name)
-            per_seed = {metric: [float(np.nanmean([r[metric] for r in rows[(split, name, seed)]])) for seed in seeds]
-                        for metric in ("top1", "top5", "kendall", "top1_within_2pct", "tuner_measurements")}
-            table[split][name] = {"seeds": seeds, "kernels": sum(len(rows[(split, name, seed)]) for seed in seeds),
-                                  "per_seed": per_seed, "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}}
+    for split in sorted({s for s, _ in rows}):
+        table[split] = {name: summarise(rows[(split, name)]) for name in LABELLINGS}
     return table
 
 
@@ -113,23 +121,18 @@ def compare(dumps: dict[str, list[dict]], labels: dict[str, dict[str, np.ndarray
     """Per dump, the metrics on the minimum of both passes (per split: per seed and mean)."""
     table: dict = {}
     for path, kernels in dumps.items():
-        rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+        rows: dict[str, dict[int, list[dict[str, float]]]] = {}
         for k in kernels:
             got = labels.get(k["name"])
             if got is None:
                 continue
             runtime = np.asarray(k["runtime"], dtype=np.float64)
             both = np.minimum(got["collection"], got["second"])
-            if runtime.shape != both.shape or not (np.allclose(runtime, got["collection"], rtol=1e-9, atol=0.0)
-                                                   or np.allclose(runtime, both, rtol=1e-9, atol=0.0)):
+            if not (_same(runtime, got["collection"]) or _same(runtime, both)):
                 raise ValueError(f"{path}: {k['name']}: the dump's labels are neither this folder's collection labels nor its relabelled ones")
-            rows.setdefault((k["split"], k["seed"]), []).append(kernel_row(np.asarray(k["score"], dtype=np.float64), both))
-        for split in sorted({s for s, _ in rows}):
-            seeds = sorted(seed for s, seed in rows if s == split)
-            per_seed = {metric: [float(np.nanmean([r[metric] for r in rows[(split, seed)]])) for seed in seeds]
-                        for metric in ("top1", "top5", "kendall", "top1_within_2pct", "tuner_measurements")}
-            table.setdefault(split, {})[path] = {"seeds": seeds, "kernels": sum(len(rows[(split, s)]) for s in seeds), "per_seed": per_seed,
-                                                 "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}}
+            rows.setdefault(k["split"], {}).setdefault(k["seed"], []).append(kernel_row(np.asarray(k["score"], dtype=np.float64), both))
+        for split in sorted(rows):
+            table.setdefault(split, {})[path] = summarise(rows[split])
     for split, got in table.items():
         first, last = list(got.values())[0], list(got.values())[-1]
         if len(got) > 1 and first["seeds"] == last["seeds"]:
