@@ -42,17 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rankers", default="gnn,gbdt,gbdt-ens",
                         help="tile rankers to score, comma-separated: a ranker name (its shipped file; gbdt-ens is autotune's default) or "
                              "NAME:FILE (that file, e.g. an older model kept to compare in the same run on the same labels)")
+    parser.add_argument("--timing-protocol", choices=("long", "short"), default=None,
+                        help="how every candidate is timed (default: the tile default, long since the twenty-third session; before it the "
+                             "autotuner timed single calls, 7 rounds)")
     args = parser.parse_args(argv)
 
     import graph_ir
     from bench_costmodel import tuner_measurements
     from cost_model.learned.metrics import top_k_slowdown
     from cost_model.learned.predictor import load_tile_ranker
-    from cost_model.measure.harness import Harness, noise_floor
-    from cost_model.measure.machine import machine_key
-    from cost_model.measure.tile.collect import kernel_configs
+    from cost_model.measure.harness import noise_floor
+    from cost_model.measure.tile.collect import TILE_PROTOCOL, kernel_configs, protocol_named, tile_harness
     from cost_model.measure.tile.kernels import build_kernel
-    from cost_model.measure.tile.runner import host_target_text
     from cost_model.measure.tile.shapes import _nodes, kernels_from_node
     from cost_model.measure.tile.space import TileSpace
     from cost_model.profiling.cache import ProfileCache
@@ -69,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
             rankers[f"{name} ({Path(path).name})" if path else name] = load_tile_ranker(name, path or None)
         except (ValueError, OSError, graph_ir.CompilerOptError) as error:
             parser.error(f"--rankers {entry}: {error}")
+    protocol = protocol_named(args.timing_protocol) if args.timing_protocol else TILE_PROTOCOL
     cache_path = Path(args.json).with_suffix(".sqlite")
     cache_path.unlink(missing_ok=True)  # every label from this one run
     rows, retest = [], []
     with ProfileCache(str(cache_path)) as cache:
-        harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.1, seed=args.seed)
-        tuner = TileTuner(None, harness, budget=args.budget, top_k=args.top_k, seed=args.seed)
+        harness = tile_harness(cache, protocol=protocol, threads=tvm_threads(), retest_fraction=0.1, seed=args.seed)
+        tuner = TileTuner(None, harness, budget=args.budget, top_k=args.top_k, seed=args.seed, sample_s=protocol.sample_s)
         for signature, spec in specs.items():
             space = TileSpace(build_kernel(spec))
             candidates = kernel_configs(space, args.seed, args.budget)
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{np.mean([r[name]['meas_to_2pct'] for r in rows]):.1f} | {np.mean([r['random_meas'] for r in rows]):.1f} |"
               + (f" +{np.mean([r[name]['gate_slowdown'] for r in rows]):.1%}, +{max(r[name]['gate_slowdown'] for r in rows):.1%} | "
                  f"{sum(r[name]['gate_slowdown'] <= 0.02 for r in rows)} | {np.mean([r[name]['gate_measurements'] for r in rows]):.1f} |" if args.extra_k > 0 else ""))
-    Path(args.json).write_text(json.dumps({"model": args.model, "budget": args.budget, "seed": args.seed, "noise_floor": floor, "rows": rows}, indent=1), encoding="utf-8")
+    Path(args.json).write_text(json.dumps({"model": args.model, "budget": args.budget, "seed": args.seed, "timing_protocol": protocol.name,
+                                           "noise_floor": floor, "rows": rows}, indent=1), encoding="utf-8")
     return 0
 
 

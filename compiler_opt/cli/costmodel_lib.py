@@ -70,6 +70,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             return 2
     if args.task == "tile":
         from compiler_opt.costmodel.suite import suite_kernels
+        from cost_model.measure.tile.collect import protocol_named
         from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list
 
         listing = os.path.join(args.out, "kernels.json")
@@ -98,7 +99,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             specs = [specs[i] for i in keep]
         with _cache(args.cache, args.out) as cache:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
-                                           repeats=args.repeats or 5, threads=args.threads, progress=not args.no_progress)
+                                           repeats=args.repeats or None, threads=args.threads, progress=not args.no_progress,
+                                           protocol=protocol_named(args.timing_protocol) if args.timing_protocol else None)
     else:
         import functools
 
@@ -294,9 +296,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     None: the packaged one), write the result to `output`."""
     import graph_ir
     from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
-    from cost_model.measure.harness import Harness
-    from cost_model.measure.machine import machine_key
-    from cost_model.measure.tile.runner import host_target_text
+    from cost_model.measure.tile.collect import tile_harness
     from cost_model.profiling.cache import ProfileCache
     from passes.autotune.tile import TILE_EXTRA_K, TILE_TOP_K, TileTuner, tvm_threads
 
@@ -306,7 +306,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     graph = run_pipeline(graph, "shape-infer").graph  # kernel shapes come from value types
     predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
     with ProfileCache(cache_path) as cache:
-        harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0, seed=seed)
+        harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0, seed=seed)
         tunings = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
                             extra_k=TILE_EXTRA_K if extra_k is None else extra_k).tune_graph(graph, progress=progress)
     graph.verify()
@@ -388,7 +388,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default DIR/measurements.sqlite); reruns resume from it")
     collect.add_argument("--configs", type=int, default=50, help="configurations per kernel/graph (default 50)")
     collect.add_argument("--seed", type=int, default=0)
-    collect.add_argument("--repeats", type=int, default=0, help="timed rounds per config (default: tile 5, fusion 31)")
+    collect.add_argument("--repeats", type=int, default=0, help="timed rounds per config (default: tile the timing protocol's, fusion 31)")
+    collect.add_argument("--timing-protocol", choices=("long", "short"), default=None,
+                         help="tile: long (default since the 23rd session: >= 2 ms samples, 15 rounds) or short (>= 0.2 ms samples, 5 rounds: the "
+                              "datasets before it); each has its own cache rows")
     collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
     collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
@@ -441,7 +444,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     remeasure.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the relabelled folder's measurements.sqlite)")
     remeasure.add_argument("--count", type=int, default=None, metavar="N", help="at most N kernels, noisiest first (default: all not yet re-measured)")
     remeasure.add_argument("--min-score", type=float, default=0.0, help="only kernels whose noise score is at least this")
-    remeasure.add_argument("--repeats", type=int, default=5)
+    remeasure.add_argument("--repeats", type=int, default=None, help="timed rounds per config (default: those of the protocol each kernel was collected with)")
     remeasure.add_argument("--threads", type=int, default=1)
     remeasure.add_argument("--seed", type=int, default=0)
     remeasure.add_argument("--max-load", type=float, default=None, metavar="L", help="wait for the 1-minute load average to drop below L before each kernel")

@@ -54,14 +54,18 @@ class TileTuner:
     configs)`, lower = predicted faster) and a `Harness` (measuring)."""
 
     def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = TILE_TOP_K, seed: int = 0, target: Any = None, finetune_steps: int = 0,
-                 extra_k: int = TILE_EXTRA_K) -> None:
+                 extra_k: int = TILE_EXTRA_K, sample_s: float | None = None) -> None:
+        from cost_model.measure.tile.collect import TILE_PROTOCOL
+
         self.predictor, self.harness = predictor, harness
+        self.sample_s = TILE_PROTOCOL.sample_s if sample_s is None else sample_s  # calls batched per timed sample, as the collector does
         self.budget, self.top_k, self.seed, self.target, self.extra_k = budget, top_k, seed, target, extra_k
         self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
+        from cost_model.measure.tile.collect import batch_to
         from cost_model.measure.tile.runner import check_against, compile_config, inputs_for, reference_output
 
         signature = space.kernel.spec.signature
@@ -75,7 +79,7 @@ class TileTuner:
             for config in missing:
                 run = compile_config(space, config, target=self.target, arrays=[a.copy() for a in arrays])
                 check_against(run, reference)
-                runners[config.text()] = run
+                runners[config.text()] = batch_to(run, self.sample_s)
         for config in configs:
             runners.setdefault(config.text(), None)
         self.harness.timer = per_call_timer
@@ -131,9 +135,7 @@ class AutotuneTiles(Pass):
 
     def call(self, graph: Graph) -> PassResult:
         from cost_model.learned.predictor import TILE_RANKERS, load_tile_ranker, tile_ranker_for
-        from cost_model.measure.harness import Harness
-        from cost_model.measure.machine import machine_key
-        from cost_model.measure.tile.runner import host_target_text
+        from cost_model.measure.tile.collect import tile_harness
         from cost_model.profiling.cache import ProfileCache
 
         if self.ranker and self.ranker not in TILE_RANKERS:
@@ -149,7 +151,7 @@ class AutotuneTiles(Pass):
         except ImportError as error:
             raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
         with ProfileCache(self.cache or None) as cache:
-            harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(host_target_text(), tvm_threads()), retest_fraction=0.0)
+            harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0)
             tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k).tune_graph(graph)
         graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes),
                                                            "extra_measured": t.outcome.extra_measured} for t in tunings}

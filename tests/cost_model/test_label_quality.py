@@ -90,19 +90,23 @@ def test_wait_for_quiet_polls_the_load_until_it_drops_or_time_runs_out() -> None
     assert wait_for_quiet(None, 0.0, load=lambda: 99.0, sleep=slept.append)  # no limit: never waits
 
 
-def test_remeasure_a_real_tvm_kernel_into_the_same_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("protocol_name", ["long", "short"])
+def test_remeasure_a_real_tvm_kernel_into_the_same_cache(tmp_path, protocol_name) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("tvm")
+    from cost_model.measure.tile.collect import protocol_named
     from cost_model.measure.tile.dataset import collect_tile_dataset
     from cost_model.measure.tile.kernels import KernelSpec
-    from cost_model.measure.tile.remeasure import COLLECT_BACKEND, REMEASURE_BACKEND, remeasure_tile_dataset
+    from cost_model.measure.tile.remeasure import REMEASURE_SUFFIX, remeasure_tile_dataset
     from cost_model.profiling.cache import ProfileCache
 
+    protocol = protocol_named(protocol_name)
     specs = [KernelSpec("matmul", (16, 32, 16), "toy/train"), KernelSpec("ew_reduce", (8, 64), "toy/train")]
     with ProfileCache(tmp_path / "m.sqlite") as cache:
-        collect_tile_dataset(specs, tmp_path, cache=cache, configs=4, repeats=2, progress=False)
+        collect_tile_dataset(specs, tmp_path, cache=cache, configs=4, repeats=2, progress=False, protocol=protocol)
         files = sorted(tmp_path.glob("*.npz"))
         before = {f.name: load_npz(f) for f in files}
         assert all(len(r.meta["load1"]) == 2 for r in before.values())  # the load average is stored with the labels
+        assert all(r.meta["machine"]["timing_protocol"] == protocol_name and r.meta["machine"]["sample_s"] == protocol.sample_s for r in before.values())
         summary = remeasure_tile_dataset(tmp_path, cache=cache, count=1, repeats=2, progress=False)
         assert summary["chosen"] == 1 and summary["remeasured_total"] == 1 and not summary["stopped"]
         after = {f.name: load_npz(f) for f in files}
@@ -116,7 +120,9 @@ def test_remeasure_a_real_tvm_kernel_into_the_same_cache(tmp_path) -> None:  # t
         assert np.allclose(new.config_runtime, np.minimum(old.config_runtime, [p[1] for p in pairs]))
         rows = cache._db.execute("SELECT backend, COUNT(*) FROM measurements GROUP BY backend").fetchall()  # noqa: SLF001
         counts = dict(rows)
-        assert counts[REMEASURE_BACKEND] == old.num_configs and counts[COLLECT_BACKEND] == 2 * 4  # collection rows untouched
+        # re-timed under the protocol it was collected with, beside the collection's rows (untouched)
+        assert counts == {protocol.backend + REMEASURE_SUFFIX: old.num_configs, protocol.backend: 2 * 4}
+        assert new.meta["remeasure"]["timing_protocol"] == protocol_name
         # resumable: the re-measured kernel is skipped, the other one is next
         summary = remeasure_tile_dataset(tmp_path, cache=cache, count=1, repeats=2, progress=False)
         assert summary["remeasured_total"] == 2
@@ -128,6 +134,30 @@ def test_remeasure_a_real_tvm_kernel_into_the_same_cache(tmp_path) -> None:  # t
         rows_before = len(cache)
         remeasure_tile_dataset(tmp_path, cache=cache, count=5, repeats=2, progress=False)
         assert len(cache) == rows_before
+
+
+def test_timing_protocols_and_batching() -> None:
+    """A dataset whose machine record names no protocol was timed with the short one (all before the
+    twenty-third session); `batch_to` batches calls until one sample lasts the protocol's sample."""
+    import time
+
+    from cost_model.measure.tile.collect import LONG_PROTOCOL, SHORT_PROTOCOL, TILE_PROTOCOL, batch_to, protocol_named, protocol_of
+
+    assert protocol_of({}) is SHORT_PROTOCOL and protocol_of({"timing_protocol": "long"}) is LONG_PROTOCOL
+    assert TILE_PROTOCOL is LONG_PROTOCOL and LONG_PROTOCOL.backend != SHORT_PROTOCOL.backend  # the two never share cache rows
+    with pytest.raises(ValueError, match="unknown tile timing protocol 'medium'"):
+        protocol_named("medium")
+
+    class Sleeper:
+        number = 1
+
+        def __call__(self) -> None:
+            for _ in range(self.number):
+                time.sleep(2e-4)
+
+    run = batch_to(Sleeper(), 2e-3)
+    assert 2 <= run.number <= 10  # ceil(2 ms / one call of >= 0.2 ms)
+    assert batch_to(Sleeper(), 1e-6).number == 1
 
 
 def test_cli_noise_lists_the_noisiest_kernel_first(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -2,7 +2,9 @@
 compiled for this CPU, checked against the unscheduled kernel, and timed by the `Harness`.
 
 Time per call: the harness should use `per_call_timer` (a sample batches `number` calls of a
-short kernel). Resumable: the measurements live in the SQLite cache keyed by (kernel signature + config,
+short kernel, until it lasts the protocol's `sample_s`). The timing protocol (`TimingProtocol`: sample
+length, rounds, cache backend) is the default `TILE_PROTOCOL` unless told; labels of different
+protocols live under different cache backends, so a resumed or re-measured dataset never mixes them. Resumable: the measurements live in the SQLite cache keyed by (kernel signature + config,
 backend, machine), and the configurations of a kernel are drawn from a seed derived from the
 collection seed and the kernel signature, so a rerun draws the same ones, finds them cached and
 compiles nothing. A configuration TVM cannot compile, or whose output differs from the reference,
@@ -16,20 +18,52 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cost_model.measure.harness import Harness, KernelMeasurement
+from cost_model.measure.harness import Harness, KernelMeasurement, per_call_timer
 from cost_model.measure.tile.kernels import KernelSpec, build_kernel
 from cost_model.measure.tile.runner import check_against, compile_config, inputs_for, reference_output
 from cost_model.measure.tile.space import TileConfig, TileSpace
 
-__all__ = ["KernelResult", "collect_kernel", "kernel_configs", "kernel_seed"]
+__all__ = ["KernelResult", "LONG_PROTOCOL", "SHORT_PROTOCOL", "TILE_PROTOCOL", "TimingProtocol", "batch_to", "collect_kernel", "kernel_configs",
+           "kernel_seed", "protocol_named", "protocol_of", "tile_harness"]
 
 logger = logging.getLogger(__name__)
 
-MIN_SAMPLE_S = 2e-4  # calls per sample are batched until one sample takes about this long
+
+
+@dataclass(frozen=True)
+class TimingProtocol:
+    """How a tile configuration is timed: calls are batched until one sample lasts about `sample_s`,
+    `repeats` interleaved rounds (label = min), under the cache backend `backend`."""
+
+    name: str
+    sample_s: float
+    repeats: int
+    backend: str
+
+
+# Until the twenty-third session: >= 0.2 ms samples, 5 rounds. A 100-500 us kernel is then 1-2 calls
+# per sample, each starting on the caches the previously timed configuration left.
+SHORT_PROTOCOL = TimingProtocol("short", 2e-4, 5, "tvm-llvm")
+# Samples of >= 2 ms (a steady state of many calls) and 15 rounds (RESULTS (i), twenty-third session).
+LONG_PROTOCOL = TimingProtocol("long", 2e-3, 15, "tvm-llvm/2ms")
+PROTOCOLS = {p.name: p for p in (SHORT_PROTOCOL, LONG_PROTOCOL)}
+TILE_PROTOCOL = LONG_PROTOCOL
+
+
+def protocol_named(name: str) -> TimingProtocol:
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown tile timing protocol {name!r}; known: {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
+def protocol_of(machine: dict) -> TimingProtocol:
+    """The protocol a dataset was timed with, from its machine record (`timing_protocol`); a dataset
+    collected before the record named one was timed with the short protocol."""
+    return protocol_named(str(machine.get("timing_protocol", SHORT_PROTOCOL.name)))
 
 
 def kernel_seed(seed: int, spec: KernelSpec) -> int:
@@ -40,6 +74,31 @@ def kernel_seed(seed: int, spec: KernelSpec) -> int:
 def kernel_configs(space: TileSpace, seed: int, count: int) -> list[TileConfig]:
     """The `count` distinct random configurations of this kernel for this collection seed."""
     return space.sample_distinct(np.random.default_rng(kernel_seed(seed, space.kernel.spec)), count)
+
+
+def tile_harness(cache: object = None, *, protocol: TimingProtocol | None = None, threads: int = 1, repeats: int | None = None,
+                 backend_suffix: str = "", **kwargs: object) -> Harness:
+    """A `Harness` for this host's tile kernels under `protocol` (default `TILE_PROTOCOL`): its backend
+    (+ `backend_suffix`), its repeats unless `repeats` is given, per-call timing, the machine key of the
+    host's LLVM target and `threads`; `kwargs` go to the harness (warmup, retest_fraction, seed)."""
+    from cost_model.measure.machine import machine_key
+    from cost_model.measure.tile.runner import host_target_text
+
+    protocol = protocol or TILE_PROTOCOL
+    return Harness(cache=cache, backend=protocol.backend + backend_suffix, machine=machine_key(host_target_text(), threads),
+                   timer=per_call_timer, repeats=protocol.repeats if repeats is None else repeats, **kwargs)
+
+
+def batch_to(run: Any, sample_s: float) -> Any:
+    """`run` (a `CompiledConfig`) with `number` set so one timed sample lasts about `sample_s`
+    (one call timed after a warm-up call)."""
+    run.number = 1
+    run()
+    began = time.perf_counter()
+    run()
+    once = time.perf_counter() - began
+    run.number = max(1, math.ceil(sample_s / max(once, 1e-7)))
+    return run
 
 
 @dataclass
@@ -61,8 +120,12 @@ def collect_kernel(
     target: object = None,
     extra: Sequence[TileConfig] = (),
     progress: Callable[[int], None] | None = None,
+    sample_s: float | None = None,
 ) -> KernelResult:
-    """Measure `configs` random configurations (plus `extra` ones) of `spec`; cached ones are reused."""
+    """Measure `configs` random configurations (plus `extra` ones) of `spec`; cached ones are reused.
+    A sample batches calls until it lasts `sample_s` (default: `TILE_PROTOCOL`'s); the harness's backend
+    and repeats should be the same protocol's."""
+    sample_s = TILE_PROTOCOL.sample_s if sample_s is None else float(sample_s)
     kernel = build_kernel(spec)
     space = TileSpace(kernel)
     chosen = kernel_configs(space, seed, configs)
@@ -84,11 +147,7 @@ def collect_kernel(
                 logger.warning("%s: config dropped: %s", spec.signature, failures[config.text()])
                 continue
             compile_seconds += run.compile_seconds
-            began = time.perf_counter()
-            run()
-            once = time.perf_counter() - began
-            run.number = max(1, math.ceil(MIN_SAMPLE_S / max(once, 1e-7)))
-            runners[config.text()] = run
+            runners[config.text()] = batch_to(run, sample_s)
             if progress is not None:
                 progress(0)
     # Cached configs come back from the cache inside measure(); a placeholder runner is never called.

@@ -21,9 +21,9 @@ import numpy as np
 from cost_model.learned.features import node_features, opcode_id
 from cost_model.learned.tile_hw_features import host_caches
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
-from cost_model.measure.harness import Harness, noise_floor, per_call_timer
-from cost_model.measure.machine import load_average, machine_key, machine_record
-from cost_model.measure.tile.collect import KernelResult, collect_kernel
+from cost_model.measure.harness import noise_floor
+from cost_model.measure.machine import load_average, machine_record
+from cost_model.measure.tile.collect import TILE_PROTOCOL, KernelResult, TimingProtocol, collect_kernel, tile_harness
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
 from cost_model.profiling.cache import ProfileCache
 from graph_ir.io.atomic import atomic_path
@@ -85,13 +85,15 @@ def collect_tile_dataset(
     cache: ProfileCache,
     configs: int = 50,
     seed: int = 0,
-    repeats: int = 5,
+    repeats: int | None = None,
     warmup: int = 1,
     threads: int = 1,
     progress: bool = True,
+    protocol: TimingProtocol | None = None,
 ) -> dict[str, Any]:
     """Measure every kernel of `specs` (in a seeded random order, so a partial run covers every
-    kind and program), write its `.npz`, and return a summary with the noise floor."""
+    kind and program), write its `.npz`, and return a summary with the noise floor. Timed under
+    `protocol` (default `TILE_PROTOCOL`; `repeats` overrides its rounds), recorded in the machine record."""
     from tqdm import tqdm
 
     from cost_model.measure.tile.runner import host_target, host_target_text
@@ -100,10 +102,12 @@ def collect_tile_dataset(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target_text = host_target_text()
-    machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic="min", threads=threads)
+    protocol = protocol or TILE_PROTOCOL
+    repeats = protocol.repeats if repeats is None else repeats
+    machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic="min", threads=threads,
+                             timing_protocol=protocol.name, sample_s=protocol.sample_s)
     machine["caches"] = host_caches(threads).to_dict()  # what the hardware features of its configurations are computed against
-    harness = Harness(cache=cache, backend="tvm-llvm", machine=machine_key(target_text, threads), timer=per_call_timer,
-                      repeats=repeats, warmup=warmup, seed=seed)
+    harness = tile_harness(cache, protocol=protocol, threads=threads, repeats=repeats, warmup=warmup, seed=seed)
     order = np.random.default_rng(seed).permutation(len(specs)).tolist()
     retest: list[tuple[float, float]] = []
     done = failures = 0
@@ -121,7 +125,7 @@ def collect_tile_dataset(
                 continue
         load_before = load_average()
         try:
-            result = collect_kernel(spec, harness, configs=configs, seed=seed, target=target)
+            result = collect_kernel(spec, harness, configs=configs, seed=seed, target=target, sample_s=protocol.sample_s)
         except Exception as error:  # a kernel TVM cannot build is skipped and counted, the run goes on
             logger.warning("%s: kernel skipped: %s", spec.signature, error)
             failures += 1

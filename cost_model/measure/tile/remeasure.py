@@ -6,9 +6,10 @@
 Why: most of the first data was timed while other jobs kept the load average at 18-28, so some
 kernels' labels carry tens of percent of noise (`quality.kernel_noise`). For the `count`
 kernels with the highest score, every stored configuration is compiled again, checked against
-the unscheduled kernel and timed in one interleaved pass by a harness whose backend is
-`tvm-llvm/remeasure` (same SQLite file, same machine key; the collection's rows stay as they
-were). The kernel's `.npz` is then rewritten: each label becomes the minimum over the samples of
+the unscheduled kernel and timed in one interleaved pass, under the timing protocol the kernel was
+collected with (`collect.protocol_of` its machine record: sample length and rounds; `repeats` overrides
+the rounds), by a harness whose backend is that protocol's + `/remeasure` (`tvm-llvm/remeasure` for the
+short protocol; same SQLite file, same machine key; the collection's rows stay as they were). The kernel's `.npz` is then rewritten: each label becomes the minimum over the samples of
 both passes (timing noise only ever slows a run), the (collection, re-measurement) minima go to
 `meta["remeasure"]["pairs"]` (a full test-retest of that kernel), with the 1-minute load average
 before and after and the time.
@@ -39,10 +40,10 @@ from typing import Any, Callable
 import numpy as np
 
 from cost_model.learned.tpugraphs import KernelRecord, load_dir, save_npz
-from cost_model.measure.harness import Harness, noise_floor, per_call_timer
+from cost_model.measure.harness import Harness, noise_floor
 from cost_model.measure.machine import load_average, machine_key
 from cost_model.measure.quality import kernel_noise, noisiest
-from cost_model.measure.tile.collect import collect_kernel
+from cost_model.measure.tile.collect import SHORT_PROTOCOL, collect_kernel, protocol_of, tile_harness
 from cost_model.measure.tile.kernels import KernelSpec
 from cost_model.measure.tile.space import TileConfig
 from cost_model.profiling.cache import ProfileCache
@@ -51,8 +52,9 @@ __all__ = ["REMEASURE_BACKEND", "copy_dataset", "merge_remeasurement", "remeasur
 
 logger = logging.getLogger(__name__)
 
-REMEASURE_BACKEND = "tvm-llvm/remeasure"
-COLLECT_BACKEND = "tvm-llvm"
+REMEASURE_SUFFIX = "/remeasure"  # after the collection protocol's backend: the re-measurement's rows beside the collection's
+REMEASURE_BACKEND = SHORT_PROTOCOL.backend + REMEASURE_SUFFIX  # of a dataset timed with the short protocol (all before the 23rd session)
+COLLECT_BACKEND = SHORT_PROTOCOL.backend
 
 
 def wait_for_quiet(max_load: float | None, max_wait: float, *, poll: float = 15.0,
@@ -126,7 +128,7 @@ def remeasure_tile_dataset(
     cache: ProfileCache,
     count: int | None = None,
     min_score: float = 0.0,
-    repeats: int = 5,
+    repeats: int | None = None,
     warmup: int = 1,
     threads: int = 1,
     seed: int = 0,
@@ -145,10 +147,8 @@ def remeasure_tile_dataset(
     records = {r.path: r for r in load_dir(out)}
     rows = [kernel_noise(r) for r in records.values()]
     chosen = noisiest(rows, count, min_score=min_score)
-    target_text = host_target_text()
-    key = machine_key(target_text, threads)
-    harness = Harness(cache=cache, backend=REMEASURE_BACKEND, machine=key, timer=per_call_timer, repeats=repeats,
-                      warmup=warmup, retest_fraction=0.0, seed=seed)
+    key = machine_key(host_target_text(), threads)
+    harnesses: dict[str, Harness] = {}  # one per timing protocol: a kernel is re-timed the way it was collected
     target = host_target()
     log_path = out / "remeasure.json"
     log: dict[str, Any] = json.loads(log_path.read_text(encoding="utf-8")) if log_path.is_file() else {"kernels": {}}
@@ -163,10 +163,15 @@ def remeasure_tile_dataset(
         meta = record.meta
         spec = KernelSpec(meta["kind"], tuple(meta["dims"]), meta.get("source", ""))
         load_before, began = load_average(), time.time()
-        result = collect_kernel(spec, harness, configs=0, seed=seed, target=target,
+        protocol = protocol_of(meta.get("machine", {}))
+        if protocol.name not in harnesses:
+            harnesses[protocol.name] = tile_harness(cache, protocol=protocol, threads=threads, repeats=repeats, backend_suffix=REMEASURE_SUFFIX,
+                                                    warmup=warmup, retest_fraction=0.0, seed=seed)
+        harness = harnesses[protocol.name]
+        result = collect_kernel(spec, harness, configs=0, seed=seed, target=target, sample_s=protocol.sample_s,
                                 extra=[TileConfig.from_text(t) for t in record.config_text])
-        old = {t: m.samples for t in record.config_text if (m := cache.get(_key(spec, t), COLLECT_BACKEND, key)) is not None}
-        info = {"backend": REMEASURE_BACKEND, "time": began, "seconds": time.time() - began, "load1_before": load_before,
+        old = {t: m.samples for t in record.config_text if (m := cache.get(_key(spec, t), protocol.backend, key)) is not None}
+        info = {"backend": harness.backend, "timing_protocol": protocol.name, "time": began, "seconds": time.time() - began, "load1_before": load_before,
                 "load1_after": load_average(), "score_before": row.score, "failures": len(result.failures)}
         merged = merge_remeasurement(record, result.measured.measurements, old_samples=old, info=info)
         save_npz(merged, record.path)
