@@ -43,16 +43,19 @@ import numpy as np
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SHORT_SAMPLE_S = 2e-4  # collect.MIN_SAMPLE_S
-SHORT_ROUNDS = 5  # the collector's default repeats
+SHORT_SAMPLE_S = 2e-4  # collect.SHORT_PROTOCOL: the collector's protocol until this study
+SHORT_ROUNDS = 5
 PASSES = ("A/a", "A/b", "B/b", "A/a again", "long A/a", "long B/b")
 PAIRS = (
     ("timing alone", "A/a", "A/a again"),
+    ("long: timing alone", "long A/a", "long A/a again"),
     ("new buffers", "A/a", "A/b"),
     ("new code", "A/b", "B/b"),
     ("new code + buffers", "A/a", "B/b"),
     ("long: new code + buffers", "long A/a", "long B/b"),
     ("short vs long (same code)", "A/a", "long A/a"),
+    ("busy neighbour (short)", "A/a", "A/a busy"),
+    ("long: busy neighbour", "long A/a again", "long A/a busy"),
 )
 
 
@@ -74,23 +77,48 @@ def _runner(config, function, args, sample_s: float):
     return run
 
 
-def _pass(runners: dict[str, object], rounds: int, rng: np.random.Generator) -> dict[str, float]:
-    """Min over `rounds` interleaved rounds of per-call seconds (two warm-up calls each first)."""
+def _pass(runners: dict[str, object], rounds: int, rng: np.random.Generator) -> dict[str, list[float]]:
+    """Per-call seconds of `rounds` interleaved rounds (two warm-up calls each first), per runner."""
     from cost_model.measure.harness import per_call_timer
 
     for run in runners.values():
         per_call_timer(run)
         per_call_timer(run)
     names = list(runners)
-    best = {name: float("inf") for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(rounds):
         for index in rng.permutation(len(names)).tolist():
-            best[names[index]] = min(best[names[index]], per_call_timer(runners[names[index]]))
-    return best
+            samples[names[index]].append(per_call_timer(runners[names[index]]))
+    return samples
+
+
+STATISTICS = {"min": lambda x: float(np.min(x)), "second": lambda x: float(np.sort(x)[min(1, len(x) - 1)]),
+              "median": lambda x: float(np.median(x))}
+
+
+class Neighbour:
+    """A memory-streaming loop (64 MB copies) on a CPU this process does not run on, while in use:
+    what a busy second core does to the labels (caches and memory bandwidth are shared)."""
+
+    def __enter__(self) -> "Neighbour":
+        import subprocess
+
+        mine = os.sched_getaffinity(0)
+        others = sorted(set(range(os.cpu_count() or 1)) - mine)
+        if not others:
+            raise SystemExit("--neighbour needs a CPU outside this process's affinity (run it under taskset -c 0)")
+        code = "import numpy as np\na = np.ones(2**23); b = np.empty_like(a)\nwhile True: np.copyto(b, a)"
+        self.process = subprocess.Popen(["taskset", "-c", str(others[0]), sys.executable, "-c", code])
+        time.sleep(0.5)  # let it start streaming
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.kill()
+        self.process.wait()
 
 
 def measure_kernel(spec, *, configs: int, config_seed: int, rng: np.random.Generator, long_sample_s: float,
-                   long_rounds: int, ranker=None) -> dict:
+                   long_rounds: int, ranker=None, neighbour: bool = False) -> dict:
     from cost_model.measure.tile.collect import kernel_configs
     from cost_model.measure.tile.kernels import build_kernel
     from cost_model.measure.tile.runner import check_against, compile_config, inputs_for, reference_output
@@ -126,7 +154,7 @@ def measure_kernel(spec, *, configs: int, config_seed: int, rng: np.random.Gener
         longs["A/a"][text] = _runner(code_a[text].config, fa, buf_a, long_sample_s)
         longs["B/b"][text] = _runner(code_a[text].config, fb, buf_b, long_sample_s)
     began = time.perf_counter()
-    labels = {
+    samples = {
         "A/a": _pass(short["A/a"], SHORT_ROUNDS, rng),
         "A/b": _pass(short["A/b"], SHORT_ROUNDS, rng),
         "B/b": _pass(short["B/b"], SHORT_ROUNDS, rng),
@@ -134,10 +162,17 @@ def measure_kernel(spec, *, configs: int, config_seed: int, rng: np.random.Gener
         "long A/a": _pass(longs["A/a"], long_rounds, rng),
         "long B/b": _pass(longs["B/b"], long_rounds, rng),
     }
+    if neighbour:
+        samples["long A/a again"] = _pass(longs["A/a"], long_rounds, rng)
+        with Neighbour():
+            samples["A/a busy"] = _pass(short["A/a"], SHORT_ROUNDS, rng)
+            samples["long A/a busy"] = _pass(longs["A/a"], long_rounds, rng)
+    labels = {name: {t: min(v) for t, v in per.items()} for name, per in samples.items()}
     timing_s = time.perf_counter() - began
     row = {
         "kernel": spec.signature, "kind": spec.kind, "configs": texts,
-        "labels": {name: [labels[name][t] for t in texts] for name in PASSES},
+        "labels": {name: [labels[name][t] for t in texts] for name in labels},
+        "samples": {name: [samples[name][t] for t in texts] for name in samples},
         "compile_s": compile_s, "timing_s": timing_s, "load": os.getloadavg()[0],
     }
     if ranker is not None:
@@ -145,7 +180,16 @@ def measure_kernel(spec, *, configs: int, config_seed: int, rng: np.random.Gener
     return row
 
 
-def pair_stats(rows: list[dict], first: str, second: str) -> dict[str, float]:
+def pass_labels(row: dict, name: str, statistic: str = "min") -> np.ndarray:
+    """One pass's label per configuration: the stored minimum, or `statistic` of its samples."""
+    if statistic == "min":
+        return np.asarray(row["labels"][name])
+    if "samples" not in row:
+        raise ValueError(f"{row['kernel']}: no samples stored (a run before they were), so only the min statistic")
+    return np.asarray([STATISTICS[statistic](x) for x in row["samples"][name]])
+
+
+def pair_stats(rows: list[dict], first: str, second: str, statistic: str = "min") -> dict[str, float]:
     """|t2/t1 - 1| per configuration (median, p90); per kernel the slowdown of one pass's best on the
     other's labels (both directions, mean), the share of kernels where that slowdown exceeds 2%, and
     Kendall tau."""
@@ -153,7 +197,7 @@ def pair_stats(rows: list[dict], first: str, second: str) -> dict[str, float]:
 
     rel, top1, taus = [], [], []
     for row in rows:
-        a, b = np.asarray(row["labels"][first]), np.asarray(row["labels"][second])
+        a, b = pass_labels(row, first, statistic), pass_labels(row, second, statistic)
         rel.extend(np.abs(b / a - 1.0).tolist())
         top1.extend([top_k_slowdown(np.log(b), a, 1), top_k_slowdown(np.log(a), b, 1)])
         taus.append(kendall_tau(np.log(b), a))
@@ -162,13 +206,13 @@ def pair_stats(rows: list[dict], first: str, second: str) -> dict[str, float]:
             "top1_over_2pct": float((top1 > 0.02).mean()), "kendall": float(np.mean(taus)), "kernels": len(rows)}
 
 
-def ranker_stats(rows: list[dict], labelling) -> dict[str, float]:
+def ranker_stats(rows: list[dict], labelling, statistic: str = "min") -> dict[str, float]:
     """The stored ranker scores (lower = faster) on one labelling (a pass name, or a function of a row)."""
     from cost_model.learned.metrics import kendall_tau, top_k_slowdown
 
     top1, top5, taus = [], [], []
     for row in rows:
-        labels = np.asarray(labelling(row) if callable(labelling) else row["labels"][labelling])
+        labels = np.asarray(labelling(row) if callable(labelling) else pass_labels(row, labelling, statistic))
         scores = np.asarray(row["scores"])
         top1.append(top_k_slowdown(scores, labels, 1))
         top5.append(top_k_slowdown(scores, labels, 5))
@@ -177,29 +221,32 @@ def ranker_stats(rows: list[dict], labelling) -> dict[str, float]:
             "kendall": float(np.mean(taus)), "kernels": len(rows)}
 
 
-def report(data: dict) -> str:
+def report(data: dict, statistic: str = "min") -> str:
     rows = data["rows"]
+    have = set.intersection(*(set(r["labels"]) for r in rows)) if rows else set()
     lines = [f"{len(rows)} kernels (synthetic seed {data['seed']}), {sum(len(r['configs']) for r in rows)} configurations; "
-             f"long protocol: >= {data['long_sample_ms']} ms samples, {data['long_rounds']} rounds",
+             f"long protocol: >= {data['long_sample_ms']} ms samples, {data['long_rounds']} rounds; label = {statistic} of a pass's samples",
              "", "| pair | |t2/t1 - 1| median | p90 | top-1 slowdown (both ways) | kernels > 2% | Kendall tau |", "|---|---|---|---|---|---|"]
     for name, first, second in PAIRS:
-        s = pair_stats(rows, first, second)
+        if first not in have or second not in have:
+            continue
+        s = pair_stats(rows, first, second, statistic)
         lines.append(f"| {name} ({first} vs {second}) | {100 * s['rel_median']:.2f}% | {100 * s['rel_p90']:.1f}% | {100 * s['top1']:.2f}% | "
                      f"{100 * s['top1_over_2pct']:.0f}% | {s['kendall']:.3f} |")
     if rows and "scores" in rows[0]:
         lines += ["", "The shipped tile ranker on these kernels:", "",
                   "| labels | top-1 (mean) | top-1 (median) | top-5 | Kendall tau |", "|---|---|---|---|---|"]
         labellings = [(name, name) for name in PASSES] + [
-            ("min of A/a, B/b", lambda r: np.minimum(r["labels"]["A/a"], r["labels"]["B/b"])),
-            ("min of long A/a, long B/b", lambda r: np.minimum(r["labels"]["long A/a"], r["labels"]["long B/b"]))]
+            ("min of A/a, B/b", lambda r: np.minimum(pass_labels(r, "A/a", statistic), pass_labels(r, "B/b", statistic))),
+            ("min of long A/a, long B/b", lambda r: np.minimum(pass_labels(r, "long A/a", statistic), pass_labels(r, "long B/b", statistic)))]
         for name, labelling in labellings:
-            s = ranker_stats(rows, labelling)
+            s = ranker_stats(rows, labelling, statistic)
             lines.append(f"| {name} | {100 * s['top1']:.2f}% | {100 * s['top1_median']:.2f}% | {100 * s['top5']:.2f}% | {s['kendall']:.3f} |")
     kinds = sorted({r["kind"] for r in rows})
     lines += ["", "Per kind, new code + buffers (A/a vs B/b) and long (long A/a vs long B/b): top-1 both ways", ""]
     for kind in kinds:
         sub = [r for r in rows if r["kind"] == kind]
-        short, long_ = pair_stats(sub, "A/a", "B/b"), pair_stats(sub, "long A/a", "long B/b")
+        short, long_ = pair_stats(sub, "A/a", "B/b", statistic), pair_stats(sub, "long A/a", "long B/b", statistic)
         lines.append(f"- {kind} ({len(sub)}): {100 * short['top1']:.2f}% -> {100 * long_['top1']:.2f}%, "
                      f"|t2/t1 - 1| median {100 * short['rel_median']:.2f}% -> {100 * long_['rel_median']:.2f}%")
     lines.append("")
@@ -218,10 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-rounds", type=int, default=15)
     parser.add_argument("--no-ranker", action="store_true", help="skip the shipped ranker's scores")
     parser.add_argument("--json", metavar="FILE", help="write every label here (resumes: kernels already in it are skipped)")
+    parser.add_argument("--neighbour", action="store_true",
+                        help="also time A/a (both protocols) while a memory-streaming loop runs on another CPU, beside a quiet long A/a again")
+    parser.add_argument("--statistic", choices=tuple(STATISTICS), default="min",
+                        help="the label of a pass: min (what the harness stores), second lowest or median of its samples")
     parser.add_argument("--report", metavar="FILE", help="only print the tables of a written JSON")
     args = parser.parse_args(argv)
     if args.report:
-        print(report(json.loads(Path(args.report).read_text())))
+        print(report(json.loads(Path(args.report).read_text()), args.statistic))
         return 0
     os.environ.setdefault("TVM_NUM_THREADS", "1")
     from cost_model.measure.tile.synthetic import synthetic_kernels
@@ -241,12 +292,13 @@ def main(argv: list[str] | None = None) -> int:
 
     for spec in tqdm([s for s in specs if s.signature not in done], desc="kernels", disable=None):
         data["rows"].append(measure_kernel(spec, configs=args.configs, config_seed=args.config_seed, rng=rng,
-                                           long_sample_s=args.long_sample_ms / 1e3, long_rounds=args.long_rounds, ranker=ranker))
+                                           long_sample_s=args.long_sample_ms / 1e3, long_rounds=args.long_rounds, ranker=ranker,
+                                           neighbour=args.neighbour))
         if args.json:
             tmp = Path(args.json).with_suffix(".tmp")
             tmp.write_text(json.dumps(data))
             tmp.replace(args.json)
-    print(report(data))
+    print(report(data, args.statistic))
     return 0
 
 
