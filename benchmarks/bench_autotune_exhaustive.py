@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _retest(harness, signature: str, config: str) -> tuple[float, float] | None:  # noqa: ANN001 - a Harness
     first, again = harness.cached(signature, config), harness.cached_retest(signature, config)
-    return (first.min_s, again.min_s) if first is not None and again is not None else None
+    return (harness.value(first), harness.value(again)) if first is not None and again is not None else None
 
 
 if __name__ == "__main__":

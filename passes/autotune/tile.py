@@ -84,7 +84,7 @@ class TileTuner:
             runners.setdefault(config.text(), None)
         self.harness.timer = per_call_timer
         measured = self.harness.measure(signature, runners)
-        return [measured.measurements[c.text()].min_s for c in configs]
+        return [self.harness.value(measured.measurements[c.text()]) for c in configs]
 
     def tune(self, spec: KernelSpec) -> TuneOutcome:
         from cost_model.measure.tile.collect import kernel_configs

@@ -38,6 +38,19 @@ def test_pair_and_ranker_statistics_by_hand() -> None:
         assert bench.ranker_stats(rows, "B/b")["top1"] == 0.0
         text = bench.report({"seed": 1, "long_sample_ms": 2.0, "long_rounds": 15, "rows": rows})
         assert "| new code + buffers (A/a vs B/b) | 25.00% |" in text and "| B/b | 0.00% |" in text
+        assert "busy neighbour" not in text  # pairs whose passes a run did not time are left out
+        with pytest.raises(ValueError, match="no samples stored"):
+            bench.pair_stats(rows, "A/a", "B/b", "median")
+
+
+def test_the_label_statistics_of_stored_samples() -> None:
+    with benchmark_script("bench_tile_timing_protocol") as bench:
+        # config 0 has one sample far below its others (an outlier the minimum keeps)
+        samples = [[0.5, 2.0, 2.1, 2.2], [1.5, 1.6, 1.7, 1.8], [3.0, 3.0, 3.1, 3.2], [4.0, 4.1, 4.2, 4.3]]
+        row = _row({"A/a": [min(x) for x in samples]}) | {"samples": {"A/a": samples}}
+        assert bench.pass_labels(row, "A/a").tolist() == [0.5, 1.5, 3.0, 4.0]
+        assert bench.pass_labels(row, "A/a", "second").tolist() == [2.0, 1.6, 3.0, 4.1]
+        assert bench.pass_labels(row, "A/a", "median").tolist() == [2.05, 1.65, 3.05, 4.15]
 
 
 def test_one_real_kernel_end_to_end(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -48,7 +61,8 @@ def test_one_real_kernel_end_to_end(tmp_path) -> None:  # type: ignore[no-untype
                            "--no-ranker", "--json", str(out)]) == 0
         data = json.loads(out.read_text())
         (row,) = data["rows"]
-        assert set(row["labels"]) == set(bench.PASSES)
+        assert set(row["labels"]) == set(row["samples"]) == set(bench.PASSES)
+        assert all(len(s) == 2 for per in row["samples"]["long A/a"] for s in [per])  # --long-rounds 2 samples per configuration
         assert all(len(v) == len(row["configs"]) >= 2 and np.all(np.asarray(v) > 0) for v in row["labels"].values())
         # resumable: a second run finds the kernel in the file and times nothing
         assert bench.main(["--kernels", "1", "--seed", "5", "--configs", "3", "--no-ranker", "--json", str(out)]) == 0

@@ -79,6 +79,17 @@ def test_merge_takes_the_minimum_of_both_passes_and_keeps_the_pairs() -> None:
     assert row.remeasured and row.retest_pairs == 3  # the collection's retest and both re-measurements
 
 
+def test_merge_under_the_second_fastest_statistic() -> None:
+    """The long protocol's label: the second-fastest sample over both passes when the collection's samples
+    are known (c0), else the lower of the two passes' labels (c1)."""
+    record = _record([1.4, 2.0, 4.0], [1.5, 2.5, 4.5], [])
+    new = {"c0": Measurement.from_samples([1.3, 1.35, 2.0]), "c1": Measurement.from_samples([0.5, 1.8, 1.9])}
+    merged = merge_remeasurement(record, new, old_samples={"c0": (1.0, 1.4, 2.0)}, statistic="second")
+    assert merged.config_runtime.tolist() == [1.3, 1.8, 4.0]  # c0: second of (1.0, 1.4, 2.0, 1.3, 1.35, 2.0); c1: min(2.0, 1.8)
+    assert merged.meta["remeasure"]["pairs"] == [[1.4, 1.35], [2.0, 1.8]]
+    assert merged.meta["runtime_statistic"].startswith("second")
+
+
 def test_wait_for_quiet_polls_the_load_until_it_drops_or_time_runs_out() -> None:
     loads = iter([5.0, 4.0, 1.0])
     slept: list[float] = []
@@ -117,7 +128,19 @@ def test_remeasure_a_real_tvm_kernel_into_the_same_cache(tmp_path, protocol_name
         assert (new.config_runtime <= old.config_runtime).all()
         pairs = new.meta["remeasure"]["pairs"]
         assert len(pairs) == old.num_configs and [p[0] for p in pairs] == old.config_runtime.tolist()
-        assert np.allclose(new.config_runtime, np.minimum(old.config_runtime, [p[1] for p in pairs]))
+        if protocol.statistic == "min":
+            assert np.allclose(new.config_runtime, np.minimum(old.config_runtime, [p[1] for p in pairs]))
+        else:  # over the union of both passes' samples: never above either pass's label
+            assert (new.config_runtime <= np.minimum(old.config_runtime, [p[1] for p in pairs]) + 1e-15).all()
+        # the collection's labels are the protocol's statistic of the samples in the cache
+        from cost_model.measure.harness import config_key, label_of
+        from cost_model.measure.machine import machine_key
+        from cost_model.measure.tile.runner import host_target_text
+
+        for text, label in zip(old.config_text, old.config_runtime):
+            cached = cache.get(config_key(old.meta["kernel"], text), protocol.backend, machine_key(host_target_text(), 1))
+            assert label == pytest.approx(label_of(cached, protocol.statistic))
+        assert old.meta["runtime_statistic"] == protocol.statistic
         rows = cache._db.execute("SELECT backend, COUNT(*) FROM measurements GROUP BY backend").fetchall()  # noqa: SLF001
         counts = dict(rows)
         # re-timed under the protocol it was collected with, beside the collection's rows (untouched)
@@ -144,6 +167,7 @@ def test_timing_protocols_and_batching() -> None:
     from cost_model.measure.tile.collect import LONG_PROTOCOL, SHORT_PROTOCOL, TILE_PROTOCOL, batch_to, protocol_named, protocol_of
 
     assert protocol_of({}) is SHORT_PROTOCOL and protocol_of({"timing_protocol": "long"}) is LONG_PROTOCOL
+    assert (SHORT_PROTOCOL.statistic, LONG_PROTOCOL.statistic) == ("min", "second")
     assert TILE_PROTOCOL is LONG_PROTOCOL and LONG_PROTOCOL.backend != SHORT_PROTOCOL.backend  # the two never share cache rows
     with pytest.raises(ValueError, match="unknown tile timing protocol 'medium'"):
         protocol_named("medium")

@@ -10,6 +10,7 @@ import pytest
 
 from cost_model.measure.harness import RAW_SUFFIX, REFERENCE_SUFFIX, Batched, Harness, batched, config_key, noise_floor, per_call_timer
 from cost_model.profiling.cache import ProfileCache
+from cost_model.profiling.timing import Measurement
 
 
 class FakeTimer:
@@ -95,6 +96,17 @@ def test_cache_makes_collection_resumable(tmp_path) -> None:  # type: ignore[no-
         assert len(again.retest) >= len(first.retest)  # retest pairs come back from the cache too
         other = Harness(cache=cache, backend="fake", machine="other", timer=timer, repeats=1, warmup=0)
         assert other.measure("kernel", _runners(1)).measured == 1  # another machine measures anew
+
+
+def test_label_statistics() -> None:
+    from cost_model.measure.harness import label_of
+
+    m = Measurement.from_samples([3.0, 1.0, 2.0, 10.0])
+    assert (label_of(m), label_of(m, "second"), label_of(m, "median")) == (1.0, 2.0, 2.5)
+    assert label_of(Measurement.from_samples([4.0]), "second") == 4.0  # one sample: it is the label
+    assert Harness(statistic="second").value(m) == 2.0
+    with pytest.raises(ValueError, match="statistic"):
+        label_of(m, "mean")
 
 
 def test_bad_settings_are_rejected() -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from cost_model.learned.features import node_features, opcode_id
 from cost_model.learned.tile_hw_features import host_caches
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
-from cost_model.measure.harness import noise_floor
+from cost_model.measure.harness import label_of, noise_floor
 from cost_model.measure.machine import load_average, machine_record
 from cost_model.measure.tile.collect import TILE_PROTOCOL, KernelResult, TimingProtocol, collect_kernel, tile_harness
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
@@ -62,10 +62,11 @@ def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int, extr
     spec = result.spec
     feats, opcodes, edges = kernel_graph(result.space.kernel)
     texts = [c.text() for c in result.configs]
-    runtime = np.array([result.measured.measurements[t].min_s for t in texts])
+    statistic = result.measured.statistic  # the harness's (the timing protocol's) label
+    runtime = np.array([label_of(result.measured.measurements[t], statistic) for t in texts])
     median = np.array([result.measured.measurements[t].median_s for t in texts])
     meta = {"kernel": spec.signature, "kind": spec.kind, "dims": list(spec.dims), "source": spec.source, "program": program_of(spec),
-            "flops": spec.flops, "machine": machine, "seed": seed, "runtime_statistic": "min",
+            "flops": spec.flops, "machine": machine, "seed": seed, "runtime_statistic": statistic,
             "config_runtime_median": median.tolist(), "retest": [list(p) for p in result.measured.retest.values()],
             "failures": len(result.failures), "is_reduce": list(result.space.is_reduce), "extents": list(result.space.extents)} | (extra_meta or {})
     return KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()),
@@ -104,7 +105,7 @@ def collect_tile_dataset(
     target_text = host_target_text()
     protocol = protocol or TILE_PROTOCOL
     repeats = protocol.repeats if repeats is None else repeats
-    machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic="min", threads=threads,
+    machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic=protocol.statistic, threads=threads,
                              timing_protocol=protocol.name, sample_s=protocol.sample_s)
     machine["caches"] = host_caches(threads).to_dict()  # what the hardware features of its configurations are computed against
     harness = tile_harness(cache, protocol=protocol, threads=threads, repeats=repeats, warmup=warmup, seed=seed)

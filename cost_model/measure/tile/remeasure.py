@@ -7,10 +7,12 @@ Why: most of the first data was timed while other jobs kept the load average at 
 kernels' labels carry tens of percent of noise (`quality.kernel_noise`). For the `count`
 kernels with the highest score, every stored configuration is compiled again, checked against
 the unscheduled kernel and timed in one interleaved pass, under the timing protocol the kernel was
-collected with (`collect.protocol_of` its machine record: sample length and rounds; `repeats` overrides
-the rounds), by a harness whose backend is that protocol's + `/remeasure` (`tvm-llvm/remeasure` for the
-short protocol; same SQLite file, same machine key; the collection's rows stay as they were). The kernel's `.npz` is then rewritten: each label becomes the minimum over the samples of
-both passes (timing noise only ever slows a run), the (collection, re-measurement) minima go to
+collected with (`collect.protocol_of` its machine record: sample length, rounds, label statistic;
+`repeats` overrides the rounds), by a harness whose backend is that protocol's + `/remeasure`
+(`tvm-llvm/remeasure` for the short protocol; same SQLite file, same machine key; the collection's
+rows stay as they were). The kernel's `.npz` is then rewritten: each label becomes the protocol's
+statistic over the samples of both passes (the minimum for the short protocol, the second fastest
+for the long one: timing noise mostly slows a run), the (collection, re-measurement) labels go to
 `meta["remeasure"]["pairs"]` (a full test-retest of that kernel), with the 1-minute load average
 before and after and the time.
 
@@ -40,21 +42,22 @@ from typing import Any, Callable
 import numpy as np
 
 from cost_model.learned.tpugraphs import KernelRecord, load_dir, save_npz
-from cost_model.measure.harness import Harness, noise_floor
+from cost_model.measure.harness import Harness, label_of, noise_floor
 from cost_model.measure.machine import load_average, machine_key
 from cost_model.measure.quality import kernel_noise, noisiest
-from cost_model.measure.tile.collect import SHORT_PROTOCOL, collect_kernel, protocol_of, tile_harness
+from cost_model.measure.tile.collect import collect_kernel, protocol_of, tile_harness
 from cost_model.measure.tile.kernels import KernelSpec
 from cost_model.measure.tile.space import TileConfig
 from cost_model.profiling.cache import ProfileCache
+from cost_model.profiling.timing import Measurement
 
-__all__ = ["REMEASURE_BACKEND", "copy_dataset", "merge_remeasurement", "remeasure_tile_dataset", "wait_for_quiet"]
+__all__ = ["REMEASURE_SUFFIX", "copy_dataset", "merge_remeasurement", "remeasure_tile_dataset", "wait_for_quiet"]
 
 logger = logging.getLogger(__name__)
 
-REMEASURE_SUFFIX = "/remeasure"  # after the collection protocol's backend: the re-measurement's rows beside the collection's
-REMEASURE_BACKEND = SHORT_PROTOCOL.backend + REMEASURE_SUFFIX  # of a dataset timed with the short protocol (all before the 23rd session)
-COLLECT_BACKEND = SHORT_PROTOCOL.backend
+# After the collection protocol's backend: the re-measurement's rows beside the collection's (a dataset timed
+# with the short protocol, every one before the twenty-third session, gets `tvm-llvm/remeasure`).
+REMEASURE_SUFFIX = "/remeasure"
 
 
 def wait_for_quiet(max_load: float | None, max_wait: float, *, poll: float = 15.0,
@@ -100,9 +103,12 @@ def copy_dataset(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Pa
 
 
 def merge_remeasurement(record: KernelRecord, new: dict[str, Any], *, old_samples: dict[str, tuple[float, ...]] | None = None,
-                        info: dict[str, Any] | None = None) -> KernelRecord:
-    """`record` with every configuration in `new` (config text -> Measurement) relabelled as the
-    minimum over both passes; the pairs and `info` go to meta["remeasure"]."""
+                        info: dict[str, Any] | None = None, statistic: str = "min") -> KernelRecord:
+    """`record` with every configuration in `new` (config text -> Measurement) relabelled as `statistic`
+    (the timing protocol's) over both passes' samples: for `min`, the minimum of the two passes' labels;
+    for another statistic, over the union of the samples when the collection's are known (`old_samples`),
+    else the lower of the two labels. The (old label, new pass's label) pairs and `info` go to
+    meta["remeasure"]."""
     runtime = np.asarray(record.config_runtime, dtype=np.float64).copy()
     median = np.asarray(record.meta.get("config_runtime_median", runtime), dtype=np.float64).copy()
     pairs = []
@@ -110,15 +116,20 @@ def merge_remeasurement(record: KernelRecord, new: dict[str, Any], *, old_sample
         m = new.get(text)
         if m is None:
             continue
-        pairs.append([float(runtime[i]), float(m.min_s)])
-        samples = tuple((old_samples or {}).get(text, ())) + tuple(m.samples)
-        runtime[i] = min(runtime[i], m.min_s)
+        label = label_of(m, statistic)
+        pairs.append([float(runtime[i]), float(label)])
+        old = tuple((old_samples or {}).get(text, ()))
+        samples = old + tuple(m.samples)
+        if statistic != "min" and old:
+            runtime[i] = label_of(Measurement.from_samples(samples), statistic)
+        else:
+            runtime[i] = min(runtime[i], label)
         median[i] = float(np.median(samples)) if samples else m.median_s
     meta = dict(record.meta)
     meta["remeasure"] = dict(info or {}) | {"pairs": pairs, "runtime_collect": [float(x) for x in record.config_runtime],
                                             "noise_floor": noise_floor([tuple(p) for p in pairs])}
     meta["config_runtime_median"] = median.tolist()
-    meta["runtime_statistic"] = "min over the collection's and the re-measurement's samples"
+    meta["runtime_statistic"] = f"{statistic} over the collection's and the re-measurement's samples"
     return replace(record, config_runtime=runtime, config_runtime_normalizers=np.full_like(runtime, runtime.min()), meta=meta)
 
 
@@ -173,7 +184,7 @@ def remeasure_tile_dataset(
         old = {t: m.samples for t in record.config_text if (m := cache.get(_key(spec, t), protocol.backend, key)) is not None}
         info = {"backend": harness.backend, "timing_protocol": protocol.name, "time": began, "seconds": time.time() - began, "load1_before": load_before,
                 "load1_after": load_average(), "score_before": row.score, "failures": len(result.failures)}
-        merged = merge_remeasurement(record, result.measured.measurements, old_samples=old, info=info)
+        merged = merge_remeasurement(record, result.measured.measurements, old_samples=old, info=info, statistic=protocol.statistic)
         save_npz(merged, record.path)
         after = kernel_noise(merged)
         log["kernels"][Path(record.path).name] = info | {"score_after": after.score, "retest_tau": after.retest_tau,
