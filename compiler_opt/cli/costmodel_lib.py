@@ -70,9 +70,15 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             return 2
     if args.task == "tile":
         from compiler_opt.costmodel.suite import suite_kernels
-        from cost_model.measure.tile.collect import protocol_named
-        from cost_model.measure.tile.dataset import collect_tile_dataset, read_spec_list, write_spec_list
+        from cost_model.measure.tile.collect import TILE_PROTOCOL, protocol_named
+        from cost_model.measure.tile.dataset import collect_tile_dataset, protocol_mismatch, read_spec_list, write_spec_list
 
+        # before anything is drawn or written: a folder timed under one protocol is never resumed under another
+        protocol = protocol_named(args.timing_protocol) if args.timing_protocol else TILE_PROTOCOL
+        mismatch = protocol_mismatch(args.out, protocol)
+        if mismatch:
+            print(f"compiler-opt: error: costmodel collect: {mismatch}", file=sys.stderr)
+            return 2
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
@@ -100,7 +106,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         with _cache(args.cache, args.out) as cache:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
                                            repeats=args.repeats or None, threads=args.threads, progress=not args.no_progress,
-                                           protocol=protocol_named(args.timing_protocol) if args.timing_protocol else None)
+                                           protocol=protocol)
     else:
         import functools
 

@@ -246,3 +246,23 @@ def test_cli_remeasure_out_relabels_a_copy_and_leaves_the_original(tmp_path, cap
     assert "remeasure" in load_npz(relabelled).meta
     assert main(["costmodel", "remeasure", str(src), "--out", str(src)]) == 2
     assert "is the dataset folder itself" in capsys.readouterr().err
+
+
+def test_a_folder_is_never_resumed_under_another_timing_protocol(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A tile folder timed with one protocol refuses the other (library and CLI), naming the file; the folder is left as it was."""
+    from compiler_opt.cli.main import main
+    from cost_model.measure.tile.collect import LONG_PROTOCOL, SHORT_PROTOCOL
+    from cost_model.measure.tile.dataset import collect_tile_dataset, protocol_mismatch
+
+    record = _record([1.0, 2.0], [1.0, 2.0], [], name="old", program="p", machine={"repeats": 5})  # no protocol named: short
+    save_npz(record, tmp_path / "old.npz")
+    before = (tmp_path / "old.npz").read_bytes()
+    assert protocol_mismatch(tmp_path, SHORT_PROTOCOL) is None
+    message = protocol_mismatch(tmp_path, LONG_PROTOCOL)
+    assert message is not None and "old.npz" in message and "--timing-protocol short" in message
+    with pytest.raises(ValueError, match="old.npz: timed with the short tile timing protocol"):
+        collect_tile_dataset([], tmp_path, cache=None, progress=False)  # the default (long) protocol
+    assert main(["costmodel", "collect", "--task", "tile", "--out", str(tmp_path), "--synthetic", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "costmodel collect:" in err and "old.npz" in err and "long one" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.npz"] and (tmp_path / "old.npz").read_bytes() == before

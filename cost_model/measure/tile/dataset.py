@@ -23,12 +23,12 @@ from cost_model.learned.tile_hw_features import host_caches
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import label_of, noise_floor
 from cost_model.measure.machine import load_average, machine_record
-from cost_model.measure.tile.collect import TILE_PROTOCOL, KernelResult, TimingProtocol, collect_kernel, tile_harness
+from cost_model.measure.tile.collect import TILE_PROTOCOL, KernelResult, TimingProtocol, collect_kernel, protocol_of, tile_harness
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
 from cost_model.profiling.cache import ProfileCache
 from graph_ir.io.atomic import atomic_path
 
-__all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "write_spec_list", "read_spec_list"]
+__all__ = ["collect_tile_dataset", "kernel_graph", "kernel_record", "program_of", "protocol_mismatch", "write_spec_list", "read_spec_list"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,19 @@ def _file_for(out: Path, spec: KernelSpec) -> Path:
     return out / f"{program_of(spec)}:{spec.kind}:{hashlib.sha256(spec.signature.encode()).hexdigest()[:12]}.npz"
 
 
+def protocol_mismatch(out_dir: str | os.PathLike[str], protocol: TimingProtocol) -> str | None:
+    """Why `out_dir` cannot be resumed under `protocol` (a kernel file of it was timed under another
+    one: the two measure different things and must not share a dataset), or None."""
+    for path in sorted(Path(out_dir).glob("*.npz")):
+        machine = load_npz(path).meta.get("machine", {})
+        found = protocol_of(machine)
+        if found.name != protocol.name:
+            return (f"{path}: timed with the {found.name} tile timing protocol, and this collection uses the {protocol.name} one; "
+                    f"resume it with --timing-protocol {found.name}, or collect into a new folder")
+        return None  # one file tells: a folder is collected under one protocol
+    return None
+
+
 def collect_tile_dataset(
     specs: Sequence[KernelSpec],
     out_dir: str | os.PathLike[str],
@@ -104,6 +117,9 @@ def collect_tile_dataset(
     out.mkdir(parents=True, exist_ok=True)
     target_text = host_target_text()
     protocol = protocol or TILE_PROTOCOL
+    mismatch = protocol_mismatch(out, protocol)
+    if mismatch:
+        raise ValueError(mismatch)
     repeats = protocol.repeats if repeats is None else repeats
     machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic=protocol.statistic, threads=threads,
                              timing_protocol=protocol.name, sample_s=protocol.sample_s)
