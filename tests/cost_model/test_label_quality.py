@@ -168,6 +168,13 @@ def test_timing_protocols_and_batching() -> None:
 
     assert protocol_of({}) is SHORT_PROTOCOL and protocol_of({"timing_protocol": "long"}) is LONG_PROTOCOL
     assert (SHORT_PROTOCOL.statistic, LONG_PROTOCOL.statistic) == ("min", "second")
+    # the long protocol: no winners' extra rounds, a retest among all configurations (both biased labels low)
+    assert (LONG_PROTOCOL.remeasure_top, LONG_PROTOCOL.retest_fillers) == (0, True) and SHORT_PROTOCOL.remeasure_top == 3
+    from cost_model.measure.tile.collect import tile_harness
+
+    harness = tile_harness(None)
+    assert (harness.remeasure_top, harness.retest_fillers, harness.statistic, harness.repeats) == (0, True, "second", 15)
+    assert tile_harness(None, protocol=SHORT_PROTOCOL, remeasure_top=1).remeasure_top == 1  # the caller's settings win
     assert TILE_PROTOCOL is LONG_PROTOCOL and LONG_PROTOCOL.backend != SHORT_PROTOCOL.backend  # the two never share cache rows
     with pytest.raises(ValueError, match="unknown tile timing protocol 'medium'"):
         protocol_named("medium")
@@ -177,10 +184,10 @@ def test_timing_protocols_and_batching() -> None:
 
         def __call__(self) -> None:
             for _ in range(self.number):
-                time.sleep(2e-4)
+                time.sleep(1e-4)
 
-    run = batch_to(Sleeper(), 2e-3)
-    assert 2 <= run.number <= 10  # ceil(2 ms / one call of >= 0.2 ms)
+    run = batch_to(Sleeper(), 0.05)
+    assert 2 <= run.number <= 500  # ceil(50 ms / one call of >= 0.1 ms; under 25 ms even on a busy machine)
     assert batch_to(Sleeper(), 1e-6).number == 1
 
 

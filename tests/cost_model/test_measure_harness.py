@@ -98,6 +98,24 @@ def test_cache_makes_collection_resumable(tmp_path) -> None:  # type: ignore[no-
         assert other.measure("kernel", _runners(1)).measured == 1  # another machine measures anew
 
 
+def test_retest_fillers_run_every_configuration_but_keep_the_chosen() -> None:
+    calls: list[str] = []
+
+    def timer(runner: str) -> float:
+        calls.append(runner)
+        return 1.0
+
+    runners = {f"c{i}": f"c{i}" for i in range(10)}
+    plain = Harness(timer=timer, repeats=2, warmup=0, remeasure_top=0, retest_fraction=0.2, seed=4)
+    result = plain.measure("k", runners)
+    assert len(result.retest) == 2 and len(calls) == 10 * 2 + 2 * 2  # the retest rounds time the chosen two alone
+    calls.clear()
+    filled = Harness(timer=timer, repeats=2, warmup=0, remeasure_top=0, retest_fraction=0.2, seed=4, retest_fillers=True)
+    result = filled.measure("k", runners)
+    assert len(result.retest) == 2 and len(calls) == 10 * 2 + 10 * 2  # every configuration runs in them
+    assert all(len(m.samples) == 2 for m in result.measurements.values())  # remeasure_top=0: no extra rounds
+
+
 def test_label_statistics() -> None:
     from cost_model.measure.harness import label_of
 

@@ -122,7 +122,8 @@ def collect_tile_dataset(
         raise ValueError(mismatch)
     repeats = protocol.repeats if repeats is None else repeats
     machine = machine_record(target=target_text, repeats=repeats, warmup=warmup, statistic=protocol.statistic, threads=threads,
-                             timing_protocol=protocol.name, sample_s=protocol.sample_s)
+                             timing_protocol=protocol.name, sample_s=protocol.sample_s, remeasure_top=protocol.remeasure_top,
+                             retest_fillers=protocol.retest_fillers)
     machine["caches"] = host_caches(threads).to_dict()  # what the hardware features of its configurations are computed against
     harness = tile_harness(cache, protocol=protocol, threads=threads, repeats=repeats, warmup=warmup, seed=seed)
     order = np.random.default_rng(seed).permutation(len(specs)).tolist()
