@@ -2,8 +2,8 @@
 and buffers, with new buffers, with a new compile, and under a longer timing protocol (twenty-third
 session, RESULTS (i)).
 
-    PYTHONPATH=. python benchmarks/bench_tile_timing_protocol.py --kernels 48 --seed 2311 --json out/protocol.json
-    PYTHONPATH=. python benchmarks/bench_tile_timing_protocol.py --report out/protocol.json
+    taskset -c 0 env PYTHONPATH=. python benchmarks/bench_tile_timing_protocol.py --kernels 48 --seed 2312 --neighbour --json out/protocol.json
+    PYTHONPATH=. python benchmarks/bench_tile_timing_protocol.py --report out/protocol.json --statistic second
 
 Two passes of `costmodel remeasure` over a dataset disagree by more than the collection's in-pass
 retest says (RESULTS (i), twenty-second session: 4.0% vs 3.3% median per configuration, the second
@@ -18,11 +18,16 @@ rounds (every round all configurations once, in a fresh random order; label = mi
 - `A/b`: code A on buffers b (new buffers, same code);
 - `B/b`: code B on buffers b (new code, same buffers);
 - `long A/a`, `long B/b`: the same runners under the long protocol (samples of >= `--long-sample-ms`,
-  `--long-rounds` rounds), the collector's being >= 0.2 ms samples and 5 rounds.
+  `--long-rounds` rounds), the collector's being >= 0.2 ms samples and 5 rounds until this study;
+- with `--neighbour`: `long A/a again` (quiet), then `A/a busy` and `long A/a busy` while a
+  memory-streaming loop runs on another CPU (`Neighbour`).
+
+Every sample is stored, so `--report FILE --statistic min|second|median` scores any label statistic.
 
 Pairs compared (per configuration |t2 / t1 - 1|; per kernel the slowdown of one pass's best on the
 other's labels, both ways, and Kendall tau): timing alone (A/a vs A/a again), buffers (A/a vs A/b),
-code (A/b vs B/b), a re-measurement without the hours (A/a vs B/b), the same under the long protocol.
+code (A/b vs B/b), a re-measurement without the hours (A/a vs B/b), the same under the long protocol,
+and the busy neighbour's effect.
 The shipped tile ranker's scores of every kernel are stored too, so the report also gives its top-1 /
 top-5 / tau on these kernels under each labelling (kernels no ranker has seen: a fresh synthetic seed).
 Run alone on a pinned idle core (`taskset -c 0`): other load is exactly what this measures.
