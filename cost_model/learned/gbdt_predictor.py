@@ -29,7 +29,7 @@ import numpy as np
 from cost_model.learned.baselines import GbdtBaseline, flat_rows
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "ranker_metrics", "train_gbdt_and_save"]
+__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "ranker_metrics", "train_gbdt_and_save", "training_hosts"]
 
 FORMAT = "compiler-opt-gbdt-tile/1"
 PACKAGED_GBDT_MODEL = Path(__file__).with_name("tile_gbdt.ubj")
@@ -182,6 +182,17 @@ def ranker_metrics(ranker: Any, records: Sequence[KernelRecord]) -> dict[str, fl
     return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
 
 
+def training_hosts(records: Sequence[KernelRecord]) -> dict[str, list[str]]:
+    """The LLVM targets (`hosts`) and tile timing protocols the training kernels were measured with, from
+    their machine records: a ranker reads compiled code and ranks labels of one CPU, so `autotune` warns
+    on another (`predictor.host_mismatch`)."""
+    from cost_model.measure.tile.collect import protocol_of
+
+    machines = [r.meta.get("machine", {}) for r in records]
+    return {"hosts": sorted({str(m["target"]) for m in machines if m.get("target")}),
+            "timing_protocols": sorted({protocol_of(m).name for m in machines})}
+
+
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
                              code_features: str | None = None, code_feature_set: str = "s16",
                              extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
@@ -222,6 +233,6 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     report = {"metrics": {"train": metrics(train_idx), "test": metrics(test_idx) if test_idx else {}}, "train_config": config,
               "kernels": len(records), "train_kernels": len(train_idx) + len(added), "test_kernels": len(test_idx),
               "extra_kernels": len(added), "extra_data": [os.path.basename(os.path.normpath(folder)) for folder, _ in extra],
-              "data": os.path.basename(os.path.normpath(data_dir))}
+              "data": os.path.basename(os.path.normpath(data_dir))} | training_hosts([records[i] for i in train_idx] + added)
     ranker.save(output, extra=report)
     return report

@@ -26,7 +26,7 @@ from cost_model.learned.model import CostModel
 from cost_model.learned.train import load_model
 
 __all__ = ["FUSION_RANKERS", "PACKAGED_FUSION_ADDITIVE", "PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "TILE_RANKERS", "AdditiveFusionPredictor",
-           "FusionPredictor", "TilePredictor", "load_fusion_ranker", "load_tile_ranker"]
+           "FusionPredictor", "TilePredictor", "load_fusion_ranker", "load_tile_ranker", "host_mismatch"]
 
 logger = logging.getLogger(__name__)
 
@@ -277,6 +277,21 @@ def tile_ranker_for(path: str | os.PathLike[str] | None = None, ranker: str | No
             raise ValueError(f"{path}: cannot tell the tile ranker from the suffix {suffix!r} (.pt gnn, .ubj gbdt, .json gbdt-ens); name it with --ranker")
         return _TILE_RANKER_SUFFIX[suffix]
     return DEFAULT_TILE_RANKER
+
+
+def host_mismatch(ranker: Any) -> str | None:
+    """Why `ranker` may rank poorly here: it was fitted on kernels compiled and timed on other CPUs (its
+    extra's `hosts`, written by `costmodel train` since the twenty-third session). None when it names no
+    host or names this one. On another host the shipped ranker ranked even its own training kernels at
+    tau 0.63 (RESULTS (i), twenty-third session)."""
+    from cost_model.measure.tile.runner import host_target_text
+
+    hosts = (getattr(ranker, "extra", None) or {}).get("hosts") or []
+    here = host_target_text()
+    if not hosts or here in hosts:
+        return None
+    return (f"the tile ranker was fitted on kernels measured on {', '.join(hosts)}, and this host compiles for {here}: its ranking "
+            "may be poor here; collect this host's kernels (costmodel collect --task tile) and train on them, or fine-tune (autotune --finetune)")
 
 
 def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:

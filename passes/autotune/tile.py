@@ -59,6 +59,12 @@ class TileTuner:
 
         self.predictor, self.harness = predictor, harness
         self.sample_s = TILE_PROTOCOL.sample_s if sample_s is None else sample_s  # calls batched per timed sample, as the collector does
+        if predictor is not None:
+            from cost_model.learned.predictor import host_mismatch
+
+            note = host_mismatch(predictor)
+            if note:
+                logger.warning("autotune: %s", note)
         self.budget, self.top_k, self.seed, self.target, self.extra_k = budget, top_k, seed, target, extra_k
         self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned

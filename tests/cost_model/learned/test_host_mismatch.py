@@ -1,0 +1,45 @@
+"""A tile ranker names the CPUs its training kernels were measured on, and autotune warns on another one."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from cost_model.learned.tpugraphs import KernelRecord
+
+pytest.importorskip("tvm")
+
+
+def _record(machine: dict) -> KernelRecord:
+    rt = np.array([1.0, 2.0])
+    return KernelRecord(np.zeros((1, 2), np.float32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64), rt, np.full_like(rt, 1.0),
+                        config_feat=np.zeros((2, 3), np.float32), config_text=["a", "b"], meta={"machine": machine})
+
+
+def test_training_hosts_read_the_machine_records() -> None:
+    from cost_model.learned.gbdt_predictor import training_hosts
+
+    records = [_record({"target": "llvm -mcpu=znver4"}), _record({"target": "llvm -mcpu=znver4", "timing_protocol": "long"}), _record({})]
+    assert training_hosts(records) == {"hosts": ["llvm -mcpu=znver4"], "timing_protocols": ["long", "short"]}
+
+
+def test_autotune_warns_when_the_ranker_was_fitted_on_another_host(caplog) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.predictor import host_mismatch, load_tile_ranker
+    from cost_model.measure.tile.runner import host_target_text
+    from passes.autotune.tile import TileTuner
+
+    class Ranker:
+        extra = {"hosts": ["llvm -mcpu=some-other-cpu"]}
+
+    note = host_mismatch(Ranker())
+    assert note is not None and "some-other-cpu" in note and host_target_text() in note
+    with caplog.at_level(logging.WARNING, logger="passes.autotune.tile"):
+        TileTuner(Ranker(), harness=None)  # type: ignore[arg-type]
+    assert "some-other-cpu" in caplog.text
+    Ranker.extra = {"hosts": [host_target_text()]}
+    assert host_mismatch(Ranker()) is None
+    assert host_mismatch(object()) is None  # a ranker that names no host: nothing to say
+    # the shipped ranker names where its training kernels were measured
+    assert load_tile_ranker("gbdt-ens").extra["hosts"] == ["llvm -mcpu=znver4"]
