@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -48,8 +47,11 @@ import numpy as np
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SHORT_SAMPLE_S = 2e-4  # collect.SHORT_PROTOCOL: the collector's protocol until this study
-SHORT_ROUNDS = 5
+from cost_model.measure.harness import STATISTICS, label_of  # noqa: E402
+from cost_model.measure.tile.collect import SHORT_PROTOCOL  # noqa: E402
+from cost_model.profiling.timing import Measurement  # noqa: E402
+
+SHORT_SAMPLE_S, SHORT_ROUNDS = SHORT_PROTOCOL.sample_s, SHORT_PROTOCOL.repeats  # the collector's protocol until this study
 PASSES = ("A/a", "A/b", "B/b", "A/a again", "long A/a", "long B/b")
 PAIRS = (
     ("timing alone", "A/a", "A/a again"),
@@ -64,41 +66,23 @@ PAIRS = (
 )
 
 
-def _bind(function, arrays: list[np.ndarray]) -> list:
-    import tvm
-
-    return [tvm.runtime.tensor(a.copy(), tvm.cpu()) for a in arrays]
-
-
 def _runner(config, function, args, sample_s: float):
+    """A runner of compiled code `function` on buffers `args`, batched as the collector batches."""
+    from cost_model.measure.tile.collect import batch_to
     from cost_model.measure.tile.runner import CompiledConfig
 
-    run = CompiledConfig(config, function, args, 0.0)
-    run()
-    began = time.perf_counter()
-    run()
-    once = time.perf_counter() - began
-    run.number = max(1, math.ceil(sample_s / max(once, 1e-7)))
-    return run
+    return batch_to(CompiledConfig(config, function, args, 0.0), sample_s)
 
 
 def _pass(runners: dict[str, object], rounds: int, rng: np.random.Generator) -> dict[str, list[float]]:
-    """Per-call seconds of `rounds` interleaved rounds (two warm-up calls each first), per runner."""
-    from cost_model.measure.harness import per_call_timer
+    """Per-call seconds of `rounds` interleaved rounds (two warm-up calls each first), per runner: the
+    collector's `Harness`, without a cache, extra rounds or retest, drawing its orders from `rng`."""
+    from cost_model.measure.harness import Harness, per_call_timer
 
-    for run in runners.values():
-        per_call_timer(run)
-        per_call_timer(run)
-    names = list(runners)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for _ in range(rounds):
-        for index in rng.permutation(len(names)).tolist():
-            samples[names[index]].append(per_call_timer(runners[names[index]]))
-    return samples
-
-
-STATISTICS = {"min": lambda x: float(np.min(x)), "second": lambda x: float(np.sort(x)[min(1, len(x) - 1)]),
-              "median": lambda x: float(np.median(x))}
+    harness = Harness(timer=per_call_timer, repeats=rounds, warmup=2, remeasure_top=0, retest_fraction=0.0)
+    harness.rng = rng  # one order stream across every pass of the run
+    measured = harness.measure("", runners)
+    return {name: list(measured.measurements[name].samples) for name in runners}
 
 
 class Neighbour:
@@ -191,7 +175,7 @@ def pass_labels(row: dict, name: str, statistic: str = "min") -> np.ndarray:
         return np.asarray(row["labels"][name])
     if "samples" not in row:
         raise ValueError(f"{row['kernel']}: no samples stored (a run before they were), so only the min statistic")
-    return np.asarray([STATISTICS[statistic](x) for x in row["samples"][name]])
+    return np.asarray([label_of(Measurement.from_samples(x), statistic) for x in row["samples"][name]])
 
 
 def pair_stats(rows: list[dict], first: str, second: str, statistic: str = "min") -> dict[str, float]:
@@ -272,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write every label here (resumes: kernels already in it are skipped)")
     parser.add_argument("--neighbour", action="store_true",
                         help="also time A/a (both protocols) while a memory-streaming loop runs on another CPU, beside a quiet long A/a again")
-    parser.add_argument("--statistic", choices=tuple(STATISTICS), default="min",
+    parser.add_argument("--statistic", choices=STATISTICS, default="min",
                         help="the label of a pass: min (what the harness stores), second lowest or median of its samples")
     parser.add_argument("--report", metavar="FILE", help="only print the tables of a written JSON")
     args = parser.parse_args(argv)

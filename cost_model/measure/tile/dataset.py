@@ -82,14 +82,14 @@ def _file_for(out: Path, spec: KernelSpec) -> Path:
 def protocol_mismatch(out_dir: str | os.PathLike[str], protocol: TimingProtocol) -> str | None:
     """Why `out_dir` cannot be resumed under `protocol` (a kernel file of it was timed under another
     one: the two measure different things and must not share a dataset), or None."""
-    for path in sorted(Path(out_dir).glob("*.npz")):
-        machine = load_npz(path).meta.get("machine", {})
-        found = protocol_of(machine)
-        if found.name != protocol.name:
-            return (f"{path}: timed with the {found.name} tile timing protocol, and this collection uses the {protocol.name} one; "
-                    f"resume it with --timing-protocol {found.name}, or collect into a new folder")
-        return None  # one file tells: a folder is collected under one protocol
-    return None
+    first = next(iter(sorted(Path(out_dir).glob("*.npz"))), None)  # a folder is collected under one protocol: one file tells
+    if first is None:
+        return None
+    found = protocol_of(load_npz(first).meta.get("machine", {}))
+    if found.name == protocol.name:
+        return None
+    return (f"{first}: timed with the {found.name} tile timing protocol, and this collection uses the {protocol.name} one; "
+            f"resume it with --timing-protocol {found.name}, or collect into a new folder")
 
 
 def collect_tile_dataset(
