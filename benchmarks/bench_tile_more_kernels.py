@@ -9,6 +9,9 @@ same test kernels; several split seeds.
 
 `--prefixes 0,2,5` fits one row per prefix of the `--extra` folders (the training kernels plus the first
 k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau.
+`--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
+another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
+must be `--code-feature-set`.
 
 Rows: the `bench_costmodel.py` metrics (top-1 / top-5 slowdown of the predicted best, mean per-kernel
 Kendall tau, tuner measurements to within 2% of the best) per split, mean over the seeds (per seed
@@ -23,6 +26,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-extra", action="store_true", help="fit only the training kernels + every --extra row (= --prefixes <all>; for comparing feature sets)")
     parser.add_argument("--splits", default="random,program", help="which splits (default random,program)")
     parser.add_argument("--by-kind", action="store_true", help="also print per-kind means of top-1 and Kendall tau (the test kernels' kinds)")
+    parser.add_argument("--fixed", action="append", default=[], metavar="FILE",
+                        help="a fitted tile ranker file (.json gbdt-ens, .ubj gbdt) scored as is on the same test kernels (repeatable)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     try:
@@ -63,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.tpugraphs import load_dir
     from passes.autotune.search import random_search_measurements
 
+    fixed = [(f"fixed {Path(path).name}", load_fixed_ranker(path, args.code_feature_set if args.code_features else None)) for path in args.fixed]
     records = load_dir(args.data)
     extras = [load_dir(folder) for folder in args.extra]
     if args.code_features:
@@ -99,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
                 rows.setdefault(name, {}).setdefault(split, []).append(row)
                 print(f"seed {seed} {split:7s} {name:24s} top-1 {row['top1']:.1%} top-5 {row['top5']:.1%} tau {row['kendall']:.3f} "
                       f"tuner {row['tuner_measurements']:.1f} ({len(fitted_on)} train / {len(test)} test)", flush=True)
+            for name, ranker in fixed:
+                row = score(name, [ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test], test, random_needs)
+                row.update(train_kernels=int(ranker.extra.get("train", {}).get("train_kernels", 0)), test_kernels=len(test), train_s=0.0)
+                rows.setdefault(name, {}).setdefault(split, []).append(row)
+                print(f"seed {seed} {split:7s} {name:24s} top-1 {row['top1']:.1%} top-5 {row['top5']:.1%} tau {row['kendall']:.3f} "
+                      f"tuner {row['tuner_measurements']:.1f} (fixed / {len(test)} test)", flush=True)
     print(f"\n| split | {args.ranker} fitted on | top-1 slowdown | top-5 slowdown | Kendall tau | tuner meas. to <=2% | random meas. |")
     print("|---|---|---|---|---|---|---|")
     for split in splits:
@@ -113,6 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "code_feature_set": args.code_feature_set if args.code_features else None,
                                                "rows": rows}, indent=1), encoding="utf-8")
     return 0
+
+
+def load_fixed_ranker(path: str, feature_set: str | None) -> Any:
+    """A fitted tile ranker file for a `--fixed` row; refuses one that reads other columns than the rows'."""
+    from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
+
+    ranker = load_tile_ranker(tile_ranker_for(path), path)
+    extra = getattr(ranker, "extra", {}) or {}
+    reads = (extra.get("code_feature_set", "s16") if extra.get("code_features") else None)
+    if reads != feature_set:
+        raise SystemExit(f"{path}: the ranker reads code feature set {reads!r}, the rows carry {feature_set!r} (--code-features / --code-feature-set)")
+    return ranker
 
 
 def print_by_kind(rows: dict[str, dict[str, list[dict]]], splits: list[str]) -> None:
