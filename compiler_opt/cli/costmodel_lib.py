@@ -222,6 +222,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.model != "gnn" and args.mse_weight is not None:  # the other models have no such term; silently ignoring it would mislead
         print(f"compiler-opt: error: costmodel train: --mse-weight only applies to --model gnn (got --model {args.model})", file=sys.stderr)
         return 2
+    if args.split == "all" and args.model not in ("gbdt", "gbdt-ens"):
+        print(f"compiler-opt: error: costmodel train: --split all applies to the tile rankers (--model gbdt / gbdt-ens), got --model {args.model}", file=sys.stderr)
+        return 2
     if ens_only and args.model != "gbdt-ens":  # these would be silently ignored by the other models
         print(f"compiler-opt: error: costmodel train: {', '.join(ens_only)} only apply to --model gbdt-ens (got --model {args.model})", file=sys.stderr)
         return 2
@@ -502,7 +505,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--layers", type=int, default=3)
     train.add_argument("--pooling", choices=("mean", "max", "mean+max", "attention"), default="mean+max")
     train.add_argument("--lr", type=float, default=2e-3)
-    train.add_argument("--split", choices=("random", "program"), default="random")
+    train.add_argument("--split", choices=("random", "program", "all"), default="random",
+                       help="which kernels train: random / program (whole programs held out for the report), all (tile rankers: every kernel, no test score)")
     train.add_argument("--test-fraction", type=float, default=0.2)
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=int, default=1)

@@ -196,7 +196,7 @@ def training_hosts(records: Sequence[KernelRecord]) -> dict[str, list[str]]:
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
                              code_features: str | None = None, code_feature_set: str = "s16",
                              extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
-    """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed, `fit` a ranker (with
+    """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed (split `all`: every kernel trains), `fit` a ranker (with
     `rank_rows` and `save(path, extra=)`) on the training side, score both sides (top-1/top-5
     slowdown, Kendall tau), save it with that report as its extra, and return the report.
     `code_features` (a tile_code_features cache folder): the split is drawn over every kernel, then
@@ -210,7 +210,10 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     from cost_model.learned.tile_code_features import extended_records
 
     records = load_dir(data_dir)
-    train_idx, test_idx = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
+    if config["split"] == "all":  # every kernel trains (a ranker to ship); the report has no test side
+        train_idx, test_idx = list(range(len(records))), []
+    else:
+        train_idx, test_idx = split_records(records, config["split"], test_fraction=config["test_fraction"], seed=config["seed"])
     if code_features:
         extended = extended_records(records, code_features, code_feature_set)
         records = [r if e is None else e for r, e in zip(records, extended)]

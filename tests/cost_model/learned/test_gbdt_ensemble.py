@@ -132,6 +132,21 @@ def test_costmodel_train_gbdt_ens_writes_a_loadable_ranker(tmp_path, records: li
     assert 0.0 <= report["metrics"]["test"]["top5"] < 0.5 and report["metrics"]["train"]["kendall"] > 0.5
 
 
+def test_costmodel_train_split_all_fits_every_kernel(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    out = tmp_path / "all.json"
+    assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "all"]) == 0
+    report = load_tile_ranker("gbdt-ens", out).extra
+    assert report["train_kernels"] == len(records) and report["test_kernels"] == 0 and report["metrics"]["test"] == {}
+    assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "gnn.pt"), "--model", "gnn", "--split", "all"]) == 2
+    assert "--split all applies to the tile rankers" in capsys.readouterr().err and not (tmp_path / "gnn.pt").exists()
+
+
 def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.gbdt_ensemble import parse_members
     from cost_model.learned.tpugraphs import save_npz
