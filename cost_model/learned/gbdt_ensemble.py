@@ -31,10 +31,16 @@ from cost_model.learned.gbdt_predictor import GbdtTilePredictor, fit_and_save_ti
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "check_depth", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "check_depth", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
+
+
+def packaged_host_ensemble(cpu: str) -> Path:
+    """Where the package keeps the ranker fitted on kernels of the CPU LLVM names `cpu` (twenty-fourth
+    session: a tile ranker is its host's; RESULTS (i)). `packaged()` prefers it to the default file."""
+    return PACKAGED_GBDT_ENSEMBLE.with_name(f"tile_gbdt_ens.{cpu}.json")
 # (GbdtBaseline objective, model seed offset, rank pairs per configuration or None). Fourteenth to
 # eighteenth session: the pairwise rank model over all pairs of a kernel's 50 configurations + the
 # regression of log runtime over the kernel's median, depth 6 (`MEMBERS_S14`). Nineteenth session,
@@ -139,7 +145,16 @@ class GbdtEnsembleTilePredictor:
         return cls(members, doc.get("weights"), dict(doc.get("extra", {})))
 
     @classmethod
-    def packaged(cls) -> GbdtEnsembleTilePredictor:
+    def packaged(cls, cpu: str | None = None) -> GbdtEnsembleTilePredictor:
+        """The shipped ranker for the CPU LLVM names `cpu` (None: this host's) when the package has
+        one (`packaged_host_ensemble`), else the default file."""
+        if cpu is None:
+            from tvm.target import codegen
+
+            cpu = codegen.llvm_get_system_cpu()
+        host_file = packaged_host_ensemble(cpu)
+        if host_file.is_file():
+            return cls.load(host_file)
         if not PACKAGED_GBDT_ENSEMBLE.is_file():
             raise DatasetError("no GBDT ensemble tile ranker ships with this installation; pass one (GbdtEnsembleTilePredictor.train(...).save(path))",
                                file=str(PACKAGED_GBDT_ENSEMBLE))

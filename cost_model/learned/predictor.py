@@ -298,7 +298,8 @@ def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = 
     """The tile autotuner's ranker: `gnn` (GraphSAGE, a `.pt` checkpoint), `gbdt` (XGBoost rank
     model, a `.ubj` file) or `gbdt-ens` (XGBoost models z-scored per kernel and summed, a `.json`
     file; shipped since the nineteenth session: the rank model alone at depth 10); `path` None: the
-    one shipped in the package."""
+    one shipped in the package (gbdt-ens: this CPU's own file where the package has one,
+    `gbdt_ensemble.packaged_host_ensemble`, since the twenty-fourth session)."""
     if ranker == "gnn":
         return TilePredictor.load(path) if path else TilePredictor.packaged()
     if ranker == "gbdt":

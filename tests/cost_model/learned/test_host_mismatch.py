@@ -41,5 +41,23 @@ def test_autotune_warns_when_the_ranker_was_fitted_on_another_host(caplog) -> No
     Ranker.extra = {"hosts": [host_target_text()]}
     assert host_mismatch(Ranker()) is None
     assert host_mismatch(object()) is None  # a ranker that names no host: nothing to say
-    # the shipped ranker names where its training kernels were measured
-    assert load_tile_ranker("gbdt-ens").extra["hosts"] == ["llvm -mcpu=znver4"]
+    # the shipped ranker names where its training kernels were measured: this host's own where one ships
+    from cost_model.learned.gbdt_ensemble import packaged_host_ensemble
+    from tvm.target import codegen
+
+    own = packaged_host_ensemble(codegen.llvm_get_system_cpu()).is_file()
+    assert load_tile_ranker("gbdt-ens").extra["hosts"] == [host_target_text() if own else "llvm -mcpu=znver4"]
+
+
+def test_the_package_ships_a_ranker_per_host_and_falls_back_to_the_default() -> None:
+    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor, packaged_host_ensemble
+
+    host_files = sorted(PACKAGED_GBDT_ENSEMBLE.parent.glob("tile_gbdt_ens.*.json"))
+    assert host_files, "a host ranker ships since the twenty-fourth session"
+    for path in host_files:
+        cpu = path.name.split(".")[1]
+        assert packaged_host_ensemble(cpu) == path
+        ranker = GbdtEnsembleTilePredictor.packaged(cpu)
+        assert ranker.extra["hosts"] == [f"llvm -mcpu={cpu}"]  # fitted on that CPU's kernels alone
+    default = GbdtEnsembleTilePredictor.packaged("no-such-cpu")  # no file for it: the default, which names its own host
+    assert default.extra["hosts"] == ["llvm -mcpu=znver4"]
