@@ -11,7 +11,8 @@ same test kernels; several split seeds.
 k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau.
 `--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
 another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
-must be `--code-feature-set`.
+must be `--code-feature-set`. `--warm-from FILE` adds, for each fit, the same fit whose boosting continues
+from that file's trees (a one-member gbdt-ens or gbdt file of the same objective, e.g. fitted on another CPU).
 
 Rows: the `bench_costmodel.py` metrics (top-1 / top-5 slowdown of the predicted best, mean per-kernel
 Kendall tau, tuner measurements to within 2% of the best) per split, mean over the seeds (per seed
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by-kind", action="store_true", help="also print per-kind means of top-1 and Kendall tau (the test kernels' kinds)")
     parser.add_argument("--fixed", action="append", default=[], metavar="FILE",
                         help="a fitted tile ranker file (.json gbdt-ens, .ubj gbdt) scored as is on the same test kernels (repeatable)")
+    parser.add_argument("--warm-from", metavar="FILE", help="also fit each row with boosting continued from this ranker file's trees")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     try:
@@ -70,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     from passes.autotune.search import random_search_measurements
 
     fixed = [(f"fixed {Path(path).name}", load_fixed_ranker(path, args.code_feature_set if args.code_features else None)) for path in args.fixed]
+    warm = None
+    if args.warm_from:
+        members = getattr(load_fixed_ranker(args.warm_from, args.code_feature_set if args.code_features else None), "members", None)
+        if members is None or len(members) != 1:
+            raise SystemExit(f"{args.warm_from}: --warm-from takes a one-member gbdt-ens file")
+        warm = members[0].gbdt
     records = load_dir(args.data)
     extras = [load_dir(folder) for folder in args.extra]
     if args.code_features:
@@ -86,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     for k in prefixes:
         name = "training kernels" if k == 0 else "+ " + "+".join(Path(folder).name for folder in args.extra[:k])
         fits.append((name, [r for folder in per_folder[:k] for r in folder]))
+        if warm is not None:
+            fits.append((f"{name}, warm", fits[-1][1]))
     for folder, kernels in zip(args.extra, per_folder):
         print(f"--extra {Path(folder).name}: {len(kernels)} kernels ({', '.join(sorted({r.meta.get('kind', '?') for r in kernels}))})")
     print(f"{Path(args.data).name}: {len(keep)} kernels")
@@ -100,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, extra in fits:
                 fitted_on = train + extra
                 began = time.perf_counter()
-                model = make_tile_ranker(args.ranker, seed=seed).fit(fitted_on)
+                model = make_tile_ranker(args.ranker, seed=seed)
+                model = model.fit(fitted_on, init=warm) if name.endswith(", warm") else model.fit(fitted_on)
                 row = score(name, [model.predict(r) for r in test], test, random_needs)
                 row.update(train_kernels=len(fitted_on), test_kernels=len(test), train_s=time.perf_counter() - began)
                 rows.setdefault(name, {}).setdefault(split, []).append(row)

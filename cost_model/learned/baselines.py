@@ -83,16 +83,25 @@ class GbdtBaseline:
         self.rank_pairs = rank_pairs
         self.booster = None
 
-    def fit(self, records: Sequence[KernelRecord]) -> GbdtBaseline:
+    def fit(self, records: Sequence[KernelRecord], *, init: GbdtBaseline | None = None) -> GbdtBaseline:
+        """`init`: a fitted model of the same objective whose trees this one's boosting continues
+        from (e.g. a ranker fitted on another CPU's kernels), its feature width kept."""
         import xgboost as xgb
 
         width = max(flat_features(r).shape[1] for r in records)
+        if init is not None:
+            if init.booster is None or init.objective != self.objective:
+                raise ValueError(f"a warm start needs a fitted {self.objective} model, got a {'fitted ' if init.booster is not None else 'unfitted '}{init.objective} one")
+            if width > init.width:
+                raise ValueError(f"the records have {width} flat feature columns, the warm start's model {init.width}")
+            width = init.width
         self.width = width
         terms = [self._terms(r) for r in records]
         x = np.concatenate([self._rows(r, t) for r, t in zip(records, terms)])
         y = np.concatenate([np.log(r.config_runtime) - self._offset(t) for r, t in zip(records, terms)])
         qid = np.concatenate([np.full(r.num_configs, i) for i, r in enumerate(records)])
-        self.booster = xgb.train(self.params(), self._matrix(x, y, qid), num_boost_round=self.rounds)
+        self.booster = xgb.train(self.params(), self._matrix(x, y, qid), num_boost_round=self.rounds,
+                                 xgb_model=None if init is None else init.booster.copy())
         return self
 
     def params(self) -> dict[str, object]:
