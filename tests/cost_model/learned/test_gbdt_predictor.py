@@ -157,3 +157,23 @@ def test_relative_objective_fits_the_per_kernel_target(records: list[KernelRecor
         assert abs(float(np.median(pred))) < 0.2
     with pytest.raises(ValueError, match="objective"):
         GbdtBaseline(objective="lambdamart")
+
+
+def test_a_warm_start_continues_the_given_trees(records: list[KernelRecord]) -> None:
+    from cost_model.learned.baselines import GbdtBaseline
+
+    first = GbdtBaseline(objective="rank", rounds=30, depth=4).fit(records[:4])
+    fresh = GbdtBaseline(objective="rank", rounds=20, depth=4).fit(records[4:])
+    warm = GbdtBaseline(objective="rank", rounds=20, depth=4).fit(records[4:], init=first)
+    assert warm.booster.num_boosted_rounds() == 50 and first.booster.num_boosted_rounds() == 30  # the start's trees kept, not changed
+    assert warm.width == first.width
+    assert not np.allclose(warm.predict(records[0]), fresh.predict(records[0]))
+    # 30 rounds more on the same data as the start: still at least as good on it (pairwise rank, tau)
+    from scipy.stats import kendalltau
+
+    again = GbdtBaseline(objective="rank", rounds=30, depth=4).fit(records[:4], init=first)
+    assert all(kendalltau(again.predict(r), r.config_runtime).statistic >= kendalltau(first.predict(r), r.config_runtime).statistic - 0.02 for r in records[:4])
+    with pytest.raises(ValueError, match="warm start needs a fitted rank model"):
+        GbdtBaseline(objective="rank").fit(records[4:], init=GbdtBaseline(objective="relative", rounds=5).fit(records[:2]))
+    with pytest.raises(ValueError, match="unfitted"):
+        GbdtBaseline(objective="rank").fit(records[4:], init=GbdtBaseline(objective="rank"))
