@@ -218,7 +218,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 2
     ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-code-features", args.extra_code_features),
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
-                                         ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt")) if given]
+                                         ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt"), ("--warm-from", args.warm_from)) if given]
     if args.model != "gnn" and args.mse_weight is not None:  # the other models have no such term; silently ignoring it would mislead
         print(f"compiler-opt: error: costmodel train: --mse-weight only applies to --model gnn (got --model {args.model})", file=sys.stderr)
         return 2
@@ -268,7 +268,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, **depth)
+                                              extra=extra, members=members, warm_from=args.warm_from, **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -480,6 +480,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gbdt-ens with --code-features: s16 = the 35 counts of the sixteenth session (the default); nest = + the whole loop nest "
                             "(per level trip counts and bodies); s18 / nest18 = the same with the loop columns (loops, loop depth, innermost "
                             "bodies) read from natural loops, not text ranges; +z = every column also as its z-score over the kernel's candidates")
+    train.add_argument("--warm-from", metavar="FILE",
+                       help="gbdt-ens: continue boosting from this ranker file's trees (same members and code features), "
+                            "e.g. the shipped one fitted on another CPU")
     train.add_argument("--gbdt-members", metavar="OBJ,...",
                        help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations) and/or "
                             "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank; until the nineteenth "

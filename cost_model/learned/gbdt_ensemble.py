@@ -65,13 +65,18 @@ class GbdtEnsembleTilePredictor:
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
               depth: int = DEPTH, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False,
-              code_feature_set: str = "s16") -> GbdtEnsembleTilePredictor:
+              code_feature_set: str = "s16", init: GbdtEnsembleTilePredictor | None = None) -> GbdtEnsembleTilePredictor:
         """`code_features`: the records' config features end with the compiled-code block of
-        `code_feature_set` (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it."""
+        `code_feature_set` (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it.
+        `init`: a fitted ensemble of the same members whose trees each member's boosting continues from
+        (twenty-fourth session: a host's ranker boosted on top of another CPU's, RESULTS (i))."""
         flag = ({"code_features": True} | ({"code_feature_set": code_feature_set} if code_feature_set != "s16" else {})) if code_features else {}
+        if init is not None and [m.gbdt.objective for m in init.members] != [objective for objective, _, _ in members]:
+            raise ValueError(f"the warm start's members are {[m.gbdt.objective for m in init.members]}, this ensemble's "
+                             f"{[objective for objective, _, _ in members]}")
         fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs,
-                                          extra=flag)
-                  for objective, offset, pairs in members]
+                                          extra=flag, init=None if init is None else init.members[i])
+                  for i, (objective, offset, pairs) in enumerate(members)]
         info = {"seed": seed, "rounds": rounds, "depth": depth, "members": [list(m) for m in members], "train_kernels": len(records)}
         return cls(fitted, extra=(extra or {}) | flag | {"train": info})
 
@@ -203,18 +208,32 @@ def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
                                  rounds: int = 400, depth: int = DEPTH, threads: int = 1, code_features: str | None = None,
                                  code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
-                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS) -> dict[str, Any]:
+                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS, warm_from: str | None = None) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
     folder; the model then reads the compiled-code block (kernels without cached features left out).
-    `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`)."""
+    `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`).
+    `warm_from`: a gbdt-ens file of the same members and code features whose trees the boosting continues from."""
     check_depth(depth)  # before any data is read or file written
+    init = None
+    if warm_from:
+        init = GbdtEnsembleTilePredictor.load(warm_from)
+        reads = init.extra.get("code_feature_set", "s16") if init.extra.get("code_features") else None
+        wanted = code_feature_set if code_features else None
+        if reads != wanted:
+            raise DatasetError(f"the warm start reads code feature set {reads!r}, this fit {wanted!r} (--code-features / --code-feature-set)", file=warm_from)
+        if [m.gbdt.objective for m in init.members] != [objective for objective, _, _ in members]:
+            raise DatasetError(f"the warm start's members are {[m.gbdt.objective for m in init.members]}, this fit's "
+                               f"{[objective for objective, _, _ in members]} (--gbdt-members)", file=warm_from)
     config = {"model": "gbdt-ens", "members": [list(m) for m in members], "split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})
+    if init is not None:  # what the trees it starts from were fitted on
+        config["warm_from"] = {"file": os.path.basename(warm_from or ""), "hosts": init.extra.get("hosts", []),
+                               "timing_protocols": init.extra.get("timing_protocols", []), "data": init.extra.get("data")}
     return fit_and_save_tile_ranker(
         data_dir, output,
         lambda train: GbdtEnsembleTilePredictor.train(train, members=members, seed=seed, rounds=rounds, depth=depth, threads=threads,
-                                                      code_features=bool(code_features), code_feature_set=code_feature_set),
+                                                      code_features=bool(code_features), code_feature_set=code_feature_set, init=init),
         config, code_features=code_features, code_feature_set=code_feature_set, extra=extra,
     )

@@ -57,10 +57,13 @@ class GbdtTilePredictor:
 
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, seed: int = 0, rounds: int = 400, depth: int = 6, threads: int = 1,
-              objective: str = "rank", rank_pairs: int | None = None, extra: dict[str, Any] | None = None) -> GbdtTilePredictor:
+              objective: str = "rank", rank_pairs: int | None = None, extra: dict[str, Any] | None = None,
+              init: GbdtTilePredictor | None = None) -> GbdtTilePredictor:
+        """`init`: a fitted ranker whose trees the boosting continues from (`GbdtBaseline.fit(init=)`)."""
         if not records or any(r.layout_form for r in records):
             raise DatasetError("a GBDT tile ranker trains on tile-form records (config_feat), got none or layout-form ones")
-        gbdt = GbdtBaseline(seed=seed, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=rank_pairs).fit(records)
+        gbdt = GbdtBaseline(seed=seed, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=rank_pairs).fit(
+            records, init=None if init is None else init.gbdt)
         info = {"seed": seed, "rounds": rounds, "depth": depth, "train_kernels": len(records)}
         return cls(gbdt, (extra or {}) | {"train": info, "config_features": int(records[0].config_feat.shape[1])})
 

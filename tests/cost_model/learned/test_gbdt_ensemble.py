@@ -290,3 +290,26 @@ def test_the_default_tile_ranker_and_the_one_a_file_names() -> None:
     with pytest.raises(ValueError, match="suffix"):
         tile_ranker_for("model.bin")
     assert isinstance(load_tile_ranker(tile_ranker_for()), GbdtEnsembleTilePredictor)  # the packaged default loads
+
+
+def test_costmodel_train_warm_from_continues_a_ranker(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    start, warm = tmp_path / "start.json", tmp_path / "warm.json"
+    common = ["--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "4"]
+    assert main(["costmodel", "train", str(data), "-o", str(start), *common]) == 0
+    assert main(["costmodel", "train", str(data), "-o", str(warm), *common, "--warm-from", str(start)]) == 0
+    first, second = load_tile_ranker("gbdt-ens", start), load_tile_ranker("gbdt-ens", warm)
+    rounds = first.members[0].gbdt.booster.num_boosted_rounds()
+    assert second.members[0].gbdt.booster.num_boosted_rounds() == 2 * rounds  # the start's trees + as many new ones
+    assert second.extra["train_config"]["warm_from"]["file"] == "start.json"
+    capsys.readouterr()
+    # a start of other members or other columns is refused before anything is written
+    assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "x.json"), *common, "--gbdt-members", "rank,relative", "--warm-from", str(start)]) != 0
+    assert not (tmp_path / "x.json").exists()
+    assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "y.ubj"), "--model", "gbdt", "--warm-from", str(start)]) == 2
+    assert "--warm-from" in capsys.readouterr().err and not (tmp_path / "y.ubj").exists()
