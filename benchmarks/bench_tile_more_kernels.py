@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     fixed = [(f"fixed {Path(path).name}", load_fixed_ranker(path, args.code_feature_set if args.code_features else None)) for path in args.fixed]
     warm = None
     if args.warm_from:
+        from cost_model.learned.baselines import GbdtBaseline
+
+        if not isinstance(make_tile_ranker(args.ranker), GbdtBaseline):
+            parser.error(f"--warm-from needs a single XGBoost model as --ranker (e.g. rank-all-d10), got {args.ranker}")
         members = getattr(load_fixed_ranker(args.warm_from, args.code_feature_set if args.code_features else None), "members", None)
         if members is None or len(members) != 1:
             raise SystemExit(f"{args.warm_from}: --warm-from takes a one-member gbdt-ens file")

@@ -36,11 +36,6 @@ __all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
 
-
-def packaged_host_ensemble(cpu: str) -> Path:
-    """Where the package keeps the ranker fitted on kernels of the CPU LLVM names `cpu` (twenty-fourth
-    session: a tile ranker is its host's; RESULTS (i)). `packaged()` prefers it to the default file."""
-    return PACKAGED_GBDT_ENSEMBLE.with_name(f"tile_gbdt_ens.{cpu}.json")
 # (GbdtBaseline objective, model seed offset, rank pairs per configuration or None). Fourteenth to
 # eighteenth session: the pairwise rank model over all pairs of a kernel's 50 configurations + the
 # regression of log runtime over the kernel's median, depth 6 (`MEMBERS_S14`). Nineteenth session,
@@ -48,6 +43,12 @@ def packaged_host_ensemble(cpu: str) -> Path:
 MEMBERS: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50),)
 DEPTH = 10
 MEMBERS_S14: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("relative", 0, None))  # with depth 6
+
+
+def packaged_host_ensemble(cpu: str) -> Path:
+    """Where the package keeps the ranker fitted on kernels of the CPU LLVM names `cpu` (twenty-fourth
+    session: a tile ranker is its host's; RESULTS (i)). `packaged()` prefers it to the default file."""
+    return PACKAGED_GBDT_ENSEMBLE.with_name(f"tile_gbdt_ens.{cpu}.json")
 
 
 class GbdtEnsembleTilePredictor:
