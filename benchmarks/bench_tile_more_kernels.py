@@ -145,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def load_fixed_ranker(path: str, feature_set: str | None) -> Any:
     """A fitted tile ranker file for a `--fixed` row; refuses one that reads other columns than the rows'."""
+    from cost_model.learned.gbdt_predictor import code_feature_set_read
     from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
 
     ranker = load_tile_ranker(tile_ranker_for(path), path)
-    extra = getattr(ranker, "extra", {}) or {}
-    reads = (extra.get("code_feature_set", "s16") if extra.get("code_features") else None)
+    reads = code_feature_set_read(getattr(ranker, "extra", {}) or {})
     if reads != feature_set:
         raise SystemExit(f"{path}: the ranker reads code feature set {reads!r}, the rows carry {feature_set!r} (--code-features / --code-feature-set)")
     return ranker

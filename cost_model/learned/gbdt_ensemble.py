@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cost_model.learned.baselines import flat_rows
-from cost_model.learned.gbdt_predictor import GbdtTilePredictor, fit_and_save_tile_ranker
+from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
@@ -72,9 +72,9 @@ class GbdtEnsembleTilePredictor:
         `init`: a fitted ensemble of the same members whose trees each member's boosting continues from
         (twenty-fourth session: a host's ranker boosted on top of another CPU's, RESULTS (i))."""
         flag = ({"code_features": True} | ({"code_feature_set": code_feature_set} if code_feature_set != "s16" else {})) if code_features else {}
-        if init is not None and [m.gbdt.objective for m in init.members] != [objective for objective, _, _ in members]:
-            raise ValueError(f"the warm start's members are {[m.gbdt.objective for m in init.members]}, this ensemble's "
-                             f"{[objective for objective, _, _ in members]}")
+        mismatch = None if init is None else members_mismatch(init, members)
+        if mismatch:
+            raise ValueError(mismatch)
         fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs,
                                           extra=flag, init=None if init is None else init.members[i])
                   for i, (objective, offset, pairs) in enumerate(members)]
@@ -183,6 +183,12 @@ def _member_ubj(entry: dict[str, Any]) -> bytes:
     return raw
 
 
+def members_mismatch(init: GbdtEnsembleTilePredictor, members: Sequence[tuple[str, int, int | None]]) -> str | None:
+    """Why `init` cannot start an ensemble of `members` (each member continues the one at its place), or None."""
+    have, want = [m.gbdt.objective for m in init.members], [objective for objective, _, _ in members]
+    return None if have == want else f"the warm start's members are {have}, this ensemble's {want}"
+
+
 def check_depth(depth: int) -> int:
     """A member tree depth XGBoost accepts here (1-16); ValueError otherwise."""
     if not 1 <= depth <= 16:
@@ -218,14 +224,13 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
     check_depth(depth)  # before any data is read or file written
     init = None
     if warm_from:
-        init = GbdtEnsembleTilePredictor.load(warm_from)
-        reads = init.extra.get("code_feature_set", "s16") if init.extra.get("code_features") else None
-        wanted = code_feature_set if code_features else None
+        init = GbdtEnsembleTilePredictor.load(warm_from)  # checked here, before any data is read
+        reads, wanted = code_feature_set_read(init.extra), code_feature_set if code_features else None
         if reads != wanted:
             raise DatasetError(f"the warm start reads code feature set {reads!r}, this fit {wanted!r} (--code-features / --code-feature-set)", file=warm_from)
-        if [m.gbdt.objective for m in init.members] != [objective for objective, _, _ in members]:
-            raise DatasetError(f"the warm start's members are {[m.gbdt.objective for m in init.members]}, this fit's "
-                               f"{[objective for objective, _, _ in members]} (--gbdt-members)", file=warm_from)
+        mismatch = members_mismatch(init, members)
+        if mismatch:
+            raise DatasetError(f"{mismatch} (--gbdt-members)", file=warm_from)
     config = {"model": "gbdt-ens", "members": [list(m) for m in members], "split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})

@@ -29,7 +29,7 @@ import numpy as np
 from cost_model.learned.baselines import GbdtBaseline, flat_rows
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "ranker_metrics", "train_gbdt_and_save", "training_hosts"]
+__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "code_feature_set_read", "ranker_metrics", "train_gbdt_and_save", "training_hosts"]
 
 FORMAT = "compiler-opt-gbdt-tile/1"
 PACKAGED_GBDT_MODEL = Path(__file__).with_name("tile_gbdt.ubj")
@@ -183,6 +183,11 @@ def ranker_metrics(ranker: Any, records: Sequence[KernelRecord]) -> dict[str, fl
 
     rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in records]
     return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
+
+
+def code_feature_set_read(extra: dict[str, Any]) -> str | None:
+    """The compiled-code feature set a tile ranker reads, from its extra (None: code-blind)."""
+    return extra.get("code_feature_set", "s16") if extra.get("code_features") else None
 
 
 def training_hosts(records: Sequence[KernelRecord]) -> dict[str, list[str]]:

@@ -260,7 +260,8 @@ class Harness:
         if retest_count:
             chosen = self.rng.choice(list(todo), size=retest_count, replace=False).tolist()
             if self.retest_fillers:  # every configuration runs again, so the retested ones see the main pass's cache pressure
-                retested = {c: v for c, v in self._rounds(todo, self.repeats).items() if c in set(chosen)}
+                keep = set(chosen)
+                retested = {c: v for c, v in self._rounds(todo, self.repeats).items() if c in keep}
             else:
                 retested = self._rounds({c: todo[c] for c in chosen}, self.repeats)
         for config in todo:
