@@ -1,6 +1,7 @@
 """The tile autotuner against the exhaustive optimum, measured for real on a model's kernels.
 
-    PYTHONPATH=. python benchmarks/bench_autotune_exhaustive.py examples/small_cnn.onnx --budget 100 [--seed 0]
+    PYTHONPATH=. python benchmarks/bench_autotune_exhaustive.py examples/small_cnn.onnx [MORE MODELS] --budget 100 [--seed 0] [--max-flops 8e6]
+    PYTHONPATH=. python benchmarks/bench_autotune_exhaustive.py --rescore SAVED.json --rankers NAME:FILE,...
 
 For every dot/conv/reduce kernel of the model, the `budget` candidates `autotune` would rank
 (`kernel_configs(space, seed, budget)`) are ALL compiled, checked against the unscheduled kernel
@@ -16,6 +17,13 @@ older file beside its refit on the same labels); none trained on these kernels' 
 (`tune_candidates(..., extra_k=--extra-k)`, run on the labels: the top-k, and `--extra-k` more when
 the measured top-k disagree with the ranker's order). Prints a markdown table; writes
 benchmarks/results/bench_autotune_exhaustive.json.
+
+Twenty-fifth session: several model files in one run (their distinct kernels pooled), `--max-flops`
+(each kernel scaled down the way `costmodel collect` scales the suite's, so kernels of models nobody
+trained on can be timed at the dataset's sizes), each ranker's Kendall tau over the candidates, and
+every label kept in the JSON (kind, dims, configurations, seconds) so that `--rescore JSON` scores
+rankers on the same labels later without timing anything (a ranker fitted after the labels were
+taken is scored on exactly them).
 """
 
 from __future__ import annotations
@@ -33,7 +41,10 @@ RESULTS = Path(__file__).resolve().parent / "results" / "bench_autotune_exhausti
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="a model file (ONNX, HLO, ...)")
+    parser.add_argument("model", nargs="*", help="model files (ONNX, HLO, ...); their distinct kernels are pooled")
+    parser.add_argument("--max-flops", type=float, default=None,
+                        help="scale each kernel down to at most this many FLOPs, as `costmodel collect --max-flops` does (default: real sizes)")
+    parser.add_argument("--rescore", default=None, help="a JSON this bench wrote: score --rankers on its labels, timing nothing")
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--top-k", type=int, default=5)
@@ -47,22 +58,12 @@ def main(argv: list[str] | None = None) -> int:
                              "autotuner timed single calls, 7 rounds)")
     args = parser.parse_args(argv)
 
-    import graph_ir
-    from bench_costmodel import tuner_measurements
-    from cost_model.learned.metrics import top_k_slowdown
-    from cost_model.learned.predictor import load_tile_ranker
-    from cost_model.measure.harness import noise_floor
-    from cost_model.measure.tile.collect import TILE_PROTOCOL, kernel_configs, protocol_named, tile_harness
-    from cost_model.measure.tile.kernels import build_kernel
-    from cost_model.measure.tile.shapes import _nodes, kernels_from_node
-    from cost_model.measure.tile.space import TileSpace
-    from cost_model.profiling.cache import ProfileCache
-    from passes import run_pipeline
-    from passes.autotune.search import random_search_measurements, tune_candidates
-    from passes.autotune.tile import TileTuner, tvm_threads
+    if bool(args.rescore) == bool(args.model):
+        parser.error("give the model files to time, or --rescore JSON to score saved labels (one of the two)")
 
-    graph = run_pipeline(graph_ir.load(args.model), "shape-infer").graph
-    specs = {spec.signature: spec for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None}
+    import graph_ir
+    from cost_model.learned.predictor import load_tile_ranker
+
     rankers = {}
     for entry in (e.strip() for e in args.rankers.split(",") if e.strip()):
         name, _, path = entry.partition(":")
@@ -70,50 +71,127 @@ def main(argv: list[str] | None = None) -> int:
             rankers[f"{name} ({Path(path).name})" if path else name] = load_tile_ranker(name, path or None)
         except (ValueError, OSError, graph_ir.CompilerOptError) as error:
             parser.error(f"--rankers {entry}: {error}")
+    if args.rescore:
+        try:
+            meta, labelled = _saved_labels(Path(args.rescore))
+        except (OSError, ValueError, KeyError) as error:
+            parser.error(f"--rescore {args.rescore}: {error}")
+    else:
+        meta, labelled = _timed_labels(args)
+    rows = []
+    for space, candidates, row in labelled:
+        _score(row, space, candidates, rankers, top_k=args.top_k, extra_k=args.extra_k)
+        rows.append(row)
+        print(f"{row['kernel']}: {len(candidates)} configs, best {row['best_us']:.1f} us, spread {row['spread']:.1f}x; "
+              + "; ".join(f"{n}: top-{args.top_k} +{row[n]['topk_slowdown']:.1%}, tau {row[n]['tau']:.2f}, {row[n]['meas_to_2pct']} meas."
+                          + (f", gate +{row[n]['gate_slowdown']:.1%} in {row[n]['gate_measurements']}" if args.extra_k > 0 else "") for n in rankers)
+              + f"; random {row['random_meas']:.1f} meas. ({row['measure_s']:.0f} s)", flush=True)
+    if not rows:
+        print("no dot/conv/reduce kernels in these models", file=sys.stderr)
+        return 1
+    floor = meta["noise_floor"]
+    print(f"\ntest-retest noise floor |min2/min1-1| over {floor['pairs']} pairs: median {floor['median']:.3f}, p90 {floor['p90']:.3f}")
+    print(f"\n| ranker | kernels | best of top-{args.top_k} over exhaustive best (mean, max) | kernels within 2% | top-1 slowdown (mean) | "
+          f"Kendall tau (mean) | meas. to <=2% (mean) | random meas. (mean) |"
+          + (" gate: best over exhaustive (mean, max) | gate: within 2% | gate: measurements (mean) |" if args.extra_k > 0 else ""))
+    print("|---|---:|---|---:|---:|---:|---:|---:|" + ("---|---:|---:|" if args.extra_k > 0 else ""))
+    for name in rankers:
+        slow = [r[name]["topk_slowdown"] for r in rows]
+        print(f"| {name} | {len(rows)} | +{np.mean(slow):.1%}, +{max(slow):.1%} | {sum(s <= 0.02 for s in slow)} | {np.mean([r[name]['top1_slowdown'] for r in rows]):.1%} | "
+              f"{np.mean([r[name]['tau'] for r in rows]):.3f} | {np.mean([r[name]['meas_to_2pct'] for r in rows]):.1f} | {np.mean([r['random_meas'] for r in rows]):.1f} |"
+              + (f" +{np.mean([r[name]['gate_slowdown'] for r in rows]):.1%}, +{max(r[name]['gate_slowdown'] for r in rows):.1%} | "
+                 f"{sum(r[name]['gate_slowdown'] <= 0.02 for r in rows)} | {np.mean([r[name]['gate_measurements'] for r in rows]):.1f} |" if args.extra_k > 0 else ""))
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = out.with_name(out.name + ".tmp")
+    scratch.write_text(json.dumps(meta | {"rankers": list(rankers), "rows": rows}, indent=1), encoding="utf-8")
+    scratch.replace(out)
+    return 0
+
+
+def _timed_labels(args: argparse.Namespace) -> tuple[dict, list]:
+    """Every candidate of every distinct kernel of the models, compiled, checked and timed in one pass."""
+    import graph_ir
+    from cost_model.measure.harness import noise_floor
+    from cost_model.measure.tile.collect import TILE_PROTOCOL, kernel_configs, protocol_named, tile_harness
+    from cost_model.measure.tile.kernels import build_kernel
+    from cost_model.measure.tile.shapes import _nodes, kernels_from_node, scale_to_budget
+    from cost_model.measure.tile.space import TileSpace
+    from cost_model.profiling.cache import ProfileCache
+    from passes import run_pipeline
+    from passes.autotune.search import random_search_measurements
+    from passes.autotune.tile import TileTuner, tvm_threads
+
+    specs = {}
+    for model in args.model:
+        graph = run_pipeline(graph_ir.load(model), "shape-infer").graph
+        for node in _nodes(graph):
+            spec = kernels_from_node(node)
+            if spec is not None and args.max_flops is not None:
+                spec = scale_to_budget(spec, args.max_flops)
+            if spec is not None:
+                specs.setdefault(spec.signature, (spec, Path(model).name))
     protocol = protocol_named(args.timing_protocol) if args.timing_protocol else TILE_PROTOCOL
     cache_path = Path(args.json).with_suffix(".sqlite")
     cache_path.unlink(missing_ok=True)  # every label from this one run
-    rows, retest = [], []
+    labelled, retest = [], []
     with ProfileCache(str(cache_path)) as cache:
         harness = tile_harness(cache, protocol=protocol, threads=tvm_threads(), retest_fraction=0.1, seed=args.seed)
         tuner = TileTuner(None, harness, budget=args.budget, top_k=args.top_k, seed=args.seed, sample_s=protocol.sample_s)
-        for signature, spec in specs.items():
+        for signature, (spec, model) in specs.items():
             space = TileSpace(build_kernel(spec))
             candidates = kernel_configs(space, args.seed, args.budget)
             began = time.perf_counter()
             seconds = np.array(tuner.measure(space, candidates))
             measure_s = time.perf_counter() - began
             retest += [cache_pair for c in candidates if (cache_pair := _retest(harness, signature, c.text())) is not None]
-            row = {"kernel": signature, "candidates": len(candidates), "best_us": float(seconds.min() * 1e6), "spread": float(seconds.max() / seconds.min()),
-                   "random_meas": random_search_measurements(seconds, seconds.min() * 1.02, seed=args.seed), "measure_s": measure_s}
-            for name, ranker in rankers.items():
-                scores = np.asarray(ranker.rank(space, candidates))
-                row[name] = {"topk_slowdown": top_k_slowdown(scores, seconds, args.top_k), "top1_slowdown": top_k_slowdown(scores, seconds, 1),
-                             "meas_to_2pct": tuner_measurements(scores, seconds)}
-                if args.extra_k > 0:  # the autotuner's own step on these labels
-                    gated = tune_candidates(list(range(len(candidates))), rank=lambda _: scores, measure=lambda idx: [float(seconds[i]) for i in idx],
-                                            top_k=args.top_k, extra_k=args.extra_k)
-                    row[name] |= {"gate_slowdown": float(gated.best_seconds / seconds.min() - 1), "gate_measurements": gated.measurements,
-                                  "gate_agreement": gated.agreement}
-            rows.append(row)
-            print(f"{signature}: {len(candidates)} configs, best {row['best_us']:.1f} us, spread {row['spread']:.1f}x; "
-                  + "; ".join(f"{n}: top-{args.top_k} +{row[n]['topk_slowdown']:.1%}, {row[n]['meas_to_2pct']} meas."
-                              + (f", gate +{row[n]['gate_slowdown']:.1%} in {row[n]['gate_measurements']}" if args.extra_k > 0 else "") for n in rankers)
-                  + f"; random {row['random_meas']:.1f} meas. ({measure_s:.0f} s)", flush=True)
-    floor = noise_floor(retest)
-    print(f"\ntest-retest noise floor |min2/min1-1| over {floor['pairs']} pairs: median {floor['median']:.3f}, p90 {floor['p90']:.3f}")
-    print(f"\n| ranker | kernels | best of top-{args.top_k} over exhaustive best (mean, max) | kernels within 2% | top-1 slowdown (mean) | meas. to <=2% (mean) | random meas. (mean) |"
-          + (" gate: best over exhaustive (mean, max) | gate: within 2% | gate: measurements (mean) |" if args.extra_k > 0 else ""))
-    print("|---|---:|---|---:|---:|---:|---:|" + ("---|---:|---:|" if args.extra_k > 0 else ""))
-    for name in rankers:
-        slow = [r[name]["topk_slowdown"] for r in rows]
-        print(f"| {name} | {len(rows)} | +{np.mean(slow):.1%}, +{max(slow):.1%} | {sum(s <= 0.02 for s in slow)} | {np.mean([r[name]['top1_slowdown'] for r in rows]):.1%} | "
-              f"{np.mean([r[name]['meas_to_2pct'] for r in rows]):.1f} | {np.mean([r['random_meas'] for r in rows]):.1f} |"
-              + (f" +{np.mean([r[name]['gate_slowdown'] for r in rows]):.1%}, +{max(r[name]['gate_slowdown'] for r in rows):.1%} | "
-                 f"{sum(r[name]['gate_slowdown'] <= 0.02 for r in rows)} | {np.mean([r[name]['gate_measurements'] for r in rows]):.1f} |" if args.extra_k > 0 else ""))
-    Path(args.json).write_text(json.dumps({"model": args.model, "budget": args.budget, "seed": args.seed, "timing_protocol": protocol.name,
-                                           "noise_floor": floor, "rows": rows}, indent=1), encoding="utf-8")
-    return 0
+            labelled.append((space, candidates, {
+                "kernel": signature, "model": model, "kind": spec.kind, "dims": list(spec.dims), "candidates": len(candidates),
+                "best_us": float(seconds.min() * 1e6), "spread": float(seconds.max() / seconds.min()),
+                "random_meas": random_search_measurements(seconds, seconds.min() * 1.02, seed=args.seed), "measure_s": measure_s,
+                "configs": [c.text() for c in candidates], "seconds": seconds.tolist()}))
+    meta = {"model": list(args.model), "max_flops": args.max_flops, "budget": args.budget, "seed": args.seed,
+            "timing_protocol": protocol.name, "noise_floor": noise_floor(retest)}
+    return meta, labelled
+
+
+def _saved_labels(path: Path) -> tuple[dict, list]:
+    """The labels a timed run kept, with each kernel's candidates rebuilt (and checked to be the same ones)."""
+    from cost_model.measure.tile.collect import kernel_configs
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
+    from cost_model.measure.tile.space import TileSpace
+
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    labelled = []
+    for row in saved["rows"]:
+        if "seconds" not in row:
+            raise ValueError(f"row {row.get('kernel')!r} has no labels (written before the twenty-fifth session); time it again")
+        space = TileSpace(build_kernel(KernelSpec(row["kind"], tuple(row["dims"]))))
+        candidates = kernel_configs(space, saved["seed"], saved["budget"])
+        if [c.text() for c in candidates] != row["configs"]:
+            raise ValueError(f"kernel {row['kernel']}: this checkout draws other candidates than the saved ones (the tile space changed)")
+        keep = {k: v for k, v in row.items() if k in ("kernel", "model", "kind", "dims", "candidates", "best_us", "spread", "random_meas",
+                                                       "measure_s", "configs", "seconds")}
+        labelled.append((space, candidates, keep))
+    return {k: v for k, v in saved.items() if k not in ("rows", "rankers")} | {"rescored_from": str(path)}, labelled
+
+
+def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: int, extra_k: int) -> None:
+    """Each ranker's order over the candidates, scored on the row's labels (in place)."""
+    from bench_costmodel import tuner_measurements
+    from cost_model.learned.metrics import kendall_tau, top_k_slowdown
+    from passes.autotune.search import tune_candidates
+
+    seconds = np.asarray(row["seconds"])
+    for name, ranker in rankers.items():
+        scores = np.asarray(ranker.rank(space, candidates))
+        row[name] = {"topk_slowdown": top_k_slowdown(scores, seconds, top_k), "top1_slowdown": top_k_slowdown(scores, seconds, 1),
+                     "tau": kendall_tau(scores, seconds), "meas_to_2pct": tuner_measurements(scores, seconds)}
+        if extra_k > 0:  # the autotuner's own step on these labels
+            gated = tune_candidates(list(range(len(candidates))), rank=lambda _, s=scores: s, measure=lambda idx, s=seconds: [float(s[i]) for i in idx],
+                                    top_k=top_k, extra_k=extra_k)
+            row[name] |= {"gate_slowdown": float(gated.best_seconds / seconds.min() - 1), "gate_measurements": gated.measurements,
+                          "gate_agreement": gated.agreement}
 
 
 def _retest(harness, signature: str, config: str) -> tuple[float, float] | None:  # noqa: ANN001 - a Harness
