@@ -178,6 +178,7 @@ def _saved_labels(path: Path) -> tuple[dict, list]:
 
 def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: int, extra_k: int) -> None:
     """Each ranker's order over the candidates, scored on the row's labels (in place)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script, also when loaded as a module
     from bench_costmodel import tuner_measurements
     from cost_model.learned.metrics import kendall_tau, top_k_slowdown
     from passes.autotune.search import tune_candidates

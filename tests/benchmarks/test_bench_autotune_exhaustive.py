@@ -1,0 +1,43 @@
+"""`benchmarks/bench_autotune_exhaustive.py`: real kernels of the bundled model timed once (scaled down,
+three candidates each), the labels kept, and `--rescore` scoring the same labels again without timing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.benchmark_scripts import benchmark_script
+from tests.conftest import REPO_ROOT
+
+pytest.importorskip("scipy")
+pytest.importorskip("tvm")
+pytest.importorskip("xgboost")
+
+
+def test_labels_are_kept_and_rescored_without_timing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    timed, again = tmp_path / "timed.json", tmp_path / "again.json"
+    with benchmark_script("bench_autotune_exhaustive") as bench:
+        assert bench.main([str(REPO_ROOT / "examples" / "small_cnn.onnx"), "--max-flops", "2e5", "--budget", "3", "--top-k", "1",
+                           "--extra-k", "0", "--rankers", "gbdt", "--timing-protocol", "short", "--json", str(timed)]) == 0
+        saved = json.loads(timed.read_text())
+        assert saved["max_flops"] == 2e5 and saved["rankers"] == ["gbdt"]
+        rows = saved["rows"]
+        assert len(rows) == len({r["kernel"] for r in rows}) >= 3  # distinct kernels, each scaled to the cap
+        for row in rows:
+            assert len(row["configs"]) == len(row["seconds"]) == row["candidates"] == 3
+            assert min(row["seconds"]) * 1e6 == pytest.approx(row["best_us"])
+            assert -1.0 <= row["gbdt"]["tau"] <= 1.0 and row["gbdt"]["top1_slowdown"] >= 0.0
+        assert bench.main(["--rescore", str(timed), "--top-k", "1", "--extra-k", "0", "--rankers", "gbdt", "--json", str(again)]) == 0
+        rescored = json.loads(again.read_text())
+        assert rescored["rescored_from"] == str(timed)
+        for first, second in zip(rows, rescored["rows"], strict=True):
+            assert second["seconds"] == first["seconds"] and second["measure_s"] == first["measure_s"]
+            assert second["gbdt"] == pytest.approx(first["gbdt"])  # same ranker, same labels: same scores
+        # labels for other candidates than this checkout draws are refused, naming the kernel
+        saved["rows"][0]["configs"] = saved["rows"][0]["configs"][::-1]
+        timed.write_text(json.dumps(saved))
+        with pytest.raises(SystemExit):
+            bench.main(["--rescore", str(timed), "--rankers", "gbdt", "--json", str(again)])
+        with pytest.raises(SystemExit):  # neither models nor saved labels
+            bench.main(["--rankers", "gbdt", "--json", str(again)])
