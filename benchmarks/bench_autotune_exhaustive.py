@@ -138,7 +138,9 @@ def _timed_labels(args: argparse.Namespace) -> tuple[dict, list]:
     with ProfileCache(str(cache_path)) as cache:
         harness = tile_harness(cache, protocol=protocol, threads=tvm_threads(), retest_fraction=0.1, seed=args.seed)
         tuner = TileTuner(None, harness, budget=args.budget, top_k=args.top_k, seed=args.seed, sample_s=protocol.sample_s)
-        for signature, (spec, model) in specs.items():
+        from tqdm import tqdm
+
+        for signature, (spec, model) in tqdm(specs.items(), desc="kernels timed", unit="kernel", file=sys.stderr):
             space = TileSpace(build_kernel(spec))
             candidates = kernel_configs(space, args.seed, args.budget)
             began = time.perf_counter()
@@ -184,8 +186,9 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
     from passes.autotune.search import tune_candidates
 
     seconds = np.asarray(row["seconds"])
+    shared: dict[str, np.ndarray] = {}  # config rows by code feature set: each candidate compiled once for all gbdt-ens files
     for name, ranker in rankers.items():
-        scores = np.asarray(ranker.rank(space, candidates))
+        scores = np.asarray(_ranked(ranker, space, candidates, shared))
         row[name] = {"topk_slowdown": top_k_slowdown(scores, seconds, top_k), "top1_slowdown": top_k_slowdown(scores, seconds, 1),
                      "tau": kendall_tau(scores, seconds), "meas_to_2pct": tuner_measurements(scores, seconds)}
         if extra_k > 0:  # the autotuner's own step on these labels
@@ -193,6 +196,22 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
                                     top_k=top_k, extra_k=extra_k)
             row[name] |= {"gate_slowdown": float(gated.best_seconds / seconds.min() - 1), "gate_measurements": gated.measurements,
                           "gate_agreement": gated.agreement}
+
+
+def _ranked(ranker: object, space: object, candidates: list, shared: dict[str, np.ndarray]) -> np.ndarray:
+    """`ranker.rank(space, candidates)`; a gbdt-ens ranker reads its config rows (compiled-code features
+    included) from `shared` when another one with the same feature set has built them."""
+    members = getattr(ranker, "members", None)
+    if not members or not hasattr(ranker, "rank_rows"):
+        return ranker.rank(space, candidates)
+    from cost_model.measure.tile.dataset import kernel_graph
+
+    extra = members[0].extra
+    key = str(extra.get("code_feature_set", "s16")) if extra.get("code_features") else "none"
+    if key not in shared:
+        shared[key] = members[0].config_rows(space, candidates)
+    feats, opcodes, _ = kernel_graph(space.kernel)
+    return ranker.rank_rows(feats, opcodes, shared[key])
 
 
 def _retest(harness, signature: str, config: str) -> tuple[float, float] | None:  # noqa: ANN001 - a Harness

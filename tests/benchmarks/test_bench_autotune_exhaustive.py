@@ -34,6 +34,14 @@ def test_labels_are_kept_and_rescored_without_timing(tmp_path) -> None:  # type:
         for first, second in zip(rows, rescored["rows"], strict=True):
             assert second["seconds"] == first["seconds"] and second["measure_s"] == first["measure_s"]
             assert second["gbdt"] == pytest.approx(first["gbdt"])  # same ranker, same labels: same scores
+        # gbdt-ens files share one compile of each candidate and score as their own rank() does
+        from cost_model.learned.predictor import load_tile_ranker
+
+        ranker = load_tile_ranker("gbdt-ens")
+        space, candidates, _ = bench._saved_labels(timed)[1][0]
+        shared: dict = {}
+        assert bench._ranked(ranker, space, candidates, shared).tolist() == pytest.approx(ranker.rank(space, candidates).tolist())
+        assert len(shared) == 1 and bench._ranked(ranker, space, candidates, shared).tolist() == pytest.approx(ranker.rank(space, candidates).tolist())
         # labels for other candidates than this checkout draws are refused, naming the kernel
         saved["rows"][0]["configs"] = saved["rows"][0]["configs"][::-1]
         timed.write_text(json.dumps(saved))
