@@ -78,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--rescore {args.rescore}: {error}")
     else:
         meta, labelled = _timed_labels(args)
+    rows_path = Path(args.rescore or args.json).with_suffix(".rows.npz")  # beside the labels: gbdt-ens config rows (compiled-code features) for later rescoring
+    rows_cache = dict(np.load(rows_path)) if rows_path.is_file() else {}
+    known = len(rows_cache)
     rows = []
     for space, candidates, row in labelled:
-        _score(row, space, candidates, rankers, top_k=args.top_k, extra_k=args.extra_k)
+        _score(row, space, candidates, rankers, top_k=args.top_k, extra_k=args.extra_k, shared=rows_cache)
         rows.append(row)
         print(f"{row['kernel']}: {len(candidates)} configs, best {row['best_us']:.1f} us, spread {row['spread']:.1f}x; "
               + "; ".join(f"{n}: top-{args.top_k} +{row[n]['topk_slowdown']:.1%}, tau {row[n]['tau']:.2f}, {row[n]['meas_to_2pct']} meas."
@@ -89,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print("no dot/conv/reduce kernels in these models", file=sys.stderr)
         return 1
+    if len(rows_cache) > known:
+        scratch = rows_path.with_name(rows_path.name + ".tmp.npz")
+        np.savez_compressed(scratch, **rows_cache)
+        scratch.replace(rows_path)
     floor = meta["noise_floor"]
     print(f"\ntest-retest noise floor |min2/min1-1| over {floor['pairs']} pairs: median {floor['median']:.3f}, p90 {floor['p90']:.3f}")
     print(f"\n| ranker | kernels | best of top-{args.top_k} over exhaustive best (mean, max) | kernels within 2% | top-1 slowdown (mean) | "
@@ -178,7 +185,7 @@ def _saved_labels(path: Path) -> tuple[dict, list]:
     return {k: v for k, v in saved.items() if k not in ("rows", "rankers")} | {"rescored_from": str(path)}, labelled
 
 
-def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: int, extra_k: int) -> None:
+def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: int, extra_k: int, shared: dict | None = None) -> None:
     """Each ranker's order over the candidates, scored on the row's labels (in place)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script, also when loaded as a module
     from bench_costmodel import tuner_measurements
@@ -186,9 +193,9 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
     from passes.autotune.search import tune_candidates
 
     seconds = np.asarray(row["seconds"])
-    shared: dict[str, np.ndarray] = {}  # config rows by code feature set: each candidate compiled once for all gbdt-ens files
+    shared = {} if shared is None else shared  # config rows by kernel and code feature set: each candidate compiled once
     for name, ranker in rankers.items():
-        scores = np.asarray(_ranked(ranker, space, candidates, shared))
+        scores = np.asarray(_ranked(ranker, space, candidates, shared, row["kernel"]))
         row[name] = {"topk_slowdown": top_k_slowdown(scores, seconds, top_k), "top1_slowdown": top_k_slowdown(scores, seconds, 1),
                      "tau": kendall_tau(scores, seconds), "meas_to_2pct": tuner_measurements(scores, seconds)}
         if extra_k > 0:  # the autotuner's own step on these labels
@@ -198,16 +205,17 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
                           "gate_agreement": gated.agreement}
 
 
-def _ranked(ranker: object, space: object, candidates: list, shared: dict[str, np.ndarray]) -> np.ndarray:
+def _ranked(ranker: object, space: object, candidates: list, shared: dict[str, np.ndarray], kernel: str = "") -> np.ndarray:
     """`ranker.rank(space, candidates)`; a gbdt-ens ranker reads its config rows (compiled-code features
-    included) from `shared` when another one with the same feature set has built them."""
+    included) from `shared` when another one with the same feature set has built them (for this kernel,
+    on this host: the rows file beside the JSON is this host's)."""
     members = getattr(ranker, "members", None)
     if not members or not hasattr(ranker, "rank_rows"):
         return ranker.rank(space, candidates)
     from cost_model.measure.tile.dataset import kernel_graph
 
     extra = members[0].extra
-    key = str(extra.get("code_feature_set", "s16")) if extra.get("code_features") else "none"
+    key = f"{kernel}|{extra.get('code_feature_set', 's16') if extra.get('code_features') else 'none'}"
     if key not in shared:
         shared[key] = members[0].config_rows(space, candidates)
     feats, opcodes, _ = kernel_graph(space.kernel)

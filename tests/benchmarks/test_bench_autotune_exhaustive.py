@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tests.benchmark_scripts import benchmark_script
@@ -42,6 +43,15 @@ def test_labels_are_kept_and_rescored_without_timing(tmp_path) -> None:  # type:
         shared: dict = {}
         assert bench._ranked(ranker, space, candidates, shared).tolist() == pytest.approx(ranker.rank(space, candidates).tolist())
         assert len(shared) == 1 and bench._ranked(ranker, space, candidates, shared).tolist() == pytest.approx(ranker.rank(space, candidates).tolist())
+        # the compiled rows are kept beside the labels, and a second rescore reads them
+        assert bench.main(["--rescore", str(timed), "--top-k", "1", "--extra-k", "0", "--rankers", "gbdt-ens", "--json", str(again)]) == 0
+        kept = tmp_path / "timed.rows.npz"
+        first = json.loads(again.read_text())["rows"]
+        assert kept.is_file() and len(np.load(kept).files) == len(rows)
+        stamp = kept.stat().st_mtime_ns
+        assert bench.main(["--rescore", str(timed), "--top-k", "1", "--extra-k", "0", "--rankers", "gbdt-ens", "--json", str(again)]) == 0
+        assert kept.stat().st_mtime_ns == stamp  # nothing new to keep
+        assert [r["gbdt-ens"] for r in json.loads(again.read_text())["rows"]] == [r["gbdt-ens"] for r in first]
         # labels for other candidates than this checkout draws are refused, naming the kernel
         saved["rows"][0]["configs"] = saved["rows"][0]["configs"][::-1]
         timed.write_text(json.dumps(saved))
