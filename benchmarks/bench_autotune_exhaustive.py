@@ -108,12 +108,31 @@ def main(argv: list[str] | None = None) -> int:
               f"{np.mean([r[name]['tau'] for r in rows]):.3f} | {np.mean([r[name]['meas_to_2pct'] for r in rows]):.1f} | {np.mean([r['random_meas'] for r in rows]):.1f} |"
               + (f" +{np.mean([r[name]['gate_slowdown'] for r in rows]):.1%}, +{max(r[name]['gate_slowdown'] for r in rows):.1%} | "
                  f"{sum(r[name]['gate_slowdown'] <= 0.02 for r in rows)} | {np.mean([r[name]['gate_measurements'] for r in rows]):.1f} |" if args.extra_k > 0 else ""))
+    for key in ("kind", "model"):
+        if len({r.get(key) for r in rows}) > 1:
+            print(group_table(rows, list(rankers), key, args.top_k))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = out.with_name(out.name + ".tmp")
     scratch.write_text(json.dumps(meta | {"rankers": list(rankers), "rows": rows}, indent=1), encoding="utf-8")
     scratch.replace(out)
     return 0
+
+
+def group_table(rows: list[dict], rankers: list[str], key: str, top_k: int) -> str:
+    """Per `key` (kind or model) and ranker: mean Kendall tau / mean best-of-top-k slowdown / kernels within 2%."""
+    groups = sorted({str(r.get(key)) for r in rows})
+    lines = [f"\nby {key}: mean tau / best of top-{top_k} over the exhaustive best (mean) / kernels within 2%\n",
+             f"| ranker | {' | '.join(f'{g} ({sum(str(r.get(key)) == g for r in rows)})' for g in groups)} |",
+             "|---|" + "---|" * len(groups)]
+    for name in rankers:
+        cells = []
+        for group in groups:
+            mine = [r[name] for r in rows if str(r.get(key)) == group]
+            cells.append(f"{np.mean([m['tau'] for m in mine]):.2f} / +{np.mean([m['topk_slowdown'] for m in mine]):.1%} / "
+                         f"{sum(m['topk_slowdown'] <= 0.02 for m in mine)}")
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
 
 
 def _timed_labels(args: argparse.Namespace) -> tuple[dict, list]:

@@ -59,3 +59,12 @@ def test_labels_are_kept_and_rescored_without_timing(tmp_path) -> None:  # type:
             bench.main(["--rescore", str(timed), "--rankers", "gbdt", "--json", str(again)])
         with pytest.raises(SystemExit):  # neither models nor saved labels
             bench.main(["--rankers", "gbdt", "--json", str(again)])
+
+
+def test_the_group_table_by_hand() -> None:
+    with benchmark_script("bench_autotune_exhaustive") as bench:
+        rows = [{"kind": "a", "x": {"tau": 0.5, "topk_slowdown": 0.01}}, {"kind": "b", "x": {"tau": 0.7, "topk_slowdown": 0.1}},
+                {"kind": "a", "x": {"tau": 0.3, "topk_slowdown": 0.0}}]
+        text = bench.group_table(rows, ["x"], "kind", 7)
+        assert "| ranker | a (2) | b (1) |" in text
+        assert "| x | 0.40 / +0.5% / 2 | 0.70 / +10.0% / 0 |" in text
