@@ -299,7 +299,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int | None = None, extra_k: int | None = None,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
-                   save_model: str | None = None, ranker: str | None = None) -> list[Any]:
+                   save_model: str | None = None, ranker: str | None = None, prefilter: float | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
     or gbdt-ens; None: the one `cost_model`'s suffix names, else gbdt-ens; `cost_model` its file,
     None: the packaged one), write the result to `output`."""
@@ -307,7 +307,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
     from cost_model.measure.tile.collect import tile_harness
     from cost_model.profiling.cache import ProfileCache
-    from passes.autotune.tile import TILE_EXTRA_K, TILE_TOP_K, TileTuner, tvm_threads
+    from passes.autotune.tile import TILE_EXTRA_K, TILE_PREFILTER, TILE_TOP_K, TileTuner, tvm_threads
 
     from passes import run_pipeline
 
@@ -317,7 +317,8 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     with ProfileCache(cache_path) as cache:
         harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0, seed=seed)
         tunings = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
-                            extra_k=TILE_EXTRA_K if extra_k is None else extra_k).tune_graph(graph, progress=progress)
+                            extra_k=TILE_EXTRA_K if extra_k is None else extra_k,
+                            prefilter=TILE_PREFILTER if prefilter is None else prefilter).tune_graph(graph, progress=progress)
     graph.verify()
     graph_ir.save(graph, output)
     if save_model:
@@ -359,8 +360,9 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
                   "or the GraphSAGE layout model (--ranker gnn)", file=sys.stderr)
             return 2
-        if args.extra_k is not None:
-            print("compiler-opt: error: autotune --extra-k is for --task tile (the fusion tuner measures its --top-k)", file=sys.stderr)
+        if args.extra_k is not None or args.prefilter is not None:
+            flag = "--extra-k" if args.extra_k is not None else "--prefilter"
+            print(f"compiler-opt: error: autotune {flag} is for --task tile (the fusion tuner measures its --top-k)", file=sys.stderr)
             return 2
         t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
                                   cache_path=args.cache, seed=args.seed, progress=not args.no_progress, ranker=args.ranker)
@@ -374,9 +376,12 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.extra_k is not None and args.extra_k < 0:
         print(f"compiler-opt: error: autotune --extra-k must be >= 0, got {args.extra_k}", file=sys.stderr)
         return 2
+    if args.prefilter is not None and not 0.0 < args.prefilter <= 1.0:
+        print(f"compiler-opt: error: autotune --prefilter must be a fraction in (0, 1], got {args.prefilter:g}", file=sys.stderr)
+        return 2
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k, extra_k=args.extra_k,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model, ranker=args.ranker)
+                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter)
     for t in tunings:
         gate = (f" (+{t.outcome.extra_measured}: the top {t.outcome.measurements - t.outcome.extra_measured} measured disagreed with the ranker, "
                 f"tau {t.outcome.agreement:.2f})") if t.outcome.extra_measured else ""
@@ -545,6 +550,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--extra-k", type=int, default=None, metavar="N",
                       help="tile: measure N more in the ranker's order when the measured top-k disagree with its order of them "
                            "(Kendall tau < 0.2; default 0: off, as the gate failed its pre-registered test, benchmarks/RESULTS.md (i))")
+    tune.add_argument("--prefilter", type=float, default=None, metavar="FRACTION",
+                      help="tile: the code-blind XGBoost model keeps this fraction of the candidates for a compiling ranker (gbdt-ens, which compiles "
+                           "each one it ranks) to rank; default 1: it ranks all (see benchmarks/RESULTS.md (i), twenty-fifth session)")
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
     tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj, gbdt-ens: .json)")
     tune.add_argument("--no-progress", action="store_true")

@@ -10,6 +10,12 @@ ranker's order when the measured top-k disagree with its order of them (`search.
 gate; `TILE_EXTRA_K` by default, RESULTS (i), twenty-first session) — and the fastest is written
 into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
 text). Nodes with the same kernel signature are tuned once.
+
+A ranker that compiles every candidate for its code features (the gbdt-ens host files: 0.2-0.5 s a
+candidate, most of a kernel's tuning time) can be given a prefilter (`prefilter` < 1, twenty-fifth
+session): the packaged code-blind XGBoost rank model (`tile_gbdt.ubj`, no compile) orders all the
+candidates first and only the best `prefilter` fraction of them (at least top_k + extra_k) are compiled
+and ranked by the ranker; the rest follow in the prefilter's order.
 """
 
 from __future__ import annotations
@@ -28,11 +34,19 @@ if TYPE_CHECKING:
     from cost_model.measure.tile.kernels import KernelSpec
     from graph_ir.graph import Graph
 
-__all__ = ["TILE_EXTRA_K", "TILE_TOP_K", "AutotuneTiles", "KernelTuning", "TileTuner", "tvm_threads"]
+__all__ = ["TILE_EXTRA_K", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTuning", "TileTuner", "compiles_candidates", "tvm_threads"]
 
 logger = logging.getLogger(__name__)
 TILE_TOP_K = 7  # configurations measured per kernel (the issue's k was 5; 7 by a pre-registered test, RESULTS (i), twenty-first session)
 TILE_EXTRA_K = 0  # candidates measured past the top-k when the gate opens (0: the plain top-k; `autotune --extra-k`'s help says 0)
+TILE_PREFILTER = 1.0  # fraction of the candidates a compiling ranker ranks after the code-blind prefilter (1: no prefilter)
+
+
+def compiles_candidates(predictor: Any) -> bool:
+    """Whether `predictor.rank` compiles each candidate (a ranker fitted with compiled-code features)."""
+    members = getattr(predictor, "members", None)
+    extra = members[0].extra if members else getattr(predictor, "extra", None)
+    return bool(isinstance(extra, dict) and extra.get("code_features"))
 
 
 def tvm_threads() -> int:
@@ -54,8 +68,11 @@ class TileTuner:
     configs)`, lower = predicted faster) and a `Harness` (measuring)."""
 
     def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = TILE_TOP_K, seed: int = 0, target: Any = None, finetune_steps: int = 0,
-                 extra_k: int = TILE_EXTRA_K, sample_s: float | None = None) -> None:
+                 extra_k: int = TILE_EXTRA_K, sample_s: float | None = None, prefilter: float = TILE_PREFILTER) -> None:
         from cost_model.measure.tile.collect import TILE_PROTOCOL
+
+        if not 0.0 < prefilter <= 1.0:
+            raise ValueError(f"prefilter must be a fraction in (0, 1], got {prefilter:g}")
 
         self.predictor, self.harness = predictor, harness
         self.sample_s = TILE_PROTOCOL.sample_s if sample_s is None else sample_s  # calls batched per timed sample, as the collector does
@@ -67,6 +84,8 @@ class TileTuner:
                 logger.warning("autotune: %s", note)
         self.budget, self.top_k, self.seed, self.target, self.extra_k = budget, top_k, seed, target, extra_k
         self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
+        self.prefilter = prefilter
+        self._prefilter_ranker: Any = None  # the code-blind model, loaded on first use
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
@@ -99,12 +118,34 @@ class TileTuner:
 
         space = TileSpace(build_kernel(spec))
         candidates = kernel_configs(space, self.seed, self.budget)
-        outcome = tune_candidates(candidates, rank=lambda cs: self.predictor.rank(space, cs),
+        outcome = tune_candidates(candidates, rank=lambda cs: self.rank(space, cs),
                                   measure=lambda cs: self.measure(space, cs), top_k=self.top_k, extra_k=self.extra_k)
         if self.finetune_steps > 0:
             chosen = list(outcome.measured)
             self.predictor.finetune(space, [candidates[i] for i in chosen], [outcome.measured[i] for i in chosen], steps=self.finetune_steps)
         return outcome
+
+    def rank(self, space: Any, configs: Sequence[Any]) -> Any:
+        """Scores (lower = predicted faster) of `configs`: the ranker's, or with a prefilter the ranker's
+        for the kept fraction and, after them, the prefilter's order for the rest."""
+        import math
+
+        import numpy as np
+
+        keep = max(self.top_k + self.extra_k, math.ceil(self.prefilter * len(configs)))
+        if keep >= len(configs) or not compiles_candidates(self.predictor):
+            return self.predictor.rank(space, configs)
+        if self._prefilter_ranker is None:
+            from cost_model.learned.predictor import load_tile_ranker
+
+            self._prefilter_ranker = load_tile_ranker("gbdt", None)
+        first = np.argsort(np.asarray(self._prefilter_ranker.rank(space, configs), dtype=np.float64), kind="stable")
+        kept = first[:keep]
+        scores = np.empty(len(configs), dtype=np.float64)
+        ranked = np.asarray(self.predictor.rank(space, [configs[i] for i in kept]), dtype=np.float64)
+        scores[kept] = ranked
+        scores[first[keep:]] = ranked.max() + 1.0 + np.arange(len(configs) - keep)  # after every kept one, in the prefilter's order
+        return scores
 
     def tune_graph(self, graph: Graph, *, progress: bool = False) -> list[KernelTuning]:
         from tqdm import tqdm
@@ -136,6 +177,7 @@ class AutotuneTiles(Pass):
     budget: int = option(200, "configurations ranked by the model per kernel")
     top_k: int = option(TILE_TOP_K, "configurations measured for real per kernel")
     extra_k: int = option(TILE_EXTRA_K, "configurations measured past the top-k when the measured top-k disagree with the ranker's order (0: off)")
+    prefilter: float = option(TILE_PREFILTER, "fraction of the candidates a compiling ranker (gbdt-ens) ranks, after the code-blind model keeps the best of them (1: all)")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
 
@@ -148,6 +190,8 @@ class AutotuneTiles(Pass):
             raise PassError(f"autotune-tiles: ranker must be one of {', '.join(TILE_RANKERS)}, got {self.ranker!r}")
         if self.top_k < 1 or self.extra_k < 0:
             raise PassError(f"autotune-tiles: top_k must be >= 1 and extra_k >= 0, got top_k={self.top_k}, extra_k={self.extra_k}")
+        if not 0.0 < self.prefilter <= 1.0:
+            raise PassError(f"autotune-tiles: prefilter must be a fraction in (0, 1], got {self.prefilter:g}")
         try:
             ranker = tile_ranker_for(self.model or None, self.ranker or None)
         except ValueError as error:
@@ -158,7 +202,8 @@ class AutotuneTiles(Pass):
             raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
         with ProfileCache(self.cache or None) as cache:
             harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0)
-            tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k).tune_graph(graph)
+            tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k,
+                                prefilter=self.prefilter).tune_graph(graph)
         graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes),
                                                            "extra_measured": t.outcome.extra_measured} for t in tunings}
         return PassResult(graph, bool(tunings))

@@ -86,6 +86,10 @@ def test_autotune_fusion_refuses_the_gbdt_ranker(tmp_path, capsys) -> None:  # t
     assert "--extra-k is for --task tile" in capsys.readouterr().err
     assert main(["autotune", "m.onnx", "-o", str(tmp_path / "x.onnx"), "--task", "tile", "--extra-k", "-1"]) == 2
     assert "--extra-k must be >= 0" in capsys.readouterr().err and not (tmp_path / "x.onnx").exists()
+    assert main(["autotune", "m.hlo", "-o", str(tmp_path / "x.hlo"), "--task", "fusion", "--prefilter", "0.5"]) == 2
+    assert "--prefilter is for --task tile" in capsys.readouterr().err
+    assert main(["autotune", "m.onnx", "-o", str(tmp_path / "x.onnx"), "--task", "tile", "--prefilter", "0"]) == 2
+    assert "--prefilter must be a fraction in (0, 1]" in capsys.readouterr().err and not (tmp_path / "x.onnx").exists()
     for task in ("tile", "fusion"):
         for flag in ("--top-k", "--budget"):
             assert main(["autotune", "m.onnx", "-o", str(tmp_path / "x.onnx"), "--task", task, flag, "0"]) == 2

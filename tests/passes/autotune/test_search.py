@@ -129,3 +129,46 @@ def test_the_tile_tuner_measures_past_the_top_k_for_real_when_the_gate_opens(rep
 
     with pytest.raises(PassError, match="extra_k"):
         AutotuneTiles(extra_k=-1)(graph_ir.load(str(repo_root / "examples" / "small_cnn.onnx")))
+
+
+def test_the_prefilter_hands_a_compiling_ranker_only_the_code_blind_models_best(repo_root) -> None:  # type: ignore[no-untyped-def]
+    """With prefilter 0.5 a ranker that compiles candidates ranks only the half the packaged code-blind
+    model puts first; its order decides among them, the rest follow in the code-blind order."""
+    pytest.importorskip("tvm")
+    pytest.importorskip("xgboost")
+    from cost_model.learned.predictor import load_tile_ranker
+    from cost_model.measure.tile.collect import kernel_configs
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
+    from cost_model.measure.tile.space import TileSpace
+    from passes.autotune.tile import TileTuner, compiles_candidates
+    from passes.infra.base import PassError
+
+    class Compiling:  # stands in for a gbdt-ens file with code features: records what it is asked
+        extra = {"code_features": True}
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            self.asked += [c.text() for c in configs]
+            return -np.arange(len(configs), dtype=float)  # reverses whatever it is given
+
+    space = TileSpace(build_kernel(KernelSpec("matmul", (16, 24, 8))))
+    configs = kernel_configs(space, 0, 10)
+    blind = np.argsort(load_tile_ranker("gbdt", None).rank(space, configs), kind="stable")
+    ranker = Compiling()
+    assert compiles_candidates(ranker) and not compiles_candidates(load_tile_ranker("gbdt", None))
+    scores = TileTuner(ranker, None, top_k=2, prefilter=0.5).rank(space, configs)
+    assert ranker.asked == [configs[i].text() for i in blind[:5]]  # half, in the code-blind order
+    order = np.argsort(scores, kind="stable")
+    assert order.tolist() == blind[:5][::-1].tolist() + blind[5:].tolist()
+    ranker.asked.clear()  # keeping at least top_k + extra_k: here all ten, so no prefilter at all
+    TileTuner(ranker, None, top_k=6, extra_k=4, prefilter=0.5).rank(space, configs)
+    assert ranker.asked == [c.text() for c in configs]
+    with pytest.raises(ValueError, match="prefilter"):
+        TileTuner(ranker, None, prefilter=0.0)
+    import graph_ir
+    from passes.autotune import AutotuneTiles
+
+    with pytest.raises(PassError, match="prefilter"):
+        AutotuneTiles(prefilter=1.5)(graph_ir.load(str(repo_root / "examples" / "small_cnn.onnx")))
