@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from passes.autotune.search import TuneOutcome, tune_candidates
 from passes.infra.base import Pass, PassError, PassResult, option
@@ -34,12 +34,26 @@ if TYPE_CHECKING:
     from cost_model.measure.tile.kernels import KernelSpec
     from graph_ir.graph import Graph
 
-__all__ = ["TILE_EXTRA_K", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTuning", "TileTuner", "compiles_candidates", "tvm_threads"]
+__all__ = ["TILE_EXTRA_K", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTuning", "TileTuner", "compiles_candidates", "prefiltered_scores", "tvm_threads"]
 
 logger = logging.getLogger(__name__)
 TILE_TOP_K = 7  # configurations measured per kernel (the issue's k was 5; 7 by a pre-registered test, RESULTS (i), twenty-first session)
 TILE_EXTRA_K = 0  # candidates measured past the top-k when the gate opens (0: the plain top-k; `autotune --extra-k`'s help says 0)
 TILE_PREFILTER = 1.0  # fraction of the candidates a compiling ranker ranks after the code-blind prefilter (1: no prefilter)
+
+
+def prefiltered_scores(first: Any, rank_kept: Callable[[Any], Any], keep: int) -> Any:
+    """Scores (lower = better) of all candidates: the `keep` best by `first` (the prefilter's scores)
+    get `rank_kept(their indices)`, the rest follow every kept one in `first`'s order."""
+    import numpy as np
+
+    order = np.argsort(np.asarray(first, dtype=np.float64), kind="stable")
+    kept = order[:keep]
+    scores = np.empty(len(order), dtype=np.float64)
+    ranked = np.asarray(rank_kept(kept), dtype=np.float64)
+    scores[kept] = ranked
+    scores[order[keep:]] = ranked.max() + 1.0 + np.arange(len(order) - keep)
+    return scores
 
 
 def compiles_candidates(predictor: Any) -> bool:
@@ -130,8 +144,6 @@ class TileTuner:
         for the kept fraction and, after them, the prefilter's order for the rest."""
         import math
 
-        import numpy as np
-
         keep = max(self.top_k + self.extra_k, math.ceil(self.prefilter * len(configs)))
         if keep >= len(configs) or not compiles_candidates(self.predictor):
             return self.predictor.rank(space, configs)
@@ -139,13 +151,7 @@ class TileTuner:
             from cost_model.learned.predictor import load_tile_ranker
 
             self._prefilter_ranker = load_tile_ranker("gbdt", None)
-        first = np.argsort(np.asarray(self._prefilter_ranker.rank(space, configs), dtype=np.float64), kind="stable")
-        kept = first[:keep]
-        scores = np.empty(len(configs), dtype=np.float64)
-        ranked = np.asarray(self.predictor.rank(space, [configs[i] for i in kept]), dtype=np.float64)
-        scores[kept] = ranked
-        scores[first[keep:]] = ranked.max() + 1.0 + np.arange(len(configs) - keep)  # after every kept one, in the prefilter's order
-        return scores
+        return prefiltered_scores(self._prefilter_ranker.rank(space, configs), lambda kept: self.predictor.rank(space, [configs[i] for i in kept]), keep)
 
     def tune_graph(self, graph: Graph, *, progress: bool = False) -> list[KernelTuning]:
         from tqdm import tqdm

@@ -172,3 +172,13 @@ def test_the_prefilter_hands_a_compiling_ranker_only_the_code_blind_models_best(
 
     with pytest.raises(PassError, match="prefilter"):
         AutotuneTiles(prefilter=1.5)(graph_ir.load(str(repo_root / "examples" / "small_cnn.onnx")))
+
+
+def test_prefiltered_scores_by_hand() -> None:
+    from passes.autotune.tile import prefiltered_scores
+
+    first = np.array([0.3, 0.1, 0.9, 0.2, 0.5])  # prefilter order: 1, 3, 0, 4, 2
+    seen = []
+    scores = prefiltered_scores(first, lambda kept: seen.append(kept.tolist()) or np.array([5.0, 1.0, 3.0]), 3)
+    assert seen == [[1, 3, 0]]  # the three the prefilter puts first, in its order
+    assert np.argsort(scores, kind="stable").tolist() == [3, 0, 1, 4, 2]  # the ranker's order among them, then the prefilter's
