@@ -398,11 +398,18 @@ def config_code_features(space: Any, config: Any, *, target: Any = None, nest: b
     return code_features(config_asm(space, config, target=target), feature_set, nest=nest)
 
 
-def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s16", *, target: Any = None) -> np.ndarray:
+def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s16", *, target: Any = None, workers: int | None = None) -> np.ndarray:
     """(C, code_feature_set_width) of `configs` of one kernel, each compiled here; the "+z" columns are
-    z-scores over these candidates."""
+    z-scores over these candidates. The compiles spread over `workers` threads (None:
+    `code_feature_pool.compile_workers()`, the CPUs this process may use; 1: one after another)."""
+    from cost_model.learned.code_feature_pool import compile_workers, pooled_code_features
+
     base = _base_set(feature_set)
-    block = np.stack([config_code_features(space, c, target=target, feature_set=base) for c in configs])
+    workers = compile_workers() if workers is None else workers
+    if workers > 1 and len(configs) >= 2 * workers:
+        block = pooled_code_features(space, configs, base, workers, target=target)
+    else:
+        block = np.stack([config_code_features(space, c, target=target, feature_set=base) for c in configs])
     return np.concatenate([block, kernel_zscores(block)], axis=1) if feature_set.endswith("+z") else block
 
 
