@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--rescore {args.rescore}: {error}")
     else:
         meta, labelled = _timed_labels(args)
+        _write_json(Path(args.json), meta | {"rankers": [], "rows": [row for _, _, row in labelled]})  # the labels kept before any scoring
     rows_path = Path(args.rescore or args.json).with_suffix(".rows.npz")  # beside the labels: gbdt-ens config rows (compiled-code features) for later rescoring
     rows_cache = dict(np.load(rows_path)) if rows_path.is_file() else {}
     known = len(rows_cache)
@@ -111,12 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("kind", "model"):
         if len({r.get(key) for r in rows}) > 1:
             print(group_table(rows, list(rankers), key, args.top_k))
-    out = Path(args.json)
+    _write_json(Path(args.json), meta | {"rankers": list(rankers), "rows": rows})
+    return 0
+
+
+def _write_json(out: Path, content: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = out.with_name(out.name + ".tmp")
-    scratch.write_text(json.dumps(meta | {"rankers": list(rankers), "rows": rows}, indent=1), encoding="utf-8")
+    scratch.write_text(json.dumps(content, indent=1), encoding="utf-8")
     scratch.replace(out)
-    return 0
 
 
 def group_table(rows: list[dict], rankers: list[str], key: str, top_k: int) -> str:
