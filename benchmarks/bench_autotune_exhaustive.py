@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-flops", type=float, default=None,
                         help="scale each kernel down to at most this many FLOPs, as `costmodel collect --max-flops` does (default: real sizes)")
     parser.add_argument("--rescore", default=None, help="a JSON this bench wrote: score --rankers on its labels, timing nothing")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the SQLite cache beside --json of an interrupted run: the kernels it timed are read back, the rest are timed now "
+                             "(default: a fresh cache, every label from this one run)")
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--top-k", type=int, default=5)
@@ -163,7 +166,8 @@ def _timed_labels(args: argparse.Namespace) -> tuple[dict, list]:
                 specs.setdefault(spec.signature, (spec, Path(model).name))
     protocol = protocol_named(args.timing_protocol) if args.timing_protocol else TILE_PROTOCOL
     cache_path = Path(args.json).with_suffix(".sqlite")
-    cache_path.unlink(missing_ok=True)  # every label from this one run
+    if not args.resume:
+        cache_path.unlink(missing_ok=True)  # every label from this one run
     labelled, retest = [], []
     with ProfileCache(str(cache_path)) as cache:
         harness = tile_harness(cache, protocol=protocol, threads=tvm_threads(), retest_fraction=0.1, seed=args.seed)
@@ -183,7 +187,7 @@ def _timed_labels(args: argparse.Namespace) -> tuple[dict, list]:
                 "random_meas": random_search_measurements(seconds, seconds.min() * 1.02, seed=args.seed), "measure_s": measure_s,
                 "configs": [c.text() for c in candidates], "seconds": seconds.tolist()}))
     meta = {"model": list(args.model), "max_flops": args.max_flops, "budget": args.budget, "seed": args.seed,
-            "timing_protocol": protocol.name, "noise_floor": noise_floor(retest)}
+            "timing_protocol": protocol.name, "noise_floor": noise_floor(retest), "resumed": bool(args.resume)}
     return meta, labelled
 
 

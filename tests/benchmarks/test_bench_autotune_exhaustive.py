@@ -35,6 +35,13 @@ def test_labels_are_kept_and_rescored_without_timing(tmp_path) -> None:  # type:
         for first, second in zip(rows, rescored["rows"], strict=True):
             assert second["seconds"] == first["seconds"] and second["measure_s"] == first["measure_s"]
             assert second["gbdt"] == pytest.approx(first["gbdt"])  # same ranker, same labels: same scores
+        # a resumed run reads every label back from the kept cache: the same labels, timed in no time
+        resumed = tmp_path / "resumed.json"
+        (tmp_path / "timed.sqlite").rename(tmp_path / "resumed.sqlite")
+        assert bench.main([str(REPO_ROOT / "examples" / "small_cnn.onnx"), "--max-flops", "2e5", "--budget", "3", "--top-k", "1",
+                           "--extra-k", "0", "--rankers", "gbdt", "--timing-protocol", "short", "--json", str(resumed), "--resume"]) == 0
+        again_rows = json.loads(resumed.read_text())["rows"]
+        assert [r["seconds"] for r in again_rows] == [r["seconds"] for r in rows] and json.loads(resumed.read_text())["resumed"]
         # gbdt-ens files share one compile of each candidate and score as their own rank() does
         from cost_model.learned.predictor import load_tile_ranker
 
