@@ -15,7 +15,8 @@ A ranker that compiles every candidate for its code features (the gbdt-ens host 
 candidate, most of a kernel's tuning time) can be given a prefilter (`prefilter` < 1, twenty-fifth
 session): the packaged code-blind XGBoost rank model (`tile_gbdt.ubj`, no compile) orders all the
 candidates first and only the best `prefilter` fraction of them (at least top_k + extra_k) are compiled
-and ranked by the ranker; the rest follow in the prefilter's order.
+and ranked by the ranker; the rest follow in the prefilter's order. (A "+z" code feature set's z-scores
+are then taken over the kept candidates; the shipped files use "s18", which has none.)
 """
 
 from __future__ import annotations
