@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-flops", type=float, default=None,
                         help="scale each kernel down to at most this many FLOPs, as `costmodel collect --max-flops` does (default: real sizes)")
     parser.add_argument("--rescore", default=None, help="a JSON this bench wrote: score --rankers on its labels, timing nothing")
+    parser.add_argument("--prefilters", default="", metavar="F,...",
+                        help="also score each compiling ranker (gbdt-ens) behind the code-blind prefilter keeping these fractions of the "
+                             "candidates, as `autotune --prefilter F` ranks (e.g. 0.5,0.75)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the SQLite cache beside --json of an interrupted run: the kernels it timed are read back, the rest are timed now "
                              "(default: a fresh cache, every label from this one run)")
@@ -74,6 +77,18 @@ def main(argv: list[str] | None = None) -> int:
             rankers[f"{name} ({Path(path).name})" if path else name] = load_tile_ranker(name, path or None)
         except (ValueError, OSError, graph_ir.CompilerOptError) as error:
             parser.error(f"--rankers {entry}: {error}")
+    try:
+        fractions = [float(f) for f in args.prefilters.split(",") if f.strip()]
+    except ValueError:
+        parser.error(f"--prefilters takes comma-separated fractions, got {args.prefilters!r}")
+    if any(not 0.0 < f < 1.0 for f in fractions):
+        parser.error(f"--prefilters must lie in (0, 1), got {args.prefilters!r}")
+    from passes.autotune.tile import compiles_candidates
+
+    prefiltered = [(f"{name} @prefilter {f:g}", name, f) for f in fractions for name, ranker in rankers.items() if compiles_candidates(ranker)]
+    if fractions and not prefiltered:
+        parser.error("--prefilters needs a ranker that compiles its candidates (gbdt-ens)")
+    names = list(rankers) + [label for label, _, _ in prefiltered]
     if args.rescore:
         try:
             meta, labelled = _saved_labels(Path(args.rescore))
@@ -87,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     known = len(rows_cache)
     rows = []
     for space, candidates, row in labelled:
-        _score(row, space, candidates, rankers, top_k=args.top_k, extra_k=args.extra_k, shared=rows_cache)
+        _score(row, space, candidates, rankers, top_k=args.top_k, extra_k=args.extra_k, shared=rows_cache, prefiltered=prefiltered)
         rows.append(row)
         print(f"{row['kernel']}: {len(candidates)} configs, best {row['best_us']:.1f} us, spread {row['spread']:.1f}x; "
               + "; ".join(f"{n}: top-{args.top_k} +{row[n]['topk_slowdown']:.1%}, tau {row[n]['tau']:.2f}, {row[n]['meas_to_2pct']} meas."
-                          + (f", gate +{row[n]['gate_slowdown']:.1%} in {row[n]['gate_measurements']}" if args.extra_k > 0 else "") for n in rankers)
+                          + (f", gate +{row[n]['gate_slowdown']:.1%} in {row[n]['gate_measurements']}" if args.extra_k > 0 else "") for n in names)
               + f"; random {row['random_meas']:.1f} meas. ({row['measure_s']:.0f} s)", flush=True)
     if not rows:
         print("no dot/conv/reduce kernels in these models", file=sys.stderr)
@@ -106,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
           f"Kendall tau (mean) | meas. to <=2% (mean) | random meas. (mean) |"
           + (" gate: best over exhaustive (mean, max) | gate: within 2% | gate: measurements (mean) |" if args.extra_k > 0 else ""))
     print("|---|---:|---|---:|---:|---:|---:|---:|" + ("---|---:|---:|" if args.extra_k > 0 else ""))
-    for name in rankers:
+    for name in names:
         slow = [r[name]["topk_slowdown"] for r in rows]
         print(f"| {name} | {len(rows)} | +{np.mean(slow):.1%}, +{max(slow):.1%} | {sum(s <= 0.02 for s in slow)} | {np.mean([r[name]['top1_slowdown'] for r in rows]):.1%} | "
               f"{np.mean([r[name]['tau'] for r in rows]):.3f} | {np.mean([r[name]['meas_to_2pct'] for r in rows]):.1f} | {np.mean([r['random_meas'] for r in rows]):.1f} |"
@@ -114,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"{sum(r[name]['gate_slowdown'] <= 0.02 for r in rows)} | {np.mean([r[name]['gate_measurements'] for r in rows]):.1f} |" if args.extra_k > 0 else ""))
     for key in ("kind", "model"):
         if len({r.get(key) for r in rows}) > 1:
-            print(group_table(rows, list(rankers), key, args.top_k))
-    _write_json(Path(args.json), meta | {"rankers": list(rankers), "rows": rows})
+            print(group_table(rows, names, key, args.top_k))
+    _write_json(Path(args.json), meta | {"rankers": names, "rows": rows})
     return 0
 
 
@@ -212,8 +227,10 @@ def _saved_labels(path: Path) -> tuple[dict, list]:
     return {k: v for k, v in saved.items() if k not in ("rows", "rankers")} | {"rescored_from": str(path)}, labelled
 
 
-def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: int, extra_k: int, shared: dict | None = None) -> None:
-    """Each ranker's order over the candidates, scored on the row's labels (in place)."""
+def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: int, extra_k: int, shared: dict | None = None,
+           prefiltered: list[tuple[str, str, float]] = ()) -> None:
+    """Each ranker's order over the candidates, scored on the row's labels (in place); `prefiltered`:
+    (label, ranker name, fraction) rows of a compiling ranker behind the code-blind prefilter."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script, also when loaded as a module
     from bench_costmodel import tuner_measurements
     from cost_model.learned.metrics import kendall_tau, top_k_slowdown
@@ -221,8 +238,18 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
 
     seconds = np.asarray(row["seconds"])
     shared = {} if shared is None else shared  # config rows by kernel and code feature set: each candidate compiled once
-    for name, ranker in rankers.items():
-        scores = np.asarray(_ranked(ranker, space, candidates, shared, row["kernel"]))
+    orders = {name: np.asarray(_ranked(ranker, space, candidates, shared, row["kernel"])) for name, ranker in rankers.items()}
+    if prefiltered:
+        import math
+
+        from cost_model.learned.predictor import load_tile_ranker
+        from passes.autotune.tile import prefiltered_scores
+
+        first = load_tile_ranker("gbdt", None).rank(space, candidates)
+        for label, name, fraction in prefiltered:  # the kept ones keep their scores: right for feature sets without "+z" columns
+            keep = max(top_k + extra_k, math.ceil(fraction * len(candidates)))
+            orders[label] = prefiltered_scores(first, lambda kept, full=orders[name]: full[kept], keep) if keep < len(candidates) else orders[name]
+    for name, scores in orders.items():
         row[name] = {"topk_slowdown": top_k_slowdown(scores, seconds, top_k), "top1_slowdown": top_k_slowdown(scores, seconds, 1),
                      "tau": kendall_tau(scores, seconds), "meas_to_2pct": tuner_measurements(scores, seconds)}
         if extra_k > 0:  # the autotuner's own step on these labels

@@ -56,9 +56,20 @@ def test_labels_are_kept_and_rescored_without_timing(tmp_path) -> None:  # type:
         first = json.loads(again.read_text())["rows"]
         assert kept.is_file() and len(np.load(kept).files) == len(rows)
         stamp = kept.stat().st_mtime_ns
-        assert bench.main(["--rescore", str(timed), "--top-k", "1", "--extra-k", "0", "--rankers", "gbdt-ens", "--json", str(again)]) == 0
+        assert bench.main(["--rescore", str(timed), "--top-k", "1", "--extra-k", "0", "--rankers", "gbdt-ens", "--prefilters", "0.5",
+                           "--json", str(again)]) == 0
         assert kept.stat().st_mtime_ns == stamp  # nothing new to keep
-        assert [r["gbdt-ens"] for r in json.loads(again.read_text())["rows"]] == [r["gbdt-ens"] for r in first]
+        second = json.loads(again.read_text())
+        assert [r["gbdt-ens"] for r in second["rows"]] == [r["gbdt-ens"] for r in first]
+        assert second["rankers"] == ["gbdt-ens", "gbdt-ens @prefilter 0.5"]
+        for row in second["rows"]:  # keeping 2 of 3: the best of the top 1 is the ranker's pick among the code-blind model's first two
+            blind = np.argsort(load_tile_ranker("gbdt", None).rank(*bench._saved_labels(timed)[1][second["rows"].index(row)][:2]), kind="stable")[:2]
+            full = np.asarray(ranker.rank(*bench._saved_labels(timed)[1][second["rows"].index(row)][:2]))
+            pick = blind[np.argmin(full[blind])]
+            assert row["gbdt-ens @prefilter 0.5"]["topk_slowdown"] == pytest.approx(row["seconds"][pick] / min(row["seconds"]) - 1)
+        for bad in (["--prefilters", "1"], ["--prefilters", "x"], ["--rankers", "gbdt", "--prefilters", "0.5"]):
+            with pytest.raises(SystemExit):
+                bench.main(["--rescore", str(timed), "--rankers", "gbdt-ens", "--json", str(again)] + bad)
         # labels for other candidates than this checkout draws are refused, naming the kernel
         saved["rows"][0]["configs"] = saved["rows"][0]["configs"][::-1]
         timed.write_text(json.dumps(saved))
