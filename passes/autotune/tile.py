@@ -76,6 +76,8 @@ class KernelTuning:
     spec: KernelSpec
     outcome: TuneOutcome
     nodes: list[str] = field(default_factory=list)
+    rank_s: float = 0.0  # wall seconds ranking the candidates (a compiling ranker compiles each one)
+    measure_s: float = 0.0  # wall seconds compiling, checking and timing the measured ones
 
 
 class TileTuner:
@@ -102,6 +104,7 @@ class TileTuner:
         self.prefilter = prefilter
         self._prefilter_ranker: Any = None  # the code-blind model, loaded on first use
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
+        self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
@@ -127,18 +130,28 @@ class TileTuner:
         return [self.harness.value(measured.measurements[c.text()]) for c in configs]
 
     def tune(self, spec: KernelSpec) -> TuneOutcome:
+        self.seconds = {}
         from cost_model.measure.tile.collect import kernel_configs
         from cost_model.measure.tile.kernels import build_kernel
         from cost_model.measure.tile.space import TileSpace
 
         space = TileSpace(build_kernel(spec))
         candidates = kernel_configs(space, self.seed, self.budget)
-        outcome = tune_candidates(candidates, rank=lambda cs: self.rank(space, cs),
-                                  measure=lambda cs: self.measure(space, cs), top_k=self.top_k, extra_k=self.extra_k)
+        outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, space, cs),
+                                  measure=lambda cs: self._timed("measure_s", self.measure, space, cs), top_k=self.top_k, extra_k=self.extra_k)
         if self.finetune_steps > 0:
             chosen = list(outcome.measured)
             self.predictor.finetune(space, [candidates[i] for i in chosen], [outcome.measured[i] for i in chosen], steps=self.finetune_steps)
         return outcome
+
+    def _timed(self, key: str, step: Callable[..., Any], *args: Any) -> Any:
+        import time
+
+        began = time.perf_counter()
+        try:
+            return step(*args)
+        finally:
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - began
 
     def rank(self, space: Any, configs: Sequence[Any]) -> Any:
         """Scores (lower = predicted faster) of `configs`: the ranker's, or with a prefilter the ranker's
@@ -163,7 +176,8 @@ class TileTuner:
         todo = [(node, spec) for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None]
         specs = {spec.signature: spec for _, spec in todo}
         for signature, spec in tqdm(specs.items(), desc="autotune tiles", unit="kernel", disable=not progress):
-            by_signature[signature] = KernelTuning(spec, self.tune(spec))
+            outcome = self.tune(spec)
+            by_signature[signature] = KernelTuning(spec, outcome, rank_s=self.seconds.get("rank_s", 0.0), measure_s=self.seconds.get("measure_s", 0.0))
         for node, spec in todo:
             tuning = by_signature[spec.signature]
             node.tile = tuning.outcome.best.flat()
