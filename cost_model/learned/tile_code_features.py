@@ -401,15 +401,21 @@ def config_code_features(space: Any, config: Any, *, target: Any = None, nest: b
 def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s16", *, target: Any = None, workers: int | None = None) -> np.ndarray:
     """(C, code_feature_set_width) of `configs` of one kernel, each compiled here; the "+z" columns are
     z-scores over these candidates. The compiles spread over `workers` threads (None:
-    `code_feature_pool.compile_workers()`, the CPUs this process may use; 1: one after another)."""
+    `code_feature_pool.compile_workers()`, the CPUs this process may use; 1: one after another); with a
+    `code_feature_store` active, what it holds is read back instead of compiled."""
     from cost_model.learned.code_feature_pool import compile_workers, pooled_code_features
+    from cost_model.learned.code_feature_store import stored_block
 
     base = _base_set(feature_set)
     workers = compile_workers() if workers is None else workers
-    if workers > 1 and len(configs) >= 2 * workers:
-        block = pooled_code_features(space, configs, base, workers, target=target)
-    else:
-        block = np.stack([config_code_features(space, c, target=target, feature_set=base) for c in configs])
+
+    def compiled(chosen: Sequence[Any]) -> np.ndarray:
+        if workers > 1 and len(chosen) >= 2 * workers:
+            return pooled_code_features(space, chosen, base, workers, target=target)
+        return np.stack([config_code_features(space, c, target=target, feature_set=base) for c in chosen])
+
+    # for this host, the rows an active `code_feature_store` already holds are read back, not compiled
+    block = stored_block(space, configs, base, compiled) if target is None else compiled(configs)
     return np.concatenate([block, kernel_zscores(block)], axis=1) if feature_set.endswith("+z") else block
 
 

@@ -105,6 +105,7 @@ class TileTuner:
         self._prefilter_ranker: Any = None  # the code-blind model, loaded on first use
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
         self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
+        self._store: Any = None  # compiled-code features kept beside the measurement cache (opened on first use)
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
@@ -158,14 +159,33 @@ class TileTuner:
         for the kept fraction and, after them, the prefilter's order for the rest."""
         import math
 
-        keep = max(self.top_k + self.extra_k, math.ceil(self.prefilter * len(configs)))
-        if keep >= len(configs) or not compiles_candidates(self.predictor):
-            return self.predictor.rank(space, configs)
-        if self._prefilter_ranker is None:
-            from cost_model.learned.predictor import load_tile_ranker
+        from cost_model.learned.code_feature_store import active
 
-            self._prefilter_ranker = load_tile_ranker("gbdt", None)
-        return prefiltered_scores(self._prefilter_ranker.rank(space, configs), lambda kept: self.predictor.rank(space, [configs[i] for i in kept]), keep)
+        keep = max(self.top_k + self.extra_k, math.ceil(self.prefilter * len(configs)))
+        if not compiles_candidates(self.predictor):
+            return self.predictor.rank(space, configs)
+        with active(self._feature_store()):  # a rerun reads each candidate's code features back instead of compiling it
+            if keep >= len(configs):
+                return self.predictor.rank(space, configs)
+            if self._prefilter_ranker is None:
+                from cost_model.learned.predictor import load_tile_ranker
+
+                self._prefilter_ranker = load_tile_ranker("gbdt", None)
+            return prefiltered_scores(self._prefilter_ranker.rank(space, configs), lambda kept: self.predictor.rank(space, [configs[i] for i in kept]), keep)
+
+    def _feature_store(self) -> Any:
+        """The code-feature store beside the measurement cache's SQLite file (`<name>.code_features.sqlite`), or None."""
+        from pathlib import Path
+
+        if self._store is None:
+            path = getattr(getattr(self.harness, "cache", None), "path", None)
+            if path is None or str(path) == ":memory:":
+                return None
+            from cost_model.learned.code_feature_store import CodeFeatureStore
+
+            path = Path(path)
+            self._store = CodeFeatureStore(path.with_name(f"{path.stem}.code_features.sqlite"))
+        return self._store
 
     def tune_graph(self, graph: Graph, *, progress: bool = False) -> list[KernelTuning]:
         from tqdm import tqdm
