@@ -131,11 +131,11 @@ class TileTuner:
         return [self.harness.value(measured.measurements[c.text()]) for c in configs]
 
     def tune(self, spec: KernelSpec) -> TuneOutcome:
-        self.seconds = {}
         from cost_model.measure.tile.collect import kernel_configs
         from cost_model.measure.tile.kernels import build_kernel
         from cost_model.measure.tile.space import TileSpace
 
+        self.seconds = {}
         space = TileSpace(build_kernel(spec))
         candidates = kernel_configs(space, self.seed, self.budget)
         outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, space, cs),
@@ -246,5 +246,6 @@ class AutotuneTiles(Pass):
             tunings = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k,
                                 prefilter=self.prefilter).tune_graph(graph)
         graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes),
-                                                           "extra_measured": t.outcome.extra_measured} for t in tunings}
+                                                           "extra_measured": t.outcome.extra_measured, "rank_s": t.rank_s, "measure_s": t.measure_s}
+                                           for t in tunings}
         return PassResult(graph, bool(tunings))
