@@ -552,7 +552,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                            "(Kendall tau < 0.2; default 0: off, as the gate failed its pre-registered test, benchmarks/RESULTS.md (i))")
     tune.add_argument("--prefilter", type=float, default=None, metavar="FRACTION",
                       help="tile: the code-blind XGBoost model keeps this fraction of the candidates for a compiling ranker (gbdt-ens, which compiles "
-                           "each one it ranks) to rank; default 1: it ranks all (see benchmarks/RESULTS.md (i), twenty-fifth session)")
+                           "each one it ranks) to rank; default 0.75, by a pre-registered test (1: it ranks all; benchmarks/RESULTS.md (i), twenty-fifth session)")
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
     tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj, gbdt-ens: .json)")
     tune.add_argument("--no-progress", action="store_true")

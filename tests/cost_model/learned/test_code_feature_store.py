@@ -52,10 +52,10 @@ def test_the_tuner_keeps_them_beside_its_measurement_cache(tmp_path) -> None:  #
     space, configs = _kernel()
     ranker = load_tile_ranker("gbdt-ens")
     with ProfileCache(tmp_path / "m.sqlite") as cache:
-        tuner = TileTuner(ranker, tile_harness(cache), top_k=2)
+        tuner = TileTuner(ranker, tile_harness(cache), top_k=2, prefilter=1.0)
         first = tuner.rank(space, configs)
         kept = tmp_path / "m.code_features.sqlite"
         assert kept.is_file() and tuner._feature_store().misses == len(configs)
-        again = TileTuner(ranker, tile_harness(cache), top_k=2)
+        again = TileTuner(ranker, tile_harness(cache), top_k=2, prefilter=1.0)
         assert np.array_equal(again.rank(space, configs), first) and again._feature_store().hits == len(configs)
     assert np.array_equal(first, ranker.rank(space, configs))  # the same scores as without a store
