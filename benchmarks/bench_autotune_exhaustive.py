@@ -29,6 +29,7 @@ taken is scored on exactly them).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -240,14 +241,11 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
     shared = {} if shared is None else shared  # config rows by kernel and code feature set: each candidate compiled once
     orders = {name: np.asarray(_ranked(ranker, space, candidates, shared, row["kernel"])) for name, ranker in rankers.items()}
     if prefiltered:
-        import math
+        from passes.autotune.tile import prefilter_keep, prefiltered_scores
 
-        from cost_model.learned.predictor import load_tile_ranker
-        from passes.autotune.tile import prefiltered_scores
-
-        first = load_tile_ranker("gbdt", None).rank(space, candidates)
+        first = _code_blind().rank(space, candidates)
         for label, name, fraction in prefiltered:  # the kept ones keep their scores: right for feature sets without "+z" columns
-            keep = max(top_k + extra_k, math.ceil(fraction * len(candidates)))
+            keep = prefilter_keep(len(candidates), fraction, top_k + extra_k)
             orders[label] = prefiltered_scores(first, lambda kept, full=orders[name]: full[kept], keep) if keep < len(candidates) else orders[name]
     for name, scores in orders.items():
         row[name] = {"topk_slowdown": top_k_slowdown(scores, seconds, top_k), "top1_slowdown": top_k_slowdown(scores, seconds, 1),
@@ -257,6 +255,14 @@ def _score(row: dict, space: object, candidates: list, rankers: dict, *, top_k: 
                                     top_k=top_k, extra_k=extra_k)
             row[name] |= {"gate_slowdown": float(gated.best_seconds / seconds.min() - 1), "gate_measurements": gated.measurements,
                           "gate_agreement": gated.agreement}
+
+
+@functools.lru_cache(maxsize=1)
+def _code_blind() -> object:
+    """The packaged code-blind ranker `autotune` prefilters with, loaded once per run."""
+    from cost_model.learned.predictor import load_tile_ranker
+
+    return load_tile_ranker("gbdt", None)
 
 
 def _ranked(ranker: object, space: object, candidates: list, shared: dict[str, np.ndarray], kernel: str = "") -> np.ndarray:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.predictor import load_tile_ranker
     from cost_model.learned.tile_code_features import extended_records
     from cost_model.learned.tpugraphs import load_dir
-    from passes.autotune.tile import compiles_candidates, prefiltered_scores
+    from passes.autotune.tile import compiles_candidates, prefilter_keep, prefiltered_scores
 
     try:
         fractions = [float(f) for f in args.fractions.split(",") if f]
@@ -68,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         whole = ranker.rank_rows(full.node_feat, full.node_opcode, full.config_feat)
         row = {"kernel": record.meta.get("kernel", Path(record.path).stem), "kind": record.meta.get("kind", "?"), "configs": len(runtime), "by_fraction": {}}
         for fraction in fractions:
-            keep = min(len(runtime), max(args.top_k, math.ceil(fraction * len(runtime))))
+            keep = prefilter_keep(len(runtime), fraction, args.top_k)
             scores = prefiltered_scores(first, lambda kept, w=whole: w[kept], keep)
             row["by_fraction"][str(fraction)] = {"topk": top_k_slowdown(scores, runtime, args.top_k), "top1": top_k_slowdown(scores, runtime, 1),
                                                  "compiled": keep / len(runtime)}

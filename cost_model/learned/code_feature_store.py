@@ -12,6 +12,7 @@ from the calling thread only (the compiles may run on threads, the lookups do no
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,11 +40,7 @@ class CodeFeatureStore:
 
     @staticmethod
     def key(target_text: str, feature_set: str, signature: str, config_text: str) -> str:
-        import tvm
-
-        from cost_model.learned.tile_code_features import CODE_FEATURE_VERSION
-
-        return f"{target_text}|tvm={tvm.__version__}|v{CODE_FEATURE_VERSION}|{feature_set}|{signature}|{config_text}"
+        return f"{target_text}|{_versions()}|{feature_set}|{signature}|{config_text}"
 
     def get_many(self, keys: Sequence[str]) -> list[np.ndarray | None]:
         found: dict[str, np.ndarray] = {}
@@ -73,6 +70,16 @@ class CodeFeatureStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> str:
+    """What the features depend on besides the target: TVM's version and the code-feature version."""
+    import tvm
+
+    from cost_model.learned.tile_code_features import CODE_FEATURE_VERSION
+
+    return f"tvm={tvm.__version__}|v{CODE_FEATURE_VERSION}"
 
 
 @contextmanager

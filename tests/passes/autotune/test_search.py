@@ -184,3 +184,12 @@ def test_prefiltered_scores_by_hand() -> None:
     scores = prefiltered_scores(first, lambda kept: seen.append(kept.tolist()) or np.array([5.0, 1.0, 3.0]), 3)
     assert seen == [[1, 3, 0]]  # the three the prefilter puts first, in its order
     assert np.argsort(scores, kind="stable").tolist() == [3, 0, 1, 4, 2]  # the ranker's order among them, then the prefilter's
+
+
+def test_prefilter_keep_by_hand() -> None:
+    from passes.autotune.tile import prefilter_keep
+
+    assert prefilter_keep(200, 0.75, 7) == 150
+    assert prefilter_keep(10, 0.5, 7) == 7  # never fewer than will be measured
+    assert prefilter_keep(5, 0.5, 7) == 5  # never more than there are
+    assert prefilter_keep(9, 0.5, 1) == 5  # rounded up
