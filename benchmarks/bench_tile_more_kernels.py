@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code-features", metavar="CACHE", help="compiled-code feature cache of DATA (tile_code_features)")
     parser.add_argument("--extra-code-features", metavar="CACHE", action="append", help="compiled-code feature cache of each --extra, in order")
     parser.add_argument("--code-feature-set", default="s16", help="which compiled-code block (tile_code_features feature sets; default s16)")
-    parser.add_argument("--ranker", default="gbdt-ens", help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind)")
+    parser.add_argument("--ranker", default="gbdt-ens",
+                        help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind); several, comma-separated, fit one row each")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--test-fraction", type=float, default=0.25)
     parser.add_argument("--prefixes", help="rows fitted with the first k --extra folders, for each k (default 0,<all>)")
@@ -71,13 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     from cost_model.learned.tpugraphs import load_dir
     from passes.autotune.search import random_search_measurements
 
+    rankers = [name for name in args.ranker.split(",") if name]
+    for name in rankers:
+        make_tile_ranker(name)  # an unknown name fails here, before any data is read
     fixed = [(f"fixed {Path(path).name}", load_fixed_ranker(path, args.code_feature_set if args.code_features else None)) for path in args.fixed]
     warm = None
     if args.warm_from:
         from cost_model.learned.baselines import GbdtBaseline
 
-        if not isinstance(make_tile_ranker(args.ranker), GbdtBaseline):
-            parser.error(f"--warm-from needs a single XGBoost model as --ranker (e.g. rank-all-d10), got {args.ranker}")
+        for name in rankers:
+            model = make_tile_ranker(name)
+            if not isinstance(getattr(model, "first", model), GbdtBaseline):
+                parser.error(f"--warm-from needs a single XGBoost model (or a cascade over one) as --ranker (e.g. rank-all-d10), got {name}")
         members = getattr(load_fixed_ranker(args.warm_from, args.code_feature_set if args.code_features else None), "members", None)
         if members is None or len(members) != 1:
             raise SystemExit(f"{args.warm_from}: --warm-from takes a one-member gbdt-ens file")
@@ -94,12 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         base, keep = records, list(range(len(records)))
         per_folder = [list(folder) for folder in extras]
-    fits = []  # (row name, extra kernels)
+    fits = []  # (row name, ranker, extra kernels, warm)
     for k in prefixes:
-        name = "training kernels" if k == 0 else "+ " + "+".join(Path(folder).name for folder in args.extra[:k])
-        fits.append((name, [r for folder in per_folder[:k] for r in folder]))
-        if warm is not None:
-            fits.append((f"{name}, warm", fits[-1][1]))
+        base_name = "training kernels" if k == 0 else "+ " + "+".join(Path(folder).name for folder in args.extra[:k])
+        kernels = [r for folder in per_folder[:k] for r in folder]
+        for ranker in rankers:
+            name = base_name if len(rankers) == 1 else f"{base_name} [{ranker}]"
+            fits.append((name, ranker, kernels, False))
+            if warm is not None:
+                fits.append((f"{name}, warm", ranker, kernels, True))
     for folder, kernels in zip(args.extra, per_folder):
         print(f"--extra {Path(folder).name}: {len(kernels)} kernels ({', '.join(sorted({r.meta.get('kind', '?') for r in kernels}))})")
     print(f"{Path(args.data).name}: {len(keep)} kernels")
@@ -111,11 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             train = [base[i] for i in train_idx if i in kept]
             test = [base[i] for i in test_idx if i in kept]
             random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
-            for name, extra in fits:
+            for name, ranker, extra, warm_start in fits:
                 fitted_on = train + extra
                 began = time.perf_counter()
-                model = make_tile_ranker(args.ranker, seed=seed)
-                model = model.fit(fitted_on, init=warm) if name.endswith(", warm") else model.fit(fitted_on)
+                model = make_tile_ranker(ranker, seed=seed)
+                model = model.fit(fitted_on, init=warm) if warm_start else model.fit(fitted_on)
                 row = score(name, [model.predict(r) for r in test], test, random_needs)
                 row.update(train_kernels=len(fitted_on), test_kernels=len(test), train_s=time.perf_counter() - began)
                 rows.setdefault(name, {}).setdefault(split, []).append(row)

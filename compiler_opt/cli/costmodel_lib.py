@@ -218,7 +218,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 2
     ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-code-features", args.extra_code_features),
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
-                                         ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt"), ("--warm-from", args.warm_from)) if given]
+                                         ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt"), ("--warm-from", args.warm_from),
+                                         ("--rerank-top", args.rerank_top)) if given]
     if args.model != "gnn" and args.mse_weight is not None:  # the other models have no such term; silently ignoring it would mislead
         print(f"compiler-opt: error: costmodel train: --mse-weight only applies to --model gnn (got --model {args.model})", file=sys.stderr)
         return 2
@@ -266,9 +267,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
             return 2
+        if args.rerank_top == 1 or args.rerank_top < 0:
+            print(f"compiler-opt: error: costmodel train --rerank-top: at least 2 candidates (0: no re-ranker), got {args.rerank_top}", file=sys.stderr)
+            return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, warm_from=args.warm_from, **depth)
+                                              extra=extra, members=members, warm_from=args.warm_from, rerank_top=args.rerank_top, **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -488,6 +492,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--warm-from", metavar="FILE",
                        help="gbdt-ens: continue boosting from this ranker file's trees (same members and code features), "
                             "e.g. the shipped one fitted on another CPU")
+    train.add_argument("--rerank-top", type=int, default=0, metavar="K",
+                       help="gbdt-ens: add a pairwise re-ranker of the ensemble's top K candidates, fitted on the ensemble's cross-fitted "
+                            "top K of every training kernel (tile_cascade; about 5 fits instead of 1; default 0: none)")
     train.add_argument("--gbdt-members", metavar="OBJ,...",
                        help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations) and/or "
                             "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank; until the nineteenth "

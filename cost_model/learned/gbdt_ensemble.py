@@ -22,12 +22,13 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cost_model.learned.baselines import flat_rows
+from cost_model.learned.baselines import flat_features, flat_rows
 from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker
+from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitted_scores
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
@@ -54,7 +55,8 @@ def packaged_host_ensemble(cpu: str) -> Path:
 class GbdtEnsembleTilePredictor:
     """Ranks tile configurations of a kernel with several fitted `GbdtTilePredictor`s."""
 
-    def __init__(self, members: Sequence[GbdtTilePredictor], weights: Sequence[float] | None = None, extra: dict[str, Any] | None = None) -> None:
+    def __init__(self, members: Sequence[GbdtTilePredictor], weights: Sequence[float] | None = None, extra: dict[str, Any] | None = None,
+                 reranker: TopReranker | None = None) -> None:
         if not members:
             raise ValueError("an ensemble needs at least one member")
         weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
@@ -62,6 +64,7 @@ class GbdtEnsembleTilePredictor:
             raise ValueError(f"{len(members)} members but {len(weights)} weights")
         self.members, self.weights = list(members), weights
         self.extra = dict(extra or {})
+        self.reranker = reranker  # twenty-sixth session: a second look at the members' top candidates (tile_cascade), or None
 
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
@@ -81,13 +84,32 @@ class GbdtEnsembleTilePredictor:
         info = {"seed": seed, "rounds": rounds, "depth": depth, "members": [list(m) for m in members], "train_kernels": len(records)}
         return cls(fitted, extra=(extra or {}) | flag | {"train": info})
 
+    def with_reranker(self, records: Sequence[KernelRecord], refit: Callable[[list[KernelRecord]], GbdtEnsembleTilePredictor], *,
+                      top: int = TOP, folds: int = FOLDS, seed: int = 0, threads: int = 1) -> GbdtEnsembleTilePredictor:
+        """This ensemble (fitted on `records`) with a `TopReranker` of its top `top` candidates, fitted on
+        each record's scores from `refit` (this ensemble's recipe) on the other `folds` folds."""
+        class _Scored:
+            def __init__(self, ensemble: GbdtEnsembleTilePredictor) -> None:
+                self.ensemble = ensemble
+
+            def predict(self, record: KernelRecord) -> np.ndarray:
+                return self.ensemble.rank_rows(record.node_feat, record.node_opcode, record.config_feat)
+
+        records = list(records)
+        oof = cross_fitted_scores(records, lambda: None, folds=folds, seed=seed, fit=lambda _, train: _Scored(refit(train)))
+        reranker = TopReranker(top=top, seed=seed, threads=threads).fit([flat_features(r) for r in records], oof, [r.config_runtime for r in records])
+        info = {"top": top, "folds": folds, "seed": seed, "depth": reranker.depth, "rounds": reranker.rounds}
+        return GbdtEnsembleTilePredictor(self.members, self.weights, self.extra | {"reranker": info}, reranker)
+
     # -- ranking ---------------------------------------------------------------------------------
     def _combine(self, rows: np.ndarray) -> np.ndarray:
         return sum(w * zscore(m.gbdt.predict_rows(rows)) for w, m in zip(self.weights, self.members))
 
     def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray) -> np.ndarray:
         """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel."""
-        return self._combine(flat_rows(node_feat, node_opcode, config_feat))
+        rows = flat_rows(node_feat, node_opcode, config_feat)
+        scores = self._combine(rows)
+        return scores if self.reranker is None else self.reranker.order(rows, scores)
 
     def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
@@ -122,6 +144,8 @@ class GbdtEnsembleTilePredictor:
             raw = zlib.compress(bytes(member.gbdt.booster.save_raw(raw_format="ubj")), 9)  # deep trees: 17 MB of UBJ -> 8 MB
             members.append({"meta": member.meta(), "ubj_zlib": base64.b64encode(raw).decode("ascii")})
         doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {}), "members": members}
+        if self.reranker is not None:
+            doc["reranker"] = self.reranker.to_doc()
         target = Path(path)
         with atomic_path(target) as tmp:
             tmp.write_text(json.dumps(doc), encoding="utf-8")
@@ -148,7 +172,13 @@ class GbdtEnsembleTilePredictor:
                                    file=name) from error
         if not members:
             raise DatasetError("the GBDT ensemble tile ranker has no members", file=name)
-        return cls(members, doc.get("weights"), dict(doc.get("extra", {})))
+        reranker = None
+        if doc.get("reranker") is not None:
+            try:
+                reranker = TopReranker.from_doc(doc["reranker"])
+            except (KeyError, TypeError, ValueError, zlib.error, xgb.core.XGBoostError) as error:
+                raise DatasetError(f"the re-ranker is not readable: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=name) from error
+        return cls(members, doc.get("weights"), dict(doc.get("extra", {})), reranker)
 
     @classmethod
     def packaged(cls, cpu: str | None = None) -> GbdtEnsembleTilePredictor:
@@ -215,13 +245,18 @@ def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
                                  rounds: int = 400, depth: int = DEPTH, threads: int = 1, code_features: str | None = None,
                                  code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
-                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS, warm_from: str | None = None) -> dict[str, Any]:
+                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS, warm_from: str | None = None,
+                                 rerank_top: int = 0) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
     folder; the model then reads the compiled-code block (kernels without cached features left out).
     `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`).
-    `warm_from`: a gbdt-ens file of the same members and code features whose trees the boosting continues from."""
+    `warm_from`: a gbdt-ens file of the same members and code features whose trees the boosting continues from.
+    `rerank_top` > 1: add a `TopReranker` of the ensemble's top `rerank_top` candidates (`with_reranker`: the same
+    recipe refitted on `FOLDS` folds of the training kernels, so this takes about FOLDS + 1 fits)."""
     check_depth(depth)  # before any data is read or file written
+    if rerank_top == 1 or rerank_top < 0:
+        raise ValueError(f"a re-ranker needs a top of at least 2 candidates (0: none), got {rerank_top}")
     init = None
     if warm_from:
         init = GbdtEnsembleTilePredictor.load(warm_from)  # checked here, before any data is read
@@ -237,9 +272,15 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
     if init is not None:  # what the trees it starts from were fitted on
         config["warm_from"] = {"file": os.path.basename(warm_from or ""), "hosts": init.extra.get("hosts", []),
                                "timing_protocols": init.extra.get("timing_protocols", []), "data": init.extra.get("data")}
-    return fit_and_save_tile_ranker(
-        data_dir, output,
-        lambda train: GbdtEnsembleTilePredictor.train(train, members=members, seed=seed, rounds=rounds, depth=depth, threads=threads,
-                                                      code_features=bool(code_features), code_feature_set=code_feature_set, init=init),
-        config, code_features=code_features, code_feature_set=code_feature_set, extra=extra,
-    )
+    if rerank_top:
+        config["rerank_top"] = rerank_top
+
+    def fit(train: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
+        return GbdtEnsembleTilePredictor.train(train, members=members, seed=seed, rounds=rounds, depth=depth, threads=threads,
+                                               code_features=bool(code_features), code_feature_set=code_feature_set, init=init)
+
+    def fit_with_reranker(train: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
+        return fit(train).with_reranker(train, fit, top=rerank_top, seed=seed, threads=threads)
+
+    return fit_and_save_tile_ranker(data_dir, output, fit_with_reranker if rerank_top else fit, config,
+                                    code_features=code_features, code_feature_set=code_feature_set, extra=extra)

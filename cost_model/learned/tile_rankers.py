@@ -167,6 +167,7 @@ TILE_RANKER_NAMES = {
     "rank-bag3": "ensemble: XGBoost rank, 3 model seeds",
     "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the gbdt-ens file shipped in sessions 14-18)",
     "rank-all-d10": "XGBoost rank over all pairs at depth 10, no regression member (what the gbdt-ens file holds since the nineteenth session)",
+    "cascade-d10": "rank-all-d10, then a pairwise re-ranker of its top 10 fitted on cross-fitted top-10s (tile_cascade, twenty-sixth session)",
 }
 
 
@@ -191,6 +192,10 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
         return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, depth=6, **common), GbdtBaseline(objective="relative", depth=6, **common)])
     if name == "rank-all-d10":
         return GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common)
+    if name == "cascade-d10":
+        from cost_model.learned.tile_cascade import CascadeRanker
+
+        return CascadeRanker(GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common), seed=seed, threads=threads)
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")
