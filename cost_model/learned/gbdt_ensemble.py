@@ -88,15 +88,8 @@ class GbdtEnsembleTilePredictor:
                       top: int = TOP, folds: int = FOLDS, seed: int = 0, threads: int = 1) -> GbdtEnsembleTilePredictor:
         """This ensemble (fitted on `records`) with a `TopReranker` of its top `top` candidates, fitted on
         each record's scores from `refit` (this ensemble's recipe) on the other `folds` folds."""
-        class _Scored:
-            def __init__(self, ensemble: GbdtEnsembleTilePredictor) -> None:
-                self.ensemble = ensemble
-
-            def predict(self, record: KernelRecord) -> np.ndarray:
-                return self.ensemble.rank_rows(record.node_feat, record.node_opcode, record.config_feat)
-
         records = list(records)
-        oof = cross_fitted_scores(records, lambda: None, folds=folds, seed=seed, fit=lambda _, train: _Scored(refit(train)))
+        oof = cross_fitted_scores(records, lambda: None, folds=folds, seed=seed, fit=lambda _, train: refit(train))
         reranker = TopReranker(top=top, seed=seed, threads=threads).fit([flat_features(r) for r in records], oof, [r.config_runtime for r in records])
         info = {"top": top, "folds": folds, "seed": seed, "depth": reranker.depth, "rounds": reranker.rounds}
         return GbdtEnsembleTilePredictor(self.members, self.weights, self.extra | {"reranker": info}, reranker)
@@ -110,6 +103,10 @@ class GbdtEnsembleTilePredictor:
         rows = flat_rows(node_feat, node_opcode, config_feat)
         scores = self._combine(rows)
         return scores if self.reranker is None else self.reranker.order(rows, scores)
+
+    def predict(self, record: KernelRecord) -> np.ndarray:
+        """`rank_rows` of a dataset record's configurations (the bench rankers' interface)."""
+        return self.rank_rows(record.node_feat, record.node_opcode, record.config_feat)
 
     def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
