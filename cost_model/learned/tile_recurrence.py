@@ -23,6 +23,10 @@ as log2(1 + n). A static estimate in the manner of LLVM's llvm-mca, which is not
 not on every machine: written here for the few things a tile ranker needs.
 
     block = recurrence_features(asm)      # (RECURRENCE_FEATURES,) float32
+
+Measured (RESULTS (i), twenty-sixth session, pre-registered on 8 split runs): appended to the s18 code
+features it made the tile ranker's top-1 worse on every run and its tau no better, so no code feature set
+reads it; `benchmarks/bench_tile_recurrence.py` is the experiment.
 """
 
 from __future__ import annotations
