@@ -79,6 +79,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         if mismatch:
             print(f"compiler-opt: error: costmodel collect: {mismatch}", file=sys.stderr)
             return 2
+        if args.compile_timeout is not None and args.compile_timeout <= 0:
+            print(f"compiler-opt: error: costmodel collect --compile-timeout: a positive number of seconds, got {args.compile_timeout:g}", file=sys.stderr)
+            return 2
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
@@ -106,7 +109,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         with _cache(args.cache, args.out) as cache:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
                                            repeats=args.repeats or None, threads=args.threads, progress=not args.no_progress,
-                                           protocol=protocol)
+                                           protocol=protocol, compile_timeout=args.compile_timeout)
     else:
         import functools
 
@@ -411,6 +414,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="tile: long (default since the 23rd session: >= 2 ms samples, 15 rounds) or short (>= 0.2 ms samples, 5 rounds: the "
                               "datasets before it); each has its own cache rows")
     collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
+    collect.add_argument("--compile-timeout", type=float, default=None, metavar="S",
+                         help="tile: compile each configuration first in a child process and drop it when that takes over S seconds "
+                              "(LLVM can take minutes over some unroll-512 configurations, and an in-process compile cannot be "
+                              "abandoned; about twice the compile work; default: off)")
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
     collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
     collect.add_argument("--synthetic", type=int, default=0, metavar="N",

@@ -57,6 +57,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
+from cost_model.measure.tile.compile_probe import CompileProbe
 
 __all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_SETS", "CODE_FEATURE_VERSION", "NATURAL_LOOP_FEATURE_NAMES",
            "AsmStats", "asm_stats", "natural_loop_counts",
@@ -467,64 +468,8 @@ def _row(asm: str) -> np.ndarray:
     return code_features(asm, nest=True) if asm else np.full(len(ALL_CODE_FEATURE_NAMES), np.nan, dtype=np.float32)
 
 
-class _AsmWorker:
-    """Compiles in a child process (spawned, so it inherits this process's CPU affinity and
-    environment but not its TVM state), so that a configuration LLVM takes minutes over (e.g.
-    unroll 512 over a 640-iteration vectorized body) can be abandoned after `timeout` seconds."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._process: Any = None
-        self._conn: Any = None
-
-    def _start(self) -> None:
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_worker_main, args=(child,), daemon=True)
-        self._process.start()
-        child.close()
-
-    def asm(self, kind: str, dims: tuple[int, ...], config_text: str) -> str:
-        """The assembly, or "" when the compile took longer than the timeout (the child is then killed)."""
-        if self._process is None or not self._process.is_alive():
-            self._start()
-        self._conn.send((kind, dims, config_text))
-        # the first call of a fresh child also imports TVM
-        if self._conn.poll(self.timeout):
-            status, text = self._conn.recv()
-            if status != "ok":
-                raise ValueError(f"{kind}{tuple(dims)}: {config_text} does not compile: {text}")
-            return str(text)
-        self.close()
-        return ""
-
-    def close(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.join()
-            self._conn.close()
-        self._process = self._conn = None
-
-
-def _worker_main(conn: Any) -> None:
-    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
-    from cost_model.measure.tile.runner import host_target
-    from cost_model.measure.tile.space import TileConfig, TileSpace
-
-    target, spaces = host_target(), {}
-    while True:
-        try:
-            kind, dims, text = conn.recv()
-        except EOFError:
-            return
-        if (kind, dims) not in spaces:
-            spaces = {(kind, dims): TileSpace(build_kernel(KernelSpec(kind, dims)))}
-        try:
-            conn.send(("ok", config_asm(spaces[(kind, dims)], TileConfig.from_text(text), target=target)))
-        except Exception as error:  # a bad configuration: the parent raises it with the kernel named
-            conn.send(("error", f"{type(error).__name__}: {error}"))
+# the compile-with-a-timeout child process (moved to `cost_model.measure.tile.compile_probe` in the twenty-sixth session, shared with the collector)
+_AsmWorker = CompileProbe
 
 
 def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: str) -> None:

@@ -61,3 +61,32 @@ def test_space_rules() -> None:
         space.validate(TileConfig(((2, 1, 1), (12, 1, 1), (8, 1, 1), (32, 1))))
     with pytest.raises(ValueError, match="unknown tile kernel kind"):
         KernelSpec("fft", (4,))
+
+
+def test_a_compile_probe_drops_configurations_past_its_timeout(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`collect_kernel(probe=)`: each configuration is compiled first in a child process; past the probe's
+    timeout it is dropped as a failure (the first call also starts the child and imports TVM, so 0.01 s
+    always runs past), within it the kernel is measured as without a probe."""
+    from cost_model.measure.tile.compile_probe import CompileProbe
+
+    spec = KernelSpec("matmul", (16, 32, 16))
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1)
+        with CompileProbe(0.01) as impatient:
+            dropped = collect_kernel(spec, harness, configs=2, seed=0, probe=impatient)
+        assert not dropped.configs and len(dropped.failures) == 2
+        assert all("ran past 0.01 s and was abandoned" in reason for reason in dropped.failures.values())
+        with CompileProbe(120.0) as patient:
+            kept = collect_kernel(spec, harness, configs=2, seed=0, probe=patient)
+            assert "main" in patient.asm(spec.kind, spec.dims, kept.configs[0].text())  # the child stays up between calls
+        assert len(kept.configs) == 2 and not kept.failures
+    with pytest.raises(ValueError, match="positive"):
+        CompileProbe(0)
+
+
+def test_collect_refuses_a_compile_timeout_that_is_not_positive(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from compiler_opt.cli.main import main
+
+    out = tmp_path / "tiles"
+    assert main(["costmodel", "collect", "--task", "tile", "--out", str(out), "--synthetic", "2", "--compile-timeout", "0"]) == 2
+    assert "--compile-timeout" in capsys.readouterr().err and not out.exists()

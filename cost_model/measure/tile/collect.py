@@ -130,10 +130,13 @@ def collect_kernel(
     extra: Sequence[TileConfig] = (),
     progress: Callable[[int], None] | None = None,
     sample_s: float | None = None,
+    probe: Any = None,
 ) -> KernelResult:
     """Measure `configs` random configurations (plus `extra` ones) of `spec`; cached ones are reused.
     A sample batches calls until it lasts `sample_s` (default: `TILE_PROTOCOL`'s); the harness's backend
-    and repeats should be the same protocol's."""
+    and repeats should be the same protocol's. `probe` (a `compile_probe.CompileProbe`): each configuration
+    is first compiled there, and one that runs past its timeout is dropped as a failure instead of
+    compiled here (an in-process compile cannot be abandoned)."""
     sample_s = TILE_PROTOCOL.sample_s if sample_s is None else float(sample_s)
     kernel = build_kernel(spec)
     space = TileSpace(kernel)
@@ -149,6 +152,8 @@ def collect_kernel(
         reference = reference_output(space, arrays, target=target)
         for config in missing:
             try:
+                if probe is not None and not probe.asm(spec.kind, tuple(spec.dims), config.text()):
+                    raise TimeoutError(f"the compile ran past {probe.timeout:g} s and was abandoned")
                 run = compile_config(space, config, target=target, arrays=[a.copy() for a in arrays])
                 check_against(run, reference)
             except Exception as error:  # TVM raises its own error types; any failure drops the config

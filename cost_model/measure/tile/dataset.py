@@ -23,6 +23,7 @@ from cost_model.learned.tile_hw_features import host_caches
 from cost_model.learned.tpugraphs import KernelRecord, load_npz, save_npz
 from cost_model.measure.harness import label_of, noise_floor
 from cost_model.measure.machine import load_average, machine_record
+from cost_model.measure.tile.compile_probe import CompileProbe
 from cost_model.measure.tile.collect import TILE_PROTOCOL, KernelResult, TimingProtocol, collect_kernel, protocol_of, tile_harness
 from cost_model.measure.tile.kernels import KernelSpec, TileKernel
 from cost_model.profiling.cache import ProfileCache
@@ -104,10 +105,13 @@ def collect_tile_dataset(
     threads: int = 1,
     progress: bool = True,
     protocol: TimingProtocol | None = None,
+    compile_timeout: float | None = None,
 ) -> dict[str, Any]:
     """Measure every kernel of `specs` (in a seeded random order, so a partial run covers every
     kind and program), write its `.npz`, and return a summary with the noise floor. Timed under
-    `protocol` (default `TILE_PROTOCOL`; `repeats` overrides its rounds), recorded in the machine record."""
+    `protocol` (default `TILE_PROTOCOL`; `repeats` overrides its rounds), recorded in the machine record.
+    `compile_timeout` (seconds): every configuration is compiled first in a child process
+    (`CompileProbe`) and dropped when that runs past it (about twice the compile work; off by default)."""
     from tqdm import tqdm
 
     from cost_model.measure.tile.runner import host_target, host_target_text
@@ -127,10 +131,27 @@ def collect_tile_dataset(
     machine["caches"] = host_caches(threads).to_dict()  # what the hardware features of its configurations are computed against
     harness = tile_harness(cache, protocol=protocol, threads=threads, repeats=repeats, warmup=warmup, seed=seed)
     order = np.random.default_rng(seed).permutation(len(specs)).tolist()
-    retest: list[tuple[float, float]] = []
-    done = failures = 0
     target = host_target()
     bar = tqdm(total=len(specs), desc="tile kernels", unit="kernel", disable=not progress)
+    probe = None if compile_timeout is None else CompileProbe(compile_timeout)
+    try:
+        done, failures, retest = _collect_in_order(specs, order, out, configs, seed, harness, target, protocol, machine, probe, bar)
+    finally:
+        if probe is not None:
+            probe.close()
+    bar.close()
+    summary = {"kernels": done, "configs_per_kernel": configs, "seed": seed, "failures": failures,
+               "noise_floor": noise_floor(retest), "machine": machine}
+    with atomic_path(out / "dataset.json") as tmp:  # never a half-written summary beside the files
+        tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return summary
+
+
+def _collect_in_order(specs: Sequence[KernelSpec], order: list[int], out: Path, configs: int, seed: int, harness: Any, target: Any,
+                      protocol: TimingProtocol, machine: dict[str, Any], probe: Any, bar: Any) -> tuple[int, int, list[tuple[float, float]]]:
+    """`collect_tile_dataset`'s loop: each kernel of `order` timed (or read back) and written; (done, failures, retest pairs)."""
+    retest: list[tuple[float, float]] = []
+    done = failures = 0
     for index in order:
         spec = specs[index]
         path = _file_for(out, spec)
@@ -143,7 +164,7 @@ def collect_tile_dataset(
                 continue
         load_before = load_average()
         try:
-            result = collect_kernel(spec, harness, configs=configs, seed=seed, target=target, sample_s=protocol.sample_s)
+            result = collect_kernel(spec, harness, configs=configs, seed=seed, target=target, sample_s=protocol.sample_s, probe=probe)
         except Exception as error:  # a kernel TVM cannot build is skipped and counted, the run goes on
             logger.warning("%s: kernel skipped: %s", spec.signature, error)
             failures += 1
@@ -157,9 +178,4 @@ def collect_tile_dataset(
         failures += len(result.failures)
         bar.update(1)
         bar.set_postfix(noise=f"{noise_floor(retest)['median']:.3f}")
-    bar.close()
-    summary = {"kernels": done, "configs_per_kernel": configs, "seed": seed, "failures": failures,
-               "noise_floor": noise_floor(retest), "machine": machine}
-    with atomic_path(out / "dataset.json") as tmp:  # never a half-written summary beside the files
-        tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")
-    return summary
+    return done, failures, retest
