@@ -10,15 +10,19 @@ numbers are the same as `config_code_features` one by one: the same compile for 
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["WORKERS_ENV", "compile_workers", "pooled_code_features"]
+__all__ = ["COMPILE_TIMEOUT_S", "WORKERS_ENV", "compile_workers", "pooled_code_features", "probed_code_features"]
 
 WORKERS_ENV = "COMPILER_OPT_COMPILE_WORKERS"
+# a candidate whose compile runs past this many seconds gets NaN features (XGBoost's missing value) and is ranked
+# last; LLVM ran past ten minutes on one unroll-512 reduction configuration in the twenty-sixth session
+COMPILE_TIMEOUT_S = 60.0
 
 
 def compile_workers() -> int:
@@ -54,3 +58,56 @@ def pooled_code_features(space: Any, configs: Sequence[Any], feature_set: str, w
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="code-features") as pool:
         return np.stack(list(pool.map(features, configs)))
+
+
+_PROBES: list[Any] = []  # idle `CompileProbe` children, kept for the next kernel (each one imports TVM once)
+_PROBES_LOCK = threading.Lock()
+
+
+def _take_probe(timeout: float) -> Any:
+    from cost_model.measure.tile.compile_probe import CompileProbe
+
+    with _PROBES_LOCK:
+        for k, probe in enumerate(_PROBES):
+            if probe.timeout == timeout:
+                return _PROBES.pop(k)
+    return CompileProbe(timeout)
+
+
+def _give_back(probe: Any) -> None:
+    with _PROBES_LOCK:
+        _PROBES.append(probe)
+
+
+def _close_probes() -> None:
+    with _PROBES_LOCK:
+        for probe in _PROBES:
+            probe.close()
+        _PROBES.clear()
+
+
+def probed_code_features(space: Any, configs: Sequence[Any], feature_set: str, workers: int, *, timeout: float = COMPILE_TIMEOUT_S) -> np.ndarray:
+    """(C, width) code features of `configs` of `space`'s kernel, each compiled for this host in a child
+    process (`CompileProbe`, `workers` of them at once, kept between calls): a compile past `timeout`
+    seconds is abandoned and its row is NaN, so a candidate LLVM cannot finish never stalls the ranking.
+    The same numbers as `config_code_features` (the same compile for the same target)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cost_model.learned.tile_code_features import code_features, code_feature_set_width
+
+    spec = space.kernel.spec
+    width = code_feature_set_width(feature_set)
+
+    def features(config: Any) -> np.ndarray:
+        probe = _take_probe(timeout)
+        try:
+            asm = probe.asm(spec.kind, tuple(spec.dims), config.text())
+        finally:
+            _give_back(probe)
+        return code_features(asm, feature_set) if asm else np.full(width, np.nan, dtype=np.float32)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="code-features") as pool:
+        return np.stack(list(pool.map(features, configs)))
+
+
+atexit.register(_close_probes)

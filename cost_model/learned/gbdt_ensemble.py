@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from cost_model.learned.baselines import flat_features, flat_rows
-from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker
+from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker, ranked_last_if_uncompiled
 from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitted_scores
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
@@ -113,7 +113,8 @@ class GbdtEnsembleTilePredictor:
         from cost_model.measure.tile.dataset import kernel_graph
 
         feats, opcodes, _ = kernel_graph(space.kernel)
-        return self.rank_rows(feats, opcodes, self.members[0].config_rows(space, configs))
+        rows = self.members[0].config_rows(space, configs)
+        return ranked_last_if_uncompiled(self.rank_rows(feats, opcodes, rows), rows)
 
     def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
         """`steps` more boosting rounds per member on one kernel's new measurements; returns the

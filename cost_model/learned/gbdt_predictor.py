@@ -29,7 +29,8 @@ import numpy as np
 from cost_model.learned.baselines import GbdtBaseline, flat_rows
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "code_feature_set_read", "ranker_metrics", "train_gbdt_and_save", "training_hosts"]
+__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "code_feature_set_read", "ranked_last_if_uncompiled", "ranker_metrics", "train_gbdt_and_save",
+           "training_hosts"]
 
 FORMAT = "compiler-opt-gbdt-tile/1"
 PACKAGED_GBDT_MODEL = Path(__file__).with_name("tile_gbdt.ubj")
@@ -88,7 +89,8 @@ class GbdtTilePredictor:
         from cost_model.measure.tile.dataset import kernel_graph
 
         feats, opcodes, _ = kernel_graph(space.kernel)
-        return self.rank_rows(feats, opcodes, self.config_rows(space, configs))
+        rows = self.config_rows(space, configs)
+        return ranked_last_if_uncompiled(self.rank_rows(feats, opcodes, rows), rows)
 
     def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
         """`steps` more boosting rounds on one kernel's new measurements (the autotuner's online
@@ -199,6 +201,17 @@ def training_hosts(records: Sequence[KernelRecord]) -> dict[str, list[str]]:
     machines = [r.meta.get("machine", {}) for r in records]
     return {"hosts": sorted({str(m["target"]) for m in machines if m.get("target")}),
             "timing_protocols": sorted({protocol_of(m).name for m in machines})}
+
+
+def ranked_last_if_uncompiled(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`scores` (lower = faster) with every candidate whose row has NaN features (its compile ran past
+    the limit: `code_feature_pool.COMPILE_TIMEOUT_S`) moved after all the others, so the tuner never
+    compiles it again to measure it."""
+    scores = np.asarray(scores, dtype=np.float64).copy()
+    missing = np.isnan(np.asarray(rows, dtype=np.float64)).any(axis=1)
+    if missing.any() and not missing.all():
+        scores[missing] = scores[~missing].max() + 1.0 + np.arange(int(missing.sum()))
+    return scores
 
 
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],

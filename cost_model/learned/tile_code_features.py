@@ -402,15 +402,18 @@ def config_code_features(space: Any, config: Any, *, target: Any = None, nest: b
 def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s16", *, target: Any = None, workers: int | None = None) -> np.ndarray:
     """(C, code_feature_set_width) of `configs` of one kernel, each compiled here; the "+z" columns are
     z-scores over these candidates. The compiles spread over `workers` threads (None:
-    `code_feature_pool.compile_workers()`, the CPUs this process may use; 1: one after another); with a
-    `code_feature_store` active, what it holds is read back instead of compiled."""
-    from cost_model.learned.code_feature_pool import compile_workers, pooled_code_features
+    `code_feature_pool.compile_workers()`, the CPUs this process may use; 1: one after another); for this host
+    (`target` None) each compile runs in a child process and a candidate past `COMPILE_TIMEOUT_S` gets a NaN row
+    (`probed_code_features`); with a `code_feature_store` active, what it holds is read back instead of compiled."""
+    from cost_model.learned.code_feature_pool import compile_workers, pooled_code_features, probed_code_features
     from cost_model.learned.code_feature_store import stored_block
 
     base = _base_set(feature_set)
     workers = compile_workers() if workers is None else workers
 
     def compiled(chosen: Sequence[Any]) -> np.ndarray:
+        if target is None:  # this host: in child processes with a timeout (a timed-out candidate's row is NaN)
+            return probed_code_features(space, chosen, base, workers)
         if workers > 1 and len(chosen) >= 2 * workers:
             return pooled_code_features(space, chosen, base, workers, target=target)
         return np.stack([config_code_features(space, c, target=target, feature_set=base) for c in chosen])

@@ -36,3 +36,26 @@ def test_the_worker_count(monkeypatch) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setenv(WORKERS_ENV, bad)
         with pytest.raises(ValueError, match=WORKERS_ENV):
             compile_workers()
+
+
+def test_child_process_compiles_match_in_process_ones_and_time_out_to_nan() -> None:
+    """`probed_code_features` (what `configs_code_block` runs for this host) gives the in-process numbers; a
+    compile past its timeout gives a NaN row, which `ranked_last_if_uncompiled` puts after every other candidate."""
+    pytest.importorskip("tvm")
+    from cost_model.learned.code_feature_pool import probed_code_features
+    from cost_model.learned.gbdt_predictor import ranked_last_if_uncompiled
+    from cost_model.learned.tile_code_features import config_code_features
+    from cost_model.measure.tile.collect import kernel_configs
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
+    from cost_model.measure.tile.space import TileSpace
+
+    space = TileSpace(build_kernel(KernelSpec("matmul", (16, 32, 16))))
+    configs = kernel_configs(space, 1, 3)
+    in_process = np.stack([config_code_features(space, c, feature_set="s18") for c in configs])
+    assert np.array_equal(probed_code_features(space, configs, "s18", 2), in_process)
+    timed_out = probed_code_features(space, configs[:1], "s18", 1, timeout=0.01)  # a fresh child is still importing TVM
+    assert timed_out.shape == (1, in_process.shape[1]) and np.isnan(timed_out).all()
+    rows = np.vstack([in_process[:1], timed_out, in_process[1:]])
+    scores = ranked_last_if_uncompiled(np.array([0.5, -9.0, 0.1, 0.2]), rows)
+    assert np.argsort(scores).tolist() == [2, 3, 0, 1]
+    assert np.array_equal(ranked_last_if_uncompiled(np.array([0.3, 0.1]), np.full((2, 2), np.nan)), [0.3, 0.1])  # all missing: order kept

@@ -29,9 +29,11 @@ def test_rows_are_stored_and_read_back_without_compiling(tmp_path, monkeypatch) 
             first = tile_code_features.configs_code_block(space, configs[:3], "s18", workers=1)
         assert store.misses == 3 and store.hits == 0
         assert np.array_equal(first, compiled[:3])
-        calls = []
-        real = tile_code_features.config_code_features
-        monkeypatch.setattr(tile_code_features, "config_code_features", lambda *a, **k: calls.append(1) or real(*a, **k))
+        from cost_model.learned import code_feature_pool
+
+        calls = []  # one entry per candidate compiled (for this host in child processes: probed_code_features)
+        real = code_feature_pool.probed_code_features
+        monkeypatch.setattr(code_feature_pool, "probed_code_features", lambda space, chosen, *a, **k: calls.extend(chosen) or real(space, chosen, *a, **k))
         with active(store):
             again = tile_code_features.configs_code_block(space, configs, "s18", workers=1)
         assert len(calls) == 2 and store.hits == 3  # only the two it had not seen were compiled
