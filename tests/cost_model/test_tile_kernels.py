@@ -90,3 +90,18 @@ def test_collect_refuses_a_compile_timeout_that_is_not_positive(tmp_path, capsys
     out = tmp_path / "tiles"
     assert main(["costmodel", "collect", "--task", "tile", "--out", str(out), "--synthetic", "2", "--compile-timeout", "0"]) == 2
     assert "--compile-timeout" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_compile_probe_works_from_a_script_without_a_main_guard(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The child is a fresh interpreter, not a multiprocessing spawn, so it never re-runs the caller's script."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "tune.py"
+    script.write_text("from cost_model.measure.tile.compile_probe import CompileProbe\n"
+                      "probe = CompileProbe(120.0)\n"
+                      "print(len(probe.asm('matmul', (16, 32, 16), '{\"tiles\":[[1,4,4],[2,4,4],[4,4]],\"order\":0,\"vectorize\":1,\"unroll\":0,\"parallel\":0}')) > 0)\n"
+                      "probe.close()\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
