@@ -73,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     from passes.autotune.search import random_search_measurements
 
     rankers = [name for name in args.ranker.split(",") if name]
-    for name in rankers:
-        make_tile_ranker(name)  # an unknown name fails here, before any data is read
+    for name in rankers:  # an unknown name fails here, before any data is read
+        try:
+            make_tile_ranker(name)
+        except ValueError as error:
+            parser.error(f"--ranker: {error}")
     fixed = [(f"fixed {Path(path).name}", load_fixed_ranker(path, args.code_feature_set if args.code_features else None)) for path in args.fixed]
     warm = None
     if args.warm_from:
