@@ -89,7 +89,7 @@ class GbdtEnsembleTilePredictor:
         """This ensemble (fitted on `records`) with a `TopReranker` of its top `top` candidates, fitted on
         each record's scores from `refit` (this ensemble's recipe) on the other `folds` folds."""
         records = list(records)
-        oof = cross_fitted_scores(records, lambda: None, folds=folds, seed=seed, fit=lambda _, train: refit(train))
+        oof = cross_fitted_scores(records, refit, folds=folds, seed=seed)
         reranker = TopReranker(top=top, seed=seed, threads=threads).fit([flat_features(r) for r in records], oof, [r.config_runtime for r in records])
         info = {"top": top, "folds": folds, "seed": seed, "depth": reranker.depth, "rounds": reranker.rounds}
         return GbdtEnsembleTilePredictor(self.members, self.weights, self.extra | {"reranker": info}, reranker)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from cost_model.learned.baselines import flat_features
+from cost_model.learned.tile_code_features import kernel_zscores
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import KernelRecord
 
@@ -45,8 +46,7 @@ def top_rows(rows: np.ndarray, first_scores: np.ndarray, top: int) -> tuple[np.n
     first_scores = np.asarray(first_scores, dtype=np.float64)
     picked = np.argsort(first_scores, kind="stable")[: min(top, len(first_scores))]
     chosen = rows[picked].astype(np.float64)
-    spread = chosen.std(axis=0)
-    within = np.where(spread > 0, (chosen - chosen.mean(axis=0)) / np.where(spread > 0, spread, 1.0), 0.0)
+    within = kernel_zscores(chosen)  # each column over the top's candidates (a constant column is 0)
     first = np.stack([zscore(first_scores)[picked], np.arange(len(picked), dtype=np.float64)], axis=1)
     return picked, np.concatenate([first, chosen, within], axis=1).astype(np.float32)
 
@@ -55,7 +55,8 @@ def reranked_scores(first_scores: np.ndarray, picked: np.ndarray, second_scores:
     """Lower = faster: the picked candidates in the second stage's order, all before the rest, which
     keep the first stage's order."""
     first_scores = np.asarray(first_scores, dtype=np.float64)
-    out = len(picked) + zscore(first_scores) - zscore(first_scores).min() + 1.0  # everything after the top
+    z = zscore(first_scores)
+    out = len(picked) + z - z.min() + 1.0  # everything after the top
     out[picked] = np.argsort(np.argsort(np.asarray(second_scores, dtype=np.float64), kind="stable"), kind="stable")
     return out
 
@@ -127,16 +128,16 @@ class TopReranker:
         return reranked_scores(first_scores, picked, second)
 
 
-def cross_fitted_scores(records: Sequence[KernelRecord], make_first: Callable[[], Any], *, folds: int = FOLDS, seed: int = 0,
-                        fit: Callable[[Any, list[KernelRecord]], Any] | None = None) -> list[np.ndarray]:
-    """Every record's first-stage scores from a model fitted on the other folds (kernels at random)."""
+def cross_fitted_scores(records: Sequence[KernelRecord], fit: Callable[[list[KernelRecord]], Any], *, folds: int = FOLDS,
+                        seed: int = 0) -> list[np.ndarray]:
+    """Every record's first-stage scores from `fit(the other folds' records)` (a fresh model with
+    `predict(record)`; kernels to folds at random)."""
     if folds < 2:
         raise ValueError(f"cross-fitting needs at least 2 folds, got {folds}")
-    fit = fit or (lambda model, train: model.fit(train))
     fold_of = np.random.default_rng(seed).permutation(len(records)) % folds
     scores: list[np.ndarray | None] = [None] * len(records)
     for k in range(folds):
-        model = fit(make_first(), [r for r, f in zip(records, fold_of) if f != k])
+        model = fit([r for r, f in zip(records, fold_of) if f != k])
         for i in np.flatnonzero(fold_of == k):
             scores[i] = np.asarray(model.predict(records[i]), dtype=np.float64)
     return scores  # type: ignore[return-value]
@@ -153,8 +154,12 @@ class CascadeRanker:
     def fit(self, records: Sequence[KernelRecord], *, init: Any = None) -> CascadeRanker:
         records = list(records)
         template = copy.deepcopy(self.first)
-        fit = (lambda model, train: model.fit(train, init=init)) if init is not None else None
-        oof = cross_fitted_scores(records, lambda: copy.deepcopy(template), folds=self.folds, seed=self.seed, fit=fit)
+
+        def fit(train: list[KernelRecord]) -> Any:
+            model = copy.deepcopy(template)
+            return model.fit(train, init=init) if init is not None else model.fit(train)
+
+        oof = cross_fitted_scores(records, fit, folds=self.folds, seed=self.seed)
         self.first = self.first.fit(records, init=init) if init is not None else self.first.fit(records)
         self.second.fit([flat_features(r) for r in records], oof, [r.config_runtime for r in records])
         return self

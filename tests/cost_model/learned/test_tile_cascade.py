@@ -73,11 +73,11 @@ def test_cross_fitted_scores_never_score_a_kernel_with_a_model_that_saw_it() -> 
             assert record not in self.train
             return np.array([float(record)])
 
-    scores = cross_fitted_scores(list(range(10)), Memo, folds=3, seed=0)
+    scores = cross_fitted_scores(list(range(10)), lambda train: Memo().fit(train), folds=3, seed=0)
     assert [s.tolist() for s in scores] == [[float(i)] for i in range(10)] and len(seen) == 3
     assert all(len(train) in (6, 7) for train in seen)
     with pytest.raises(ValueError, match="at least 2 folds"):
-        cross_fitted_scores(list(range(10)), Memo, folds=1)
+        cross_fitted_scores(list(range(10)), lambda train: Memo().fit(train), folds=1)
 
 
 pytest.importorskip("tvm")
