@@ -75,6 +75,7 @@ class LoopInfo:
     trip: int = 0
     spill_traffic: float = 0.0
     lanes: int = 0
+    body: frozenset[int] = frozenset()  # the indices of every instruction the loop holds (its natural loop)
 
 
 def _register_base(operand: str) -> str:
@@ -261,7 +262,7 @@ def loop_table(instrs: Sequence[object], labels: dict[str, int]) -> tuple[list[L
         around = [j for j, (_, _, other) in enumerate(loops) if j != k and body < other]
         parent = min(around, key=lambda j: len(loops[j][2])) if around else None
         span = (min(body), max(body))
-        table.append(LoopInfo(first, last, len(around) + 1, parent, trip=_trip(instrs, span[0], last, header=first)))
+        table.append(LoopInfo(first, last, len(around) + 1, parent, trip=_trip(instrs, span[0], last, header=first), body=body))
     owner: list[int | None] = [None] * len(instrs)  # each instruction's innermost loop
     for k, info in sorted(enumerate(table), key=lambda item: item[1].depth):
         for i in loops[k][2]:

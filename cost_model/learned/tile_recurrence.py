@@ -205,13 +205,12 @@ def _moving_registers(instrs: Sequence[object], body: Sequence[int]) -> set[str]
 def recurrence_features(asm: str | Parsed, tables: LoopTables | None = None) -> np.ndarray:
     """(RECURRENCE_FEATURES,) float32 of a module's assembly or its `compute_functions` (+ `loop_tables`)."""
     from cost_model.learned.tile_code_features import compute_functions
-    from cost_model.learned.tile_nest_features import loop_tables, natural_loops
+    from cost_model.learned.tile_nest_features import loop_tables
 
     parsed = compute_functions(asm) if isinstance(asm, str) else asm
     tables = loop_tables(parsed) if tables is None else tables
     scored: list[tuple[float, LoopChains]] = []  # (executions, chains) per innermost loop
-    for (instrs, labels, _), (table, _) in zip(parsed, tables):
-        loops = natural_loops(instrs, labels)
+    for (instrs, _, _), (table, _) in zip(parsed, tables):
         parents = {info.parent for info in table if info.parent is not None}
         for k, info in enumerate(table):
             if k in parents:
@@ -220,7 +219,7 @@ def recurrence_features(asm: str | Parsed, tables: LoopTables | None = None) -> 
             while at is not None:
                 executions *= max(table[at].trip, 1)
                 at = table[at].parent
-            body = sorted(loops[k][2])
+            body = sorted(info.body)
             scored.append((executions, loop_chains(instrs, body, info.first, _moving_registers(instrs, body))))
     if not scored:
         return np.zeros(RECURRENCE_FEATURES, dtype=np.float32)
