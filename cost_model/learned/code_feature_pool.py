@@ -1,11 +1,12 @@
-"""Compiled-code features of many candidates at once, on several threads.
+"""Compiled-code features of many candidates at once, several compiles at a time.
 
 A tile ranker fitted with code features compiles every candidate it ranks (0.2-0.5 s each with
-LLVM), which is most of what tuning a kernel costs; the compiles are independent, and TVM's FFI
-releases the GIL while its C++ lowering and LLVM code generation run, so threads spread them over
-the cores this process may use without the start-up cost and main-module rules of worker processes.
-Each thread builds its own TileSpace of the kernel (schedules are not shared across threads). The
-numbers are the same as `config_code_features` one by one: the same compile for the same target.
+LLVM), which is most of what tuning a kernel costs; the compiles are independent. Twenty-fifth
+session: they ran on threads in this process (TVM's FFI releases the GIL). Twenty-sixth session:
+each runs in a kept `CompileProbe` child process instead, driven by one thread per worker, because
+LLVM can take minutes over one configuration and an in-process compile cannot be abandoned; a
+candidate past `COMPILE_TIMEOUT_S` gets a NaN row. The numbers are the same as
+`config_code_features` one by one: the same compile for the same target.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["COMPILE_TIMEOUT_S", "WORKERS_ENV", "compile_workers", "pooled_code_features", "probed_code_features"]
+__all__ = ["COMPILE_TIMEOUT_S", "WORKERS_ENV", "compile_workers", "probed_code_features"]
 
 WORKERS_ENV = "COMPILER_OPT_COMPILE_WORKERS"
 # a candidate whose compile runs past this many seconds gets NaN features (XGBoost's missing value) and is ranked
@@ -38,26 +39,6 @@ def compile_workers() -> int:
             raise ValueError(f"{WORKERS_ENV} must be >= 1, got {workers}")
         return workers
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def pooled_code_features(space: Any, configs: Sequence[Any], feature_set: str, workers: int, *, target: Any = None) -> np.ndarray:
-    """(C, width) code features of `configs` of `space`'s kernel, compiled on `workers` threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from cost_model.learned.tile_code_features import config_code_features
-    from cost_model.measure.tile.kernels import build_kernel
-    from cost_model.measure.tile.space import TileSpace
-
-    local = threading.local()
-    spec = space.kernel.spec
-
-    def features(config: Any) -> np.ndarray:
-        if not hasattr(local, "space"):
-            local.space = TileSpace(build_kernel(spec))  # this thread's own
-        return config_code_features(local.space, config, target=target, feature_set=feature_set)
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="code-features") as pool:
-        return np.stack(list(pool.map(features, configs)))
 
 
 _PROBES: list[Any] = []  # idle `CompileProbe` children, kept for the next kernel (each one imports TVM once)

@@ -405,7 +405,7 @@ def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s
     `code_feature_pool.compile_workers()`, the CPUs this process may use; 1: one after another); for this host
     (`target` None) each compile runs in a child process and a candidate past `COMPILE_TIMEOUT_S` gets a NaN row
     (`probed_code_features`); with a `code_feature_store` active, what it holds is read back instead of compiled."""
-    from cost_model.learned.code_feature_pool import compile_workers, pooled_code_features, probed_code_features
+    from cost_model.learned.code_feature_pool import compile_workers, probed_code_features
     from cost_model.learned.code_feature_store import stored_block
 
     base = _base_set(feature_set)
@@ -414,8 +414,7 @@ def configs_code_block(space: Any, configs: Sequence[Any], feature_set: str = "s
     def compiled(chosen: Sequence[Any]) -> np.ndarray:
         if target is None:  # this host: in child processes with a timeout (a timed-out candidate's row is NaN)
             return probed_code_features(space, chosen, base, workers)
-        if workers > 1 and len(chosen) >= 2 * workers:
-            return pooled_code_features(space, chosen, base, workers, target=target)
+        # another target (the probe compiles for this host only): here, one after another
         return np.stack([config_code_features(space, c, target=target, feature_set=base) for c in chosen])
 
     # for this host, the rows an active `code_feature_store` already holds are read back, not compiled
