@@ -8,7 +8,9 @@ same test kernels; several split seeds.
         --code-features out/tile_s13_code --extra-code-features out/tile_syn_code --seeds 0,1,2,3,4 --json more.json
 
 `--prefixes 0,2,5` fits one row per prefix of the `--extra` folders (the training kernels plus the first
-k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau.
+k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau; `--by-gap` the share of test pairs each row orders
+right, per kind and per bin of the pair's measured runtime gap (`metrics.pair_agreement_by_gap`), summed
+over the seeds.
 `--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
 another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
 must be `--code-feature-set`. `--warm-from FILE` adds, for each fit, the same fit whose boosting continues
@@ -47,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-extra", action="store_true", help="fit only the training kernels + every --extra row (= --prefixes <all>; for comparing feature sets)")
     parser.add_argument("--splits", default="random,program", help="which splits (default random,program)")
     parser.add_argument("--by-kind", action="store_true", help="also print per-kind means of top-1 and Kendall tau (the test kernels' kinds)")
+    parser.add_argument("--by-gap", action="store_true",
+                        help="also print, per kind, the share of test pairs ordered right in bins of their runtime gap (<1%%, 1-3%%, 3-10%%, 10-30%%, more)")
     parser.add_argument("--fixed", action="append", default=[], metavar="FILE",
                         help="a fitted tile ranker file (.json gbdt-ens, .ubj gbdt) scored as is on the same test kernels (repeatable)")
     parser.add_argument("--warm-from", metavar="FILE", help="also fit each row with boosting continued from this ranker file's trees")
@@ -128,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
                 began = time.perf_counter()
                 model = make_tile_ranker(ranker, seed=seed)
                 model = model.fit(fitted_on, init=warm) if warm_start else model.fit(fitted_on)
-                row = score(name, [model.predict(r) for r in test], test, random_needs)
+                predictions = [model.predict(r) for r in test]
+                row = score(name, predictions, test, random_needs)
                 row.update(train_kernels=len(fitted_on), test_kernels=len(test), train_s=time.perf_counter() - began)
+                if args.by_gap:
+                    row["gap_pairs"] = gap_pairs(predictions, test)
                 rows.setdefault(name, {}).setdefault(split, []).append(row)
                 print(f"seed {seed} {split:7s} {name:24s} top-1 {row['top1']:.1%} top-5 {row['top5']:.1%} tau {row['kendall']:.3f} "
                       f"tuner {row['tuner_measurements']:.1f} ({len(fitted_on)} train / {len(test)} test)", flush=True)
@@ -149,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{mean['tuner_measurements']:.1f} | {mean['random_measurements']:.1f} |")
     if args.by_kind:
         print_by_kind(rows, splits)
+    if args.by_gap:
+        print_by_gap(rows, splits)
     if args.json:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "code_feature_set": args.code_feature_set if args.code_features else None,
                                                "rows": rows}, indent=1), encoding="utf-8")
@@ -165,6 +174,38 @@ def load_fixed_ranker(path: str, feature_set: str | None) -> Any:
     if reads != feature_set:
         raise SystemExit(f"{path}: the ranker reads code feature set {reads!r}, the rows carry {feature_set!r} (--code-features / --code-feature-set)")
     return ranker
+
+
+def gap_pairs(predictions: list[np.ndarray], records: list) -> dict[str, list[list[float]]]:
+    """Per kind: [pairs ordered right, pairs] per `GAP_EDGES` bin, over these test kernels."""
+    from cost_model.learned.metrics import pair_agreement_by_gap
+
+    out: dict[str, list[list[float]]] = {}
+    for pred, record in zip(predictions, records):
+        agree, pairs = pair_agreement_by_gap(pred, record.config_runtime)
+        kind = str(record.meta.get("kind", "?"))
+        total = out.setdefault(kind, [[0.0] * len(pairs), [0.0] * len(pairs)])
+        total[0] = [a + b for a, b in zip(total[0], agree.tolist())]
+        total[1] = [a + b for a, b in zip(total[1], pairs.tolist())]
+    return out
+
+
+def print_by_gap(rows: dict[str, dict[str, list[dict]]], splits: list[str]) -> None:
+    """Share of pairs ordered right per kind and runtime-gap bin, summed over the runs of each row."""
+    from cost_model.learned.metrics import GAP_EDGES
+
+    labels = [f"{lo:.0%}-{hi:.0%}" if np.isfinite(hi) else f">={lo:.0%}" for lo, hi in zip(GAP_EDGES[:-1], GAP_EDGES[1:])]
+    for split in splits:
+        print(f"\n{split} split, pairs ordered right by their measured runtime gap (share, pairs; all seeds):")
+        print("| row | kind | " + " | ".join(labels) + " |")
+        print("|---|---|" + "---:|" * len(labels))
+        for name, by_split in rows.items():
+            kinds = sorted({kind for run in by_split[split] for kind in run.get("gap_pairs", {})})
+            for kind in kinds:
+                agree = np.sum([run["gap_pairs"][kind][0] for run in by_split[split] if kind in run.get("gap_pairs", {})], axis=0)
+                pairs = np.sum([run["gap_pairs"][kind][1] for run in by_split[split] if kind in run.get("gap_pairs", {})], axis=0)
+                cells = [f"{a / n:.2f} ({int(n)})" if n else "-" for a, n in zip(agree, pairs)]
+                print(f"| {name} | {kind} | " + " | ".join(cells) + " |")
 
 
 def print_by_kind(rows: dict[str, dict[str, list[dict]]], splits: list[str]) -> None:

@@ -11,6 +11,10 @@
   Where it is below the dataset's test-retest noise floor the kernel is flat (its configurations
   time within noise of each other) and its Kendall tau is noise for any model; benchmarks report
   tau over the kernels above the floor beside (never instead of) the tau over all kernels.
+- `pair_agreement_by_gap`: of the pairs of a kernel's configurations whose measured runtimes differ
+  by a log ratio within each bin, how many the model orders the same way. Kendall tau over all pairs
+  mixes a kind's close pairs with its far ones; per bin, kinds can be compared at equal difficulty
+  (twenty-seventh session: the reductions' low tau is their many close pairs, not worse ordering).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["best_seconds_error", "kernel_metrics", "label_spread", "mean_metrics", "top_k_slowdown", "kendall_tau", "mape"]
+__all__ = ["GAP_EDGES", "best_seconds_error", "kernel_metrics", "label_spread", "mean_metrics", "pair_agreement_by_gap", "top_k_slowdown", "kendall_tau", "mape"]
+
+GAP_EDGES = (0.0, 0.01, 0.03, 0.1, 0.3, math.inf)  # |log runtime ratio| bins: within noise, 1-3%, 3-10%, 10-30%, beyond
 
 
 def top_k_slowdown(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
@@ -57,6 +63,25 @@ def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
     if np.ptp(pred) == 0 or np.ptp(runtime) == 0:
         return 0.0
     return float(kendalltau(pred, runtime).statistic)
+
+
+def pair_agreement_by_gap(pred: np.ndarray, runtime: np.ndarray, edges: Iterable[float] = GAP_EDGES) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin [edges[i], edges[i+1]) of |log(runtime_a / runtime_b)|: (pairs the prediction orders
+    as the runtimes do, pairs in the bin). A tie in `pred` counts half; pairs of equal runtime are left out."""
+    pred, runtime = np.asarray(pred, dtype=np.float64), np.asarray(runtime, dtype=np.float64)
+    if pred.shape != runtime.shape or pred.ndim != 1:
+        raise ValueError(f"pred and runtime must be 1-D of one length, got {pred.shape} and {runtime.shape}")
+    if np.any(runtime <= 0):
+        raise ValueError("runtimes must be positive")
+    edges = np.asarray(list(edges), dtype=np.float64)
+    i, j = np.triu_indices(len(runtime), 1)
+    gap = np.log(runtime[i]) - np.log(runtime[j])
+    keep = gap != 0
+    gap, dp = gap[keep], pred[i][keep] - pred[j][keep]
+    agree = np.where(dp == 0, 0.5, (np.sign(dp) == np.sign(gap)).astype(np.float64))
+    which = np.digitize(np.abs(gap), edges[1:-1])
+    bins = len(edges) - 1
+    return np.bincount(which, weights=agree, minlength=bins)[:bins], np.bincount(which, minlength=bins)[:bins].astype(np.int64)
 
 
 def mape(pred_seconds: np.ndarray, runtime: np.ndarray, min_runtime: float = 0.0) -> float:

@@ -85,3 +85,24 @@ def test_label_spread() -> None:
     # median 2.0; |r / 2 - 1| = 0.5, 0.05, 0, 0.05, 1.0 -> median 0.05
     assert label_spread(np.array([1.0, 1.9, 2.0, 2.1, 4.0])) == pytest.approx(0.05)
     assert label_spread(np.full(7, 3e-5)) == 0.0
+
+
+def test_pair_agreement_by_gap_counts_hand_computed_pairs() -> None:
+    from cost_model.learned.metrics import pair_agreement_by_gap
+
+    runtime = np.array([1.0, 1.005, 1.2, 2.0])  # gaps: 0.005 | 0.18, 0.18 | 0.69, 0.69, 0.51
+    pred = np.array([0.0, 1.0, 1.0, 0.5])  # orders (0,1), (0,2), (0,3) right, ties (1,2), orders (1,3), (2,3) wrong
+    agree, pairs = pair_agreement_by_gap(pred, runtime)
+    assert pairs.tolist() == [1, 0, 0, 2, 3]
+    assert agree.tolist() == [1.0, 0.0, 0.0, 1.5, 1.0]
+
+
+def test_pair_agreement_by_gap_leaves_out_equal_runtimes_and_rejects_bad_input() -> None:
+    from cost_model.learned.metrics import pair_agreement_by_gap
+
+    agree, pairs = pair_agreement_by_gap(np.array([0.0, 1.0, 2.0]), np.array([1.0, 1.0, 1.5]), edges=(0.0, 0.1, np.inf))
+    assert pairs.tolist() == [0, 2] and agree.tolist() == [0.0, 2.0]
+    with pytest.raises(ValueError, match="1-D of one length"):
+        pair_agreement_by_gap(np.zeros(3), np.ones(4))
+    with pytest.raises(ValueError, match="positive"):
+        pair_agreement_by_gap(np.zeros(2), np.array([1.0, 0.0]))
