@@ -59,6 +59,13 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     if not args.max_flops > 0:
         print(f"compiler-opt: error: costmodel collect --max-flops must be > 0, got {args.max_flops:g}", file=sys.stderr)
         return 2
+    # flags that would otherwise be ignored without a word: the shapes a user asked for are not the ones timed
+    if (args.synthetic_kinds is not None or args.synthetic_seed is not None) and not args.synthetic:
+        print("compiler-opt: error: costmodel collect --synthetic-kinds / --synthetic-seed need --synthetic N (N > 0)", file=sys.stderr)
+        return 2
+    if args.synthetic and args.task != "tile":
+        print(f"compiler-opt: error: costmodel collect --synthetic draws tile kernels; --task {args.task} does not take it", file=sys.stderr)
+        return 2
     kind_weights = None
     if args.synthetic_kinds is not None:
         from cost_model.measure.tile.synthetic import parse_kind_weights

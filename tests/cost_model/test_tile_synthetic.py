@@ -80,7 +80,10 @@ def test_collect_refuses_bad_kind_weights(tmp_path, capsys) -> None:  # type: ig
     assert not (tmp_path / "s").exists()
 
 
-@pytest.mark.parametrize("flags, message", [(["--synthetic", "4", "--max-flops", "10"], "--synthetic: synthetic kernels need 0 < min_flops"),
+@pytest.mark.parametrize("flags, message", [(["--synthetic-kinds", "reduce=1"], "need --synthetic N"),
+                                            (["--synthetic-seed", "3"], "need --synthetic N"),
+                                            (["--synthetic", "4", "--task", "fusion"], "--task fusion does not take it"),
+                                            (["--synthetic", "4", "--max-flops", "10"], "--synthetic: synthetic kernels need 0 < min_flops"),
                                             (["--synthetic", "4", "--configs", "0"], "--configs must be >= 1"),
                                             (["--synthetic", "4", "--max-flops", "0"], "--max-flops must be > 0"),
                                             (["--synthetic", "4", "--max-kernels", "-1"], "--max-kernels must be >= 0")])
