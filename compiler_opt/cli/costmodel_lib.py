@@ -222,7 +222,18 @@ def _cmd_remeasure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _test_fraction_error(args: argparse.Namespace, command: str) -> bool:
+    """True (after saying so) when --test-fraction cannot split anything: a share strictly between 0 and 1."""
+    if 0.0 < args.test_fraction < 1.0 or getattr(args, "split", "") == "all":  # `all` trains on every kernel: no test side
+        return False
+    print(f"compiler-opt: error: costmodel {command} --test-fraction: a share of the kernels strictly between 0 and 1, got {args.test_fraction:g}",
+          file=sys.stderr)
+    return True
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
+    if _test_fraction_error(args, "train"):
+        return 2
     if args.extra_data and args.model == "additive":  # tile kernels only; the additive model reads fusion datasets
         print("compiler-opt: error: costmodel train: --extra-data only applies to the tile models (gnn, gbdt, gbdt-ens)", file=sys.stderr)
         return 2
@@ -305,6 +316,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from cost_model.learned.train import evaluate_saved
 
+    if _test_fraction_error(args, "evaluate"):
+        return 2
     report = evaluate_saved(args.model, args.data, split=args.split, seed=args.seed, test_fraction=args.test_fraction,
                             code_features=args.code_features)
     print(json.dumps(report, indent=2))

@@ -23,6 +23,15 @@ def test_train_on_a_missing_folder_is_a_user_error(tmp_path, capsys) -> None:  #
     assert "no .npz files" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+@pytest.mark.parametrize("fraction", ["0", "1", "1.5", "-0.2"])
+def test_a_test_fraction_outside_0_1_is_a_user_error(tmp_path, capsys, command, fraction) -> None:  # type: ignore[no-untyped-def]
+    args = ["costmodel", command, *(["m.pt", str(tmp_path)] if command == "evaluate" else [str(tmp_path), "-o", str(tmp_path / "m.pt")])]
+    assert main([*args, "--test-fraction", fraction]) == 2
+    assert "--test-fraction: a share of the kernels strictly between 0 and 1" in capsys.readouterr().err
+    assert not (tmp_path / "m.pt").exists()
+
+
 @pytest.mark.slow
 def test_collect_train_evaluate_autotune(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("tvm")
