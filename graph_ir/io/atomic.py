@@ -25,8 +25,9 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     On any exception the temporary file is removed and the target is left untouched.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    with _naming_target(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -36,6 +37,15 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def _naming_target(target: Path) -> Iterator[None]:
+    """An OSError while making the temporary file names the user's target, not the temporary name."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write here: {exc.strerror}", str(target)) from exc
 
 
 def _file_mode(target: Path) -> int:
@@ -53,7 +63,8 @@ def staging_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     """A fresh folder beside `target` (same filesystem, so renames out of it are atomic),
     removed afterwards with whatever is left in it."""
     target = Path(target)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    with _naming_target(target):
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
     try:
         yield staging
     finally:

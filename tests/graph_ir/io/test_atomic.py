@@ -36,3 +36,16 @@ def test_a_rewritten_file_keeps_its_mode_and_a_failed_write_leaves_it(tmp_path) 
         raise RuntimeError("writer failed")
     assert target.read_text() == "new" and _mode(target) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["model.json"]  # no temporary left behind
+
+
+def test_an_unwritable_folder_names_the_target_not_the_temporary(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from graph_ir.io.atomic import staging_dir
+
+    (tmp_path / "afile").write_text("not a folder")
+    target = tmp_path / "afile" / "model.onnx"
+    with pytest.raises(OSError) as caught, atomic_path(target):
+        pass
+    assert caught.value.filename == str(target) and "cannot write here" in str(caught.value)
+    with pytest.raises(OSError) as caught, staging_dir(target):
+        pass
+    assert caught.value.filename == str(target) and ".partial" not in str(caught.value)
