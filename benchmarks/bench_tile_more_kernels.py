@@ -8,9 +8,9 @@ same test kernels; several split seeds.
         --code-features out/tile_s13_code --extra-code-features out/tile_syn_code --seeds 0,1,2,3,4 --json more.json
 
 `--prefixes 0,2,5` fits one row per prefix of the `--extra` folders (the training kernels plus the first
-k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau; `--by-gap` the share of test pairs each row orders
-right, per kind and per bin of the pair's measured runtime gap (`metrics.pair_agreement_by_gap`), summed
-over the seeds.
+k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau;
+`--by-gap` the share of test pairs each row orders right, per kind and per bin of the pair's measured
+runtime gap (`metrics.pair_agreement_by_gap`), summed over the seeds.
 `--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
 another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
 must be `--code-feature-set`. `--warm-from FILE` adds, for each fit, the same fit whose boosting continues
@@ -141,8 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"seed {seed} {split:7s} {name:24s} top-1 {row['top1']:.1%} top-5 {row['top5']:.1%} tau {row['kendall']:.3f} "
                       f"tuner {row['tuner_measurements']:.1f} ({len(fitted_on)} train / {len(test)} test)", flush=True)
             for name, ranker in fixed:
-                row = score(name, [ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test], test, random_needs)
+                predictions = [ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for r in test]
+                row = score(name, predictions, test, random_needs)
                 row.update(train_kernels=int(ranker.extra.get("train", {}).get("train_kernels", 0)), test_kernels=len(test), train_s=0.0)
+                if args.by_gap:
+                    row["gap_pairs"] = gap_pairs(predictions, test)
                 rows.setdefault(name, {}).setdefault(split, []).append(row)
                 print(f"seed {seed} {split:7s} {name:24s} top-1 {row['top1']:.1%} top-5 {row['top5']:.1%} tau {row['kendall']:.3f} "
                       f"tuner {row['tuner_measurements']:.1f} (fixed / {len(test)} test)", flush=True)
@@ -184,7 +187,7 @@ def gap_pairs(predictions: list[np.ndarray], records: list) -> dict[str, list[li
     for pred, record in zip(predictions, records):
         agree, pairs = pair_agreement_by_gap(pred, record.config_runtime)
         kind = str(record.meta.get("kind", "?"))
-        total = out.setdefault(kind, [[0.0] * len(pairs), [0.0] * len(pairs)])
+        total = out.setdefault(kind, [[0.0] * len(pairs), [0] * len(pairs)])
         total[0] = [a + b for a, b in zip(total[0], agree.tolist())]
         total[1] = [a + b for a, b in zip(total[1], pairs.tolist())]
     return out
