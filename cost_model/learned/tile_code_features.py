@@ -58,6 +58,7 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 from cost_model.measure.tile.compile_probe import CompileProbe
+from cost_model.measure.tile.runner import config_asm  # re-exported: what the code features read
 
 __all__ = ["ALL_CODE_FEATURE_NAMES", "CODE_FEATURES", "CODE_FEATURE_NAMES", "CODE_FEATURE_SETS", "CODE_FEATURE_VERSION", "NATURAL_LOOP_FEATURE_NAMES",
            "AsmStats", "asm_stats", "natural_loop_counts",
@@ -386,13 +387,6 @@ def code_features(asm: str, feature_set: str | None = None, *, nest: bool = Fals
     return row if base == "all" else row[list(_SET_COLUMNS[base])]
 
 
-def config_asm(space: Any, config: Any, *, target: Any = None) -> str:
-    """The assembly of `config` of `space` (a TileSpace) compiled for this host (or `target`)."""
-    from cost_model.measure.tile.runner import build_config
-
-    return str(build_config(space, config, target=target).mod.inspect_source("asm"))
-
-
 def config_code_features(space: Any, config: Any, *, target: Any = None, nest: bool = False, feature_set: str | None = None) -> np.ndarray:
     """Compile `config` of `space` (a TileSpace) for this host (or `target`) and read its code
     (`code_features`: `feature_set`'s base columns, else every column if `nest`, else "s16")."""
@@ -470,10 +464,6 @@ def _row(asm: str) -> np.ndarray:
     return code_features(asm, nest=True) if asm else np.full(len(ALL_CODE_FEATURE_NAMES), np.nan, dtype=np.float32)
 
 
-# the compile-with-a-timeout child process (moved to `cost_model.measure.tile.compile_probe` in the twenty-sixth session, shared with the collector)
-_AsmWorker = CompileProbe
-
-
 def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: str) -> None:
     import zlib
 
@@ -505,7 +495,7 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
     out = Path(cache_dir)
     out.mkdir(parents=True, exist_ok=True)
     target_text = host_target_text()
-    worker = _AsmWorker(timeout)
+    worker = CompileProbe(timeout)  # compiles in a child process, so one LLVM never finishes is abandoned
     todo = [r for r in records if _read_cache(cache_path(out, r), r) is None]
     done = compiled = reparsed = timed_out = by_others = 0
     seconds = 0.0

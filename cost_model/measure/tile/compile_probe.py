@@ -83,7 +83,7 @@ class CompileProbe:
 def _serve() -> None:
     """The child: one JSON line [kind, dims, config text] in, one JSON line ["ok", asm] or ["error", why] out."""
     from cost_model.measure.tile.kernels import KernelSpec, build_kernel
-    from cost_model.measure.tile.runner import build_config, host_target
+    from cost_model.measure.tile.runner import config_asm, host_target
     from cost_model.measure.tile.space import TileConfig, TileSpace
 
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the answers' own descriptor: anything TVM or LLVM prints goes to stderr
@@ -96,8 +96,7 @@ def _serve() -> None:
         if key not in spaces:
             spaces = {key: TileSpace(build_kernel(KernelSpec(kind, key[1])))}
         try:
-            built = build_config(spaces[key], TileConfig.from_text(text), target=target)
-            answer = ["ok", str(built.mod.inspect_source("asm"))]
+            answer = ["ok", config_asm(spaces[key], TileConfig.from_text(text), target=target)]
         except Exception as error:  # a bad configuration: the parent raises it with the kernel named
             answer = ["error", f"{type(error).__name__}: {error}"]
         answers.write(json.dumps(answer) + "\n")

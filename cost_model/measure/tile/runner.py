@@ -19,7 +19,7 @@ import numpy as np
 from cost_model.measure.tile.kernels import TileKernel
 from cost_model.measure.tile.space import TileConfig, TileSpace
 
-__all__ = ["CompiledConfig", "build_config", "compile_config", "host_target", "host_target_text"]
+__all__ = ["CompiledConfig", "build_config", "compile_config", "config_asm", "host_target", "host_target_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,11 @@ def build_config(space: TileSpace, config: TileConfig, *, target: Any = None) ->
     import tvm
 
     return tvm.compile(space.schedule(config), target=target if target is not None else host_target())
+
+
+def config_asm(space: TileSpace, config: TileConfig, *, target: Any = None) -> str:
+    """The assembly LLVM makes of `config` for this host (or `target`): what the code features read."""
+    return str(build_config(space, config, target=target).mod.inspect_source("asm"))
 
 
 def compile_config(space: TileSpace, config: TileConfig, *, target: Any = None, arrays: list[np.ndarray] | None = None) -> CompiledConfig:

@@ -209,13 +209,13 @@ def test_a_kernel_another_fill_wrote_meanwhile_is_not_compiled_again(tmp_path, m
     a = _record(space, [VECTORIZED], str(tmp_path / "p:matmul:aaa.npz"))
     b = _record(space, [SCALAR], str(tmp_path / "p:matmul:bbb.npz"))
     fill_code_feature_cache([b], tmp_path / "other", progress=False)
-    original = tcf._AsmWorker.asm
+    original = tcf.CompileProbe.asm
 
     def asm_and_other_run_writes_b(self, *args):  # type: ignore[no-untyped-def]
         shutil.copy(cache_path(tmp_path / "other", b), cache_path(tmp_path / "shared", b))
         return original(self, *args)
 
-    monkeypatch.setattr(tcf._AsmWorker, "asm", asm_and_other_run_writes_b)
+    monkeypatch.setattr(tcf.CompileProbe, "asm", asm_and_other_run_writes_b)
     report = fill_code_feature_cache([a, b], tmp_path / "shared", progress=False)
     assert (report["kernels_compiled"], report["kernels_filled_by_another_run"], report["kernels_left"]) == (1, 1, 0)
     assert report["configs_compiled"] == 1 and all(f is not None for f in load_code_features([a, b], tmp_path / "shared"))
