@@ -5,6 +5,11 @@ Tolerance: |got - want| <= atol + rtol * |want| element-wise, rtol 1e-4 and atol
 floating outputs (folding BatchNormalization into weights rounds once more in float32; a real
 bug is orders of magnitude beyond), exact for integers and booleans. The worst output is the one
 with the largest error relative to its tolerance.
+
+When the backend cannot run the original model (an opset onnxruntime dropped, an op XLA cannot
+compile), nothing can be compared: the check reports `ran=False` and why, instead of failing as
+if the rewrite were wrong. When it runs the original but not the optimized model, the rewrite
+broke it: a failed check.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class NumericsCheck:
     rtol: float = RTOL
     atol: float = ATOL
     message: str = ""
+    ran: bool = True  # False: the backend could not run the original, so nothing was compared
 
     def one_line(self) -> str:
         if self.ok:
@@ -80,6 +86,22 @@ def _compare(names: list[str], want: list[Any], got: list[Any], backend: str) ->
     return NumericsCheck(ok, backend, worst, worst_abs, message=message)
 
 
+def _cannot_run_original(backend: str, err: Exception) -> NumericsCheck:
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return NumericsCheck(
+        False, backend, None, float("nan"), ran=False,
+        message=f"numerical check not possible: {backend} cannot run the original model ({type(err).__name__}: {reason[:300]})",
+    )
+
+
+def _cannot_run_optimized(backend: str, err: Exception) -> NumericsCheck:
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return NumericsCheck(
+        False, backend, None, float("inf"),
+        message=f"numerical check failed: {backend} runs the original model but not the optimized one ({type(err).__name__}: {reason[:300]})",
+    )
+
+
 def check_numerics(original: Graph, optimized: Graph, fmt: str, *, seed: int = 0) -> NumericsCheck:
     """Compare `original` and `optimized` (module docstring)."""
     rng = np.random.default_rng(seed)
@@ -102,16 +124,24 @@ def _check_onnx(original: Graph, optimized: Graph, rng: np.random.Generator) -> 
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare our graphs, not ORT's
 
-    def run(graph: Graph, functions: bool) -> tuple[list[str], list[Any]]:
-        model = export_onnx(graph, fused_groups_as_functions=functions)
+    def run(model: Any) -> tuple[list[str], list[Any]]:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
         mine = {i.name for i in session.get_inputs()}
         return names, session.run(names, {k: v for k, v in feeds.items() if k in mine})
 
-    names, want = run(original, False)
-    _, got = run(optimized, True)  # as the file is written: fused groups as local functions
-    return _compare(names, want, got, f"onnxruntime {ort.__version__}")
+    backend = f"onnxruntime {ort.__version__}"
+    reference = export_onnx(original)  # our exporter failing is our bug: not caught
+    written = export_onnx(optimized, fused_groups_as_functions=True)  # as the file is written
+    try:
+        names, want = run(reference)
+    except Exception as err:  # onnxruntime's own exception types; any refusal of the input
+        return _cannot_run_original(backend, err)
+    try:
+        _, got = run(written)
+    except Exception as err:
+        return _cannot_run_optimized(backend, err)
+    return _compare(names, want, got, backend)
 
 
 def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
@@ -120,16 +150,26 @@ def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> N
     from graph_ir.io.hlo_export import export_hlo_proto, export_hlo_text
     from graph_ir.io.xla_bridge import parse_hlo_text, run_hlo_module
 
+    backend = f"XLA (jax {jax.__version__})"
     args = [_random_array(v.type, rng, v.name) for v in original.inputs]
-    want = run_hlo_module(export_hlo_proto(original), *args)
+    reference = export_hlo_proto(original)
+    try:
+        want = run_hlo_module(reference, *args)
+    except Exception as err:  # XLA refuses the module (an op or custom call it cannot compile here)
+        return _cannot_run_original(backend, err)
     # The file is written with kLoop fusions, which XLA's parser reads back here; the
     # module executed has each fused group outlined identically but called (`fusion_kinds=
     # "call"`): jaxlib compiles through MLIR, which drops fused computations' layouts, and
     # XLA:CPU aborts on a pre-made fusion without them (graph_ir.io.hlo_export).
-    parse_hlo_text(export_hlo_text(optimized, materialize_fusions=True))
-    got = run_hlo_module(export_hlo_proto(optimized, materialize_fusions=True, fusion_kinds="call"), *args)
+    written = export_hlo_text(optimized, materialize_fusions=True)
+    executed = export_hlo_proto(optimized, materialize_fusions=True, fusion_kinds="call")
+    try:
+        parse_hlo_text(written)
+        got = run_hlo_module(executed, *args)
+    except Exception as err:
+        return _cannot_run_optimized(backend, err)
     names = [f"output {i}" for i in range(len(want))]
-    return _compare(names, want, got, f"XLA (jax {jax.__version__})")
+    return _compare(names, want, got, backend)
 
 
 def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
@@ -141,11 +181,21 @@ def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> Nu
     feeds = {v.name: _random_array(v.type, rng, v.name) for v in feed_values(original)}
     fetches = [v.name for v in original.outputs]
 
-    def run(graph: Graph) -> list[Any]:
+    def run(graph_def: Any) -> list[Any]:
         config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
         with tf.Graph().as_default() as tf_graph:
-            tf.graph_util.import_graph_def(export_graphdef(graph), name="")
+            tf.graph_util.import_graph_def(graph_def, name="")
             with tf.compat.v1.Session(graph=tf_graph, config=config) as session:
                 return session.run(fetches, feeds)
 
-    return _compare(fetches, run(original), run(optimized), f"TensorFlow {tf.__version__}")
+    backend = f"TensorFlow {tf.__version__}"
+    reference, written = export_graphdef(original), export_graphdef(optimized)
+    try:
+        want = run(reference)
+    except Exception as err:  # an op this TensorFlow does not have, or a kernel it cannot run on the CPU
+        return _cannot_run_original(backend, err)
+    try:
+        got = run(written)
+    except Exception as err:
+        return _cannot_run_optimized(backend, err)
+    return _compare(fetches, want, got, backend)

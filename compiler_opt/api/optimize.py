@@ -104,6 +104,8 @@ class OptimizeResult:
             "search_seconds": self.search_seconds,
             "candidates": self.candidates,
             "numerics_ok": None if self.numerics is None else self.numerics.ok,
+            "numerics_ran": None if self.numerics is None else self.numerics.ran,
+            "numerics_message": None if self.numerics is None else self.numerics.message,
             "numerics": None if self.numerics is None else {
                 "backend": self.numerics.backend, "worst_output": self.numerics.worst_output,
                 "max_abs_error": self.numerics.max_abs_error, "rtol": self.numerics.rtol, "atol": self.numerics.atol,

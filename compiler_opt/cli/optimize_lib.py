@@ -20,7 +20,7 @@ __all__ = ["NUMERICS_EXIT", "OptimizeRequest", "optimize_tables", "run_optimize"
 
 logger = logging.getLogger(__name__)
 
-NUMERICS_EXIT = 3  # the result computes something else than the input: nothing is written
+NUMERICS_EXIT = 3  # --check did not pass (a difference, or no check possible): nothing is written
 
 
 @dataclass
@@ -73,7 +73,8 @@ def run_optimize(request: OptimizeRequest, out: Any, err: Any) -> int:
         path = write_report(result, request.report_dir, title=f"compiler-opt optimize {request.input}")
         out.write(f"report: {path}\n")
     if result.numerics is not None and not result.numerics.ok:
-        err.write(f"compiler-opt: error: {request.input}: {result.numerics.one_line()}; {request.output} not written\n")
+        hint = "" if result.numerics.ran else " (rerun without --check to write it unchecked)"
+        err.write(f"compiler-opt: error: {request.input}: {result.numerics.one_line()}; {request.output} not written{hint}\n")
         return NUMERICS_EXIT
     import graph_ir
 

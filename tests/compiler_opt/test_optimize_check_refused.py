@@ -1,0 +1,65 @@
+"""`optimize --check` when the numerical check's backend refuses a model: the original (an opset
+onnxruntime no longer runs) is "no check possible", named as such, never an internal error; the
+optimized one (a rewrite that broke the model) is a failed check. Both leave nothing written."""
+
+from __future__ import annotations
+
+import onnx
+import onnxruntime as ort
+import pytest
+
+import compiler_opt
+from compiler_opt.cli.main import main
+from compiler_opt.cli.optimize_lib import NUMERICS_EXIT
+
+
+def _old_opset_model(onnx_backend_data):
+    """A shipped opset-6 model; skipped where this onnxruntime runs it after all."""
+    path = onnx_backend_data / "pytorch-converted" / "test_BatchNorm2d_eval" / "model.onnx"
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped with this onnx")
+    try:
+        ort.InferenceSession(onnx.load(path).SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - exactly the refusal this test needs
+        return path
+    pytest.skip(f"onnxruntime {ort.__version__} runs {path.name}'s opset; nothing refuses it here")
+
+
+def test_original_the_backend_cannot_run_is_reported_not_crashed(onnx_backend_data):
+    path = _old_opset_model(onnx_backend_data)
+    result = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", budget_s=2, check=True)
+    check = result.numerics
+    assert check is not None and not check.ok and not check.ran
+    assert "not possible" in check.one_line() and "cannot run the original model" in check.one_line()
+    assert "BatchNormalization" in check.one_line()  # onnxruntime's own reason is kept
+    report = result.to_json()
+    assert report["numerics_ran"] is False and report["numerics_ok"] is False
+
+
+def test_cli_exits_3_with_a_hint_and_writes_nothing(onnx_backend_data, tmp_path, capsys):
+    path = _old_opset_model(onnx_backend_data)
+    out = tmp_path / "o.onnx"
+    code = main(["optimize", str(path), "-o", str(out), "--method", "m-etf", "--check"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == NUMERICS_EXIT and not out.exists()
+    assert len(err) == 1 and str(path) in err[0] and "rerun without --check" in err[0]
+    assert "internal error" not in err[0]
+    assert main(["optimize", str(path), "-o", str(out), "--method", "m-etf"]) == 0 and out.is_file()  # unchecked: written
+
+
+def test_a_rewrite_the_backend_refuses_is_a_failed_check(example_model, monkeypatch):
+    from passes.onnx import conv_fold
+
+    original_call = conv_fold.FoldConvBatchNorm.call
+
+    def breaks_an_op(self, graph):  # noqa: ANN001, ANN202 - the bug: an op renamed to one nobody implements
+        result = original_call(self, graph)
+        relu = next(node for node in result.graph if node.op_type == "Relu")
+        relu.op_type = "NoSuchOp"
+        return result
+
+    monkeypatch.setattr(conv_fold.FoldConvBatchNorm, "call", breaks_an_op)
+    result = compiler_opt.optimize(str(example_model), target="2xV100", method="single-device", budget_s=1, check=True)
+    check = result.numerics
+    assert check is not None and check.ran and not check.ok
+    assert "runs the original model but not the optimized one" in check.one_line()
