@@ -23,7 +23,7 @@ import numpy as np
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
-__all__ = ["ATOL", "RTOL", "NumericsCheck", "check_numerics"]
+__all__ = ["ATOL", "RTOL", "NumericsCheck", "check_numerics", "unshaped_feeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,27 @@ def _compare(names: list[str], want: list[Any], got: list[Any], backend: str) ->
     return NumericsCheck(ok, backend, worst, worst_abs, message=message)
 
 
+def _feeds(graph: Graph, fmt: str) -> list[Any]:
+    """The values the check feeds random data to, per format (as the `_check_*` functions do)."""
+    if fmt == "tf_graphdef":
+        from graph_ir.summary import feed_values
+
+        return feed_values(graph)
+    if fmt == "onnx":
+        return [v for v in graph.inputs if v.name not in graph.initializers]
+    return list(graph.inputs)
+
+
+def unshaped_feeds(graph: Graph, fmt: str) -> list[str]:
+    """`name: type` of each value the check must feed that has no static shape (it cannot make
+    random data for them); asked before optimizing, so `--check` fails before the work."""
+    return [
+        f"{value.name}: {value.type}"
+        for value in _feeds(graph, fmt)
+        if value.type.shape is None or not value.type.shape.is_static
+    ]
+
+
 def _cannot_run_original(backend: str, err: Exception) -> NumericsCheck:
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return NumericsCheck(
@@ -121,7 +142,7 @@ def _check_onnx(original: Graph, optimized: Graph, rng: np.random.Generator) -> 
 
     feeds = {v.name: _random_array(v.type, rng, v.name) for v in original.inputs if v.name not in original.initializers}
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: a refusal is caught and reported with its reason
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare our graphs, not ORT's
 
     def run(model: Any) -> tuple[list[str], list[Any]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -210,6 +211,18 @@ def optimize(
     graph, fmt = model_to_graph(model)
     if input_shapes:
         apply_input_shapes(graph, input_shapes)
+    if check:
+        from compiler_opt.api.numerics import unshaped_feeds
+
+        unshaped = unshaped_feeds(graph, fmt)
+        if unshaped:
+            raise OptimizeError(
+                f"the numerical check feeds random inputs and needs static shapes; {', '.join(unshaped[:5])}"
+                f"{' ...' if len(unshaped) > 5 else ''} (give each with --input-shape NAME:DIMS, input_shapes= in Python,"
+                " or leave the check off)",
+                field="input_shapes",
+                file=str(model) if isinstance(model, (str, os.PathLike)) else None,
+            )
     original = graph.clone()
     level = 2 if opt_level is None else opt_level
     records: list[PassRecord] = []

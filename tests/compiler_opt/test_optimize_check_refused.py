@@ -63,3 +63,20 @@ def test_a_rewrite_the_backend_refuses_is_a_failed_check(example_model, monkeypa
     check = result.numerics
     assert check is not None and check.ran and not check.ok
     assert "runs the original model but not the optimized one" in check.one_line()
+
+
+def test_check_without_static_input_shapes_fails_before_the_work(onnx_backend_data, tmp_path, capsys):
+    path = onnx_backend_data / "simple" / "test_sequence_model8" / "model.onnx"  # input X: f32[n]
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped with this onnx")
+    with pytest.raises(compiler_opt.api.OptimizeError) as info:
+        compiler_opt.optimize(path, target="2xV100", method="m-etf", check=True)
+    assert info.value.field == "input_shapes" and "X: f32[n]" in str(info.value) and str(path) in str(info.value)
+    out = tmp_path / "o.onnx"
+    assert main(["optimize", str(path), "-o", str(out), "--check"]) == 2 and not out.exists()
+    assert "--input-shape" in capsys.readouterr().err
+    # With the shape given the check runs; this model's second input holds split sizes, which random
+    # values do not satisfy, so onnxruntime refuses the original: "not possible", not a failure.
+    result = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True, input_shapes={"X": (15,)})
+    assert result.numerics is not None and not result.numerics.ran
+    assert "cannot run the original model" in result.numerics.one_line() and "split" in result.numerics.one_line()
