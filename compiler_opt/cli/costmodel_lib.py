@@ -231,8 +231,19 @@ def _test_fraction_error(args: argparse.Namespace, command: str) -> bool:
     return True
 
 
+def _missing_output_folder(path: str | None, flag: str) -> bool:
+    """Print the usage error for an output whose folder does not exist (before a fit of minutes)."""
+    if path is None:
+        return False
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(folder):
+        return False
+    print(f"compiler-opt: error: {flag} {path}: output folder {folder} does not exist", file=sys.stderr)
+    return True
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
-    if _test_fraction_error(args, "train"):
+    if _test_fraction_error(args, "train") or _missing_output_folder(args.output, "-o"):
         return 2
     if args.extra_data and args.model == "additive":  # tile kernels only; the additive model reads fusion datasets
         print("compiler-opt: error: costmodel train: --extra-data only applies to the tile models (gnn, gbdt, gbdt-ens)", file=sys.stderr)
@@ -378,10 +389,15 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
+    from graph_ir.io.formats import check_writable_path
+
     for flag, value in (("--top-k", args.top_k), ("--budget", args.budget)):
         if value is not None and value < 1:
             print(f"compiler-opt: error: autotune {flag} must be >= 1, got {value}", file=sys.stderr)
             return 2
+    check_writable_path(args.output)  # before minutes of measuring, not after
+    if _missing_output_folder(getattr(args, "save_model", None), "--save-model"):
+        return 2
     if args.task == "fusion":
         if args.ranker in ("gbdt", "gbdt-ens"):
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "

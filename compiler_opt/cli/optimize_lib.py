@@ -46,9 +46,9 @@ def run_optimize(request: OptimizeRequest, out: Any, err: Any) -> int:
 
     from compiler_opt.api import optimize, parse_input_shape
     from compiler_opt.cli._render import render_tables
-    from graph_ir.io.formats import detect_format
+    from graph_ir.io.formats import check_writable_path
 
-    detect_format(request.output)  # a bad output name fails before the work
+    check_writable_path(request.output)  # a bad output name or folder fails before the work
     shapes = dict(parse_input_shape(text) for text in request.input_shapes)
     with tqdm(desc="optimize", unit="step", disable=None if request.progress else True, leave=False, file=err) as bar:
 

@@ -19,7 +19,7 @@ from graph_ir.errors import UnknownFormatError
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
 
-__all__ = ["FormatHandler", "register_format", "detect_format", "check_readable", "load", "load_with_format", "save", "FORMATS"]
+__all__ = ["FormatHandler", "register_format", "detect_format", "check_readable", "check_writable_path", "load", "load_with_format", "save", "FORMATS"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,20 @@ def load(path: str | os.PathLike[str], module: int | None = None, *, target_form
     return load_with_format(path, module, target_format=target_format, **options)[0]
 
 
+def check_writable_path(path: str | os.PathLike[str]) -> FormatHandler:
+    """What `save` checks before writing: a known extension, not a folder, an existing parent
+    folder. Commands call it before long work, so a typo in `-o` fails in a second, not after it."""
+    from pathlib import Path
+
+    handler = detect_format(path)
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(21, "output is a folder, not a file", os.fspath(path))
+    if not target.parent.is_dir():
+        raise FileNotFoundError(2, "output folder does not exist", str(target.parent))
+    return handler
+
+
 def save(graph: Graph, path: str | os.PathLike[str], **options: Any) -> None:
     """Export `graph` to `path` atomically, side files included (module docstring)."""
     from pathlib import Path
@@ -126,12 +140,8 @@ def save(graph: Graph, path: str | os.PathLike[str], **options: Any) -> None:
     from graph_ir.errors import CompilerOptError, ExportError
     from graph_ir.io.atomic import move_staged, staging_dir
 
-    handler = detect_format(path)  # fail on an unknown extension before doing any work
+    handler = check_writable_path(path)  # fail before doing any work
     target = Path(path)
-    if target.is_dir():
-        raise IsADirectoryError(21, "output is a folder, not a file", os.fspath(path))
-    if not target.parent.is_dir():
-        raise FileNotFoundError(2, "output folder does not exist", str(target.parent))
     with staging_dir(target) as staging:
         staged = staging / target.name
         try:

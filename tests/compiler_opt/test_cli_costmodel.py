@@ -174,3 +174,17 @@ def test_code_feature_set_choices_match_the_feature_sets() -> None:
     train = costmodel._subparsers._group_actions[0].choices["train"]
     action = next(a for a in train._actions if "--code-feature-set" in a.option_strings)
     assert tuple(action.choices) == CODE_FEATURE_SETS
+
+
+def test_an_output_that_cannot_be_written_fails_before_the_work(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    model = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "small_cnn.onnx")
+    missing = tmp_path / "no_such_folder"
+    for task in ("tile", "fusion"):  # measuring would take minutes; the typo must cost a second
+        assert main(["autotune", model, "-o", str(missing / "x.onnx"), "--task", task, "--no-progress"]) == 2
+        assert "output folder does not exist" in capsys.readouterr().err
+    assert main(["autotune", model, "-o", str(tmp_path / "x.txt"), "--task", "tile", "--no-progress"]) == 2
+    assert "unknown model format" in capsys.readouterr().err
+    assert main(["autotune", model, "-o", str(tmp_path / "x.onnx"), "--save-model", str(missing / "m.json"), "--no-progress"]) == 2
+    assert "--save-model" in capsys.readouterr().err
+    assert main(["costmodel", "train", str(tmp_path), "-o", str(missing / "m.json"), "--model", "gbdt-ens"]) == 2
+    assert "output folder" in capsys.readouterr().err and not missing.exists()

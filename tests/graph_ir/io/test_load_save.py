@@ -81,3 +81,16 @@ def test_a_failed_save_leaves_the_target_untouched(tmp_path: Path) -> None:
     assert caught.value.file == str(target)
     assert target.read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hlo"]
+
+
+def test_check_writable_path_is_what_save_checks(tmp_path: Path) -> None:
+    from graph_ir.io.formats import check_writable_path
+
+    assert check_writable_path(tmp_path / "m.onnx").name == "onnx"
+    with pytest.raises(FileNotFoundError, match="output folder does not exist"):
+        check_writable_path(tmp_path / "missing" / "m.onnx")
+    with pytest.raises(IsADirectoryError):
+        (tmp_path / "d.onnx").mkdir()
+        check_writable_path(tmp_path / "d.onnx")
+    with pytest.raises(UnknownFormatError):
+        check_writable_path(tmp_path / "m.txt")
