@@ -4,7 +4,9 @@ onnxruntime for ONNX, XLA's CPU backend for HLO, TensorFlow for GraphDefs.
 Tolerance: |got - want| <= atol + rtol * |want| element-wise, rtol 1e-4 and atol 1e-5 for
 floating outputs (folding BatchNormalization into weights rounds once more in float32; a real
 bug is orders of magnitude beyond), exact for integers and booleans. The worst output is the one
-with the largest error relative to its tolerance.
+with the largest error relative to its tolerance. Random outputs are not compared, and are named:
+those computed from a random op (`RANDOM_OPS`), and those two runs of the original disagree on (a
+seed read from the runtime).
 
 When the backend cannot run the original model (an opset onnxruntime dropped, an op XLA cannot
 compile), nothing can be compared: the check reports `ran=False` and why, instead of failing as
@@ -23,7 +25,7 @@ import numpy as np
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
-__all__ = ["ATOL", "RTOL", "NumericsCheck", "check_numerics", "unshaped_feeds"]
+__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "NumericsCheck", "check_numerics", "random_outputs", "unshaped_feeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +42,13 @@ class NumericsCheck:
     atol: float = ATOL
     message: str = ""
     ran: bool = True  # False: the backend could not run the original, so nothing was compared
+    varying_outputs: tuple[str, ...] = ()  # random outputs (a random op, or two runs of the original disagree): not compared
 
     def one_line(self) -> str:
         if self.ok:
-            return f"outputs equal in {self.backend} (max abs error {self.max_abs_error:.3g}, rtol {self.rtol:g}, atol {self.atol:g})"
+            left_out = (f"; not compared: {', '.join(repr(n) for n in self.varying_outputs)}, which are random (a random op, or two runs of the original differ)"
+                        if self.varying_outputs else "")
+            return f"outputs equal in {self.backend} (max abs error {self.max_abs_error:.3g}, rtol {self.rtol:g}, atol {self.atol:g}){left_out}"
         return self.message
 
 
@@ -59,31 +64,79 @@ def _random_array(value_type: TensorType, rng: np.random.Generator, name: str) -
     return rng.integers(0, 8, shape).astype(dtype.numpy)
 
 
-def _compare(names: list[str], want: list[Any], got: list[Any], backend: str) -> NumericsCheck:
+# Ops whose values are random by definition (ONNX, TensorFlow, HLO opcodes): outputs computed from
+# one are not compared. onnxruntime seeds an unseeded op per session in a way that two sessions of
+# one model agree but a rewritten model does not, so the second reference run cannot catch them.
+RANDOM_OPS = frozenset({
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
+    "RandomStandardNormal", "RandomUniformInt", "TruncatedNormal", "RandomShuffle", "RandomGamma", "RandomPoisson",
+    "RandomPoissonV2", "ParameterizedTruncatedNormal",
+    "rng", "rng-get-and-update-state",
+})
+
+
+def random_outputs(graph: Graph) -> set[str]:
+    """Names of `graph`'s outputs computed (through any path) from a random op, here or inside a
+    node's subgraphs."""
+    def is_random(node: Any) -> bool:
+        if node.op_type in RANDOM_OPS:
+            return True
+        return node.has_subgraphs and any(inner.op_type in RANDOM_OPS for sub in node.subgraphs() for inner in sub.all_nodes())
+
+    frontier = [node for node in graph if is_random(node)]
+    tainted: set[Any] = set(frontier)
+    while frontier:
+        for user in frontier.pop().users():
+            if user not in tainted:
+                tainted.add(user)
+                frontier.append(user)
+    return {value.name for value in graph.outputs if value.producer is not None and value.producer in tainted}
+
+
+def _excess(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
+    """(largest error over its tolerance, largest absolute error) of `got` against `want`; above 1
+    is a difference. Floats and complex numbers within atol + rtol |want| (NaN equals NaN), integers
+    and booleans exactly."""
+    if np.issubdtype(want.dtype, np.floating) or np.iscomplexobj(want):
+        kind = np.complex128 if np.iscomplexobj(want) or np.iscomplexobj(got) else np.float64
+        w, g = want.astype(kind), got.astype(kind)
+        both_nan = np.isnan(w) & np.isnan(g)
+        err = np.where(both_nan, 0.0, np.abs(g - w))
+        err = np.where(np.isnan(err), np.inf, err)
+        return float(np.max(err / (ATOL + RTOL * np.abs(np.nan_to_num(w))))), float(np.max(err))
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    return float(np.max(err)) * 1e12, float(np.max(err))  # integers must match exactly
+
+
+def _compare(names: list[str], want: list[Any], got: list[Any], backend: str, again: list[Any] | None = None,
+             random: set[str] | frozenset[str] = frozenset()) -> NumericsCheck:
+    """Compare every output; outputs in `random` (computed from a random op) and, with `again` (a
+    second run of the original on the same inputs), outputs the two reference runs disagree on (a
+    seed read from the runtime) cannot be checked: they are left out, named in the message."""
     worst, worst_ratio, worst_abs = None, -1.0, 0.0
-    for name, w, g in zip(names, want, got):
+    varying: list[str] = []
+    for index, (name, w, g) in enumerate(zip(names, want, got)):
         w, g = np.asarray(w), np.asarray(g)
         if w.shape != g.shape:
             return NumericsCheck(False, backend, name, float("inf"), message=f"output {name!r}: shape {g.shape} instead of {w.shape}")
         if w.size == 0:
             continue
-        if np.issubdtype(w.dtype, np.floating):
-            w64, g64 = w.astype(np.float64), g.astype(np.float64)
-            both_nan = np.isnan(w64) & np.isnan(g64)
-            err = np.where(both_nan, 0.0, np.abs(g64 - w64))
-            err = np.where(np.isnan(err), np.inf, err)
-            ratio = float(np.max(err / (ATOL + RTOL * np.abs(np.nan_to_num(w64)))))
-        else:
-            err = np.abs(g.astype(np.float64) - w.astype(np.float64))
-            ratio = float(np.max(err)) * 1e12  # integers must match exactly
+        if name in random or (again is not None and _excess(w, np.asarray(again[index]))[0] > 1.0):
+            varying.append(name)
+            continue
+        ratio, abs_error = _excess(w, g)
         if ratio > worst_ratio:
-            worst, worst_ratio, worst_abs = name, ratio, float(np.max(err))
+            worst, worst_ratio, worst_abs = name, ratio, abs_error
+    left_out = f"; not compared: {', '.join(repr(n) for n in varying)}, which are random (a random op, or two runs of the original differ)" if varying else ""
+    if varying and worst is None and len(varying) == sum(np.asarray(w).size > 0 for w in want):
+        return NumericsCheck(False, backend, None, float("nan"), ran=False,
+                             message=f"numerical check not possible: every output is random in {backend} (a random op, or two runs of the original differ)")
     ok = worst_ratio <= 1.0
-    message = "" if ok else (
+    message = f"outputs equal in {backend}{left_out}" if ok else (
         f"numerical check failed in {backend}: output {worst!r} differs by up to {worst_abs:.3g} "
-        f"(tolerance rtol {RTOL:g}, atol {ATOL:g})"
+        f"(tolerance rtol {RTOL:g}, atol {ATOL:g}){left_out}"
     )
-    return NumericsCheck(ok, backend, worst, worst_abs, message=message)
+    return NumericsCheck(ok, backend, worst, worst_abs, message=message, varying_outputs=tuple(varying))
 
 
 def _feeds(graph: Graph, fmt: str) -> list[Any]:
@@ -156,13 +209,14 @@ def _check_onnx(original: Graph, optimized: Graph, rng: np.random.Generator) -> 
     written = export_onnx(optimized, fused_groups_as_functions=True)  # as the file is written
     try:
         names, want = run(reference)
+        _, again = run(reference)
     except Exception as err:  # onnxruntime's own exception types; any refusal of the input
         return _cannot_run_original(backend, err)
     try:
         _, got = run(written)
     except Exception as err:
         return _cannot_run_optimized(backend, err)
-    return _compare(names, want, got, backend)
+    return _compare(names, want, got, backend, again, random_outputs(original))
 
 
 def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
@@ -176,6 +230,7 @@ def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> N
     reference = export_hlo_proto(original)
     try:
         want = run_hlo_module(reference, *args)
+        again = run_hlo_module(reference, *args)
     except Exception as err:  # XLA refuses the module (an op or custom call it cannot compile here)
         return _cannot_run_original(backend, err)
     # The file is written with kLoop fusions, which XLA's parser reads back here; the
@@ -190,7 +245,7 @@ def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> N
     except Exception as err:
         return _cannot_run_optimized(backend, err)
     names = [f"output {i}" for i in range(len(want))]
-    return _compare(names, want, got, backend)
+    return _compare(names, want, got, backend, again)
 
 
 def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
@@ -213,10 +268,11 @@ def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> Nu
     reference, written = export_graphdef(original), export_graphdef(optimized)
     try:
         want = run(reference)
+        again = run(reference)
     except Exception as err:  # an op this TensorFlow does not have, or a kernel it cannot run on the CPU
         return _cannot_run_original(backend, err)
     try:
         got = run(written)
     except Exception as err:
         return _cannot_run_optimized(backend, err)
-    return _compare(fetches, want, got, backend)
+    return _compare(fetches, want, got, backend, again, random_outputs(original))
