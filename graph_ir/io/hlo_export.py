@@ -183,7 +183,8 @@ class _Exporter:
         if id(root) not in ids:
             raise ExportError(f"computation {name!r} returns %{root.name}, which it does not define")
         proto.root_id = ids[id(root)]
-        if self.scheduled and not _is_fusion_body(graph):  # XLA schedules non-fusion computations only
+        # XLA schedules non-fusion computations only; a fusion body written as a call's callee is one
+        if self.scheduled and (self.fusions_as_calls or not _is_fusion_body(graph)):
             self.module.schedule.sequences[proto.id].instruction_ids.extend(order)
         return proto.id
 

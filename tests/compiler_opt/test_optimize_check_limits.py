@@ -134,3 +134,14 @@ def test_complex_outputs_are_compared_with_their_imaginary_part():
     moved = [np.array([1 + 2.5j, 3 - 1j], np.complex64)]  # the real parts equal: a cast to real would pass it
     check = _compare(["f"], want, moved, "numpy")
     assert not check.ok and check.max_abs_error == pytest.approx(0.5)
+
+
+def test_a_scheduled_module_that_came_fused_is_checked(shared_testdata):
+    # XLA:CPU refuses the fusions (no backend config); as calls they run, and their computations,
+    # no longer fusion bodies, need their own schedule sequences in the result (they had none).
+    pytest.importorskip("jax")
+    path = shared_testdata / "external" / "hlo" / "openxla-xla__xla__backends__cpu__benchmarks__hlo__xnn.sequential_dots.optimized.hlo"
+    if not path.is_file():
+        pytest.skip("external HLO testdata not here")
+    check = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True).numerics
+    assert check is not None and check.ok, check.one_line()
