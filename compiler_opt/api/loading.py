@@ -19,20 +19,23 @@ class ModelFormatError(CompilerOptError):
     """The object given as a model is none of the accepted kinds, or an input shape is bad."""
 
 
-def model_to_graph(model: Any) -> tuple[Graph, str]:
-    """(a graph the caller may change, its format: onnx | tf_graphdef | hlo | stablehlo | ir)."""
+def model_to_graph(model: Any, module: int | None = None) -> tuple[Graph, str]:
+    """(a graph the caller may change, its format: onnx | tf_graphdef | hlo | stablehlo | ir).
+    `module` picks one module of an HLO file that holds several (0-based); only for paths."""
+    if module is not None and not (isinstance(model, (str, os.PathLike)) and not _is_hlo_text(model)):
+        raise ModelFormatError("module= picks a module of an HLO or StableHLO file: give the file's path", field="module")
     if isinstance(model, Graph):
         return model.clone(), _graph_format(model)
     if isinstance(model, (str, os.PathLike)):
         text = os.fspath(model)
-        if isinstance(model, str) and ("HloModule" in text[:2000] and "\n" in text):
+        if _is_hlo_text(model):
             from graph_ir.io.hlo_import import import_hlo_text
 
             return import_hlo_text(text), "hlo"
         import graph_ir
         from graph_ir.io.formats import detect_format
 
-        graph = graph_ir.load(text)
+        graph = graph_ir.load(text, module)
         return graph, detect_format(text).name
     type_name = type(model).__name__
     if type_name == "ModelProto":
@@ -47,6 +50,10 @@ def model_to_graph(model: Any) -> tuple[Graph, str]:
         f"model must be a path, an ONNX ModelProto, a TF GraphDef, HLO text or a graph_ir.Graph, got {type_name}",
         field="model",
     )
+
+
+def _is_hlo_text(model: Any) -> bool:
+    return isinstance(model, str) and "HloModule" in model[:2000] and "\n" in model
 
 
 def _graph_format(graph: Graph) -> str:

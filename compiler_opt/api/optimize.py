@@ -186,6 +186,7 @@ def optimize(
     *,
     opt_level: int | None = None,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    module: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> OptimizeResult:
     """Optimize `model` for `target` (module docstring); `model` is a path, an ONNX ModelProto, a
@@ -208,7 +209,7 @@ def optimize(
         target = Target.resolve(devices=target)  # a bad spec fails here, naming it
     topology = target.topology
     progress("import")
-    graph, fmt = model_to_graph(model)
+    graph, fmt = model_to_graph(model, module)
     if input_shapes:
         apply_input_shapes(graph, input_shapes)
     if check:

@@ -337,7 +337,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int | None = None, extra_k: int | None = None,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
-                   save_model: str | None = None, ranker: str | None = None, prefilter: float | None = None) -> list[Any]:
+                   save_model: str | None = None, ranker: str | None = None, prefilter: float | None = None,
+                   module: int | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
     or gbdt-ens; None: the one `cost_model`'s suffix names, else gbdt-ens; `cost_model` its file,
     None: the packaged one), write the result to `output`."""
@@ -349,7 +350,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
 
     from passes import run_pipeline
 
-    graph = graph_ir.load(model)
+    graph = graph_ir.load(model, module)
     graph = run_pipeline(graph, "shape-infer").graph  # kernel shapes come from value types
     predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
     with ProfileCache(cache_path) as cache:
@@ -365,7 +366,8 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
 
 
 def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 100, top_k: int = 10,
-                          cache_path: str | None = None, seed: int = 0, progress: bool = False, ranker: str | None = None) -> Any:
+                          cache_path: str | None = None, seed: int = 0, progress: bool = False, ranker: str | None = None,
+                          module: int | None = None) -> Any:
     """Load the HLO or ONNX model `model`, tune its fusion groups (passes.autotune.fusion) with the
     `ranker` (additive, the default, or gnn; `cost_model` its file, None: the packaged one), write `output`."""
     import graph_ir
@@ -379,7 +381,7 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
         from cost_model.measure.xla_timing import configure_xla_timing
 
         configure_xla_timing()
-    graph = graph_ir.load(model)
+    graph = graph_ir.load(model, module)
     predictor = load_fusion_ranker(cost_model, ranker)
     with ProfileCache(cache_path) as cache:
         tuning = FusionTuner(predictor, fusion_harness(cache, seed=seed), budget=budget, top_k=top_k, seed=seed).tune(graph, progress=progress)
@@ -408,7 +410,8 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             print(f"compiler-opt: error: autotune {flag} is for --task tile (the fusion tuner measures its --top-k)", file=sys.stderr)
             return 2
         t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
-                                  cache_path=args.cache, seed=args.seed, progress=not args.no_progress, ranker=args.ranker)
+                                  cache_path=args.cache, seed=args.seed, progress=not args.no_progress, ranker=args.ranker,
+                                  module=args.module)
         print(f"autotune fusion: {len(t.candidates)} candidates ranked, {t.outcome.measurements} measured; best {t.outcome.best_seconds * 1e6:.1f} us "
               f"vs default fusion {t.default_seconds * 1e6:.1f} us ({t.speedup_over_default:.2f}x), {t.groups} fused groups, "
               f"outputs match the unfused graph; written to {args.output}")
@@ -424,7 +427,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
         return 2
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k, extra_k=args.extra_k,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter)
+                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter, module=args.module)
     for t in tunings:
         gate = (f" (+{t.outcome.extra_measured}: the top {t.outcome.measurements - t.outcome.extra_measured} measured disagreed with the ranker, "
                 f"tau {t.outcome.agreement:.2f})") if t.outcome.extra_measured else ""
@@ -585,6 +588,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune = sub.add_parser("autotune", parents=[common], help="pick tile sizes / fusions with the learned model, measuring only the top-k")
     tune.add_argument("model", metavar="MODEL", help="model file (any importable format)")
     tune.add_argument("-o", "--output", required=True, metavar="OUT")
+    tune.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     tune.add_argument("--task", choices=("tile", "fusion"), required=True,
                       help="tile: TVM tile configs of dot/conv/reduce kernels; fusion: fusion groups of an HLO graph (run on XLA)")
     tune.add_argument("--cost-model", metavar="MODEL", help="trained cost model (gnn: .pt, gbdt: .ubj, gbdt-ens: .json; default: the one shipped in the package for the task and ranker)")

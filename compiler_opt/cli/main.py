@@ -51,7 +51,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     request = OptimizeRequest(
         input=args.input, output=args.output, devices=args.devices, method=args.method, tasks=args.tasks,
         budget_s=args.budget, report_dir=args.report, report_json=args.report_json, check=args.check, seed=args.seed,
-        opt_level=args.opt_level, input_shapes=args.input_shape or (),
+        opt_level=args.opt_level, input_shapes=args.input_shape or (), module=args.module,
     )
     return run_optimize(request, sys.stdout, sys.stderr)
 
@@ -285,6 +285,7 @@ def _add_optimize_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     optimize_p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and randomised methods")
     optimize_p.add_argument("-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], metavar="LEVEL", help="clean-up level -O0..-O3 (default -O2)")
     optimize_p.add_argument("--input-shape", action="append", metavar="NAME:DIMS", help="static shape of an input, e.g. input:1,3,224,224 (repeatable)")
+    optimize_p.add_argument("--module", type=int, metavar="N", help="which module of an HLO file holding several (0-based)")
     optimize_p.set_defaults(handler=_cmd_optimize, file_arg="input")
 
 

@@ -37,6 +37,7 @@ class OptimizeRequest:
     seed: int = 0
     opt_level: int | None = None
     input_shapes: Sequence[str] = ()
+    module: int | None = None
     progress: bool = True
 
 
@@ -59,7 +60,7 @@ def run_optimize(request: OptimizeRequest, out: Any, err: Any) -> int:
         result = optimize(
             request.input, target=request.devices, tasks=tuple(request.tasks), method=request.method,
             budget_s=request.budget_s, check=request.check, seed=request.seed, opt_level=request.opt_level,
-            input_shapes=shapes or None, progress=progress,
+            input_shapes=shapes or None, module=request.module, progress=progress,
         )
     render_tables(optimize_tables(result), out)
     if request.report_json:

@@ -96,3 +96,40 @@ def test_readme_optimize_command_runs(capsys, example_model, tmp_path):
     assert "compiler-opt optimize examples/small_cnn.onnx" in readme
     code, out, _ = _run(capsys, "optimize", str(example_model), "-o", str(tmp_path / "small_cnn.opt.onnx"), "--report", str(tmp_path / "report"))
     assert code == 0 and (tmp_path / "report" / "report.html").is_file()
+
+
+_TWO_MODULES = """HloModule first
+
+ENTRY main {
+  p = f32[8] parameter(0)
+  ROOT n = f32[8] negate(p)
+}
+
+// -----
+
+HloModule second
+
+ENTRY main {
+  p = f32[8] parameter(0)
+  e = f32[8] exponential(p)
+  ROOT a = f32[8] add(e, p)
+}
+"""
+
+
+def test_optimize_picks_one_module_of_an_hlo_file(capsys, tmp_path):
+    pytest.importorskip("jax")
+    import compiler_opt
+    from graph_ir.errors import CompilerOptError
+
+    path = tmp_path / "two.hlo"
+    path.write_text(_TWO_MODULES)
+    code, _, err = _run(capsys, "optimize", str(path), "-o", str(tmp_path / "o.hlo"), "--method", "m-etf")
+    assert code == 2 and "--module N" in err  # the flag the error names exists
+    code, out, err = _run(capsys, "optimize", str(path), "-o", str(tmp_path / "o.hlo"), "--method", "m-etf", "--module", "1", "--check")
+    assert code == 0, err
+    assert "outputs equal" in out and "exponential" in (tmp_path / "o.hlo").read_text()
+    assert compiler_opt.optimize(path, method="m-etf", module=0).graph.name == "first"
+    with pytest.raises(CompilerOptError, match="give the file's path") as info:
+        compiler_opt.optimize(_TWO_MODULES, method="m-etf", module=1)
+    assert info.value.field == "module"
