@@ -25,7 +25,7 @@ import numpy as np
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
-__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "NumericsCheck", "check_numerics", "random_outputs", "unshaped_feeds"]
+__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "NumericsCheck", "available_memory_bytes", "check_memory_bytes", "check_numerics", "random_outputs", "unshaped_feeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +158,29 @@ def unshaped_feeds(graph: Graph, fmt: str) -> list[str]:
         for value in _feeds(graph, fmt)
         if value.type.shape is None or not value.type.shape.is_static
     ]
+
+
+def check_memory_bytes(graph: Graph, fmt: str) -> int:
+    """About what the check holds at its peak: the random feeds twice (ours, and the backend's
+    copy), three sets of outputs (two reference runs and the result's) and the constants of two
+    models. A floor, not a bound: the backend's intermediates come on top."""
+    def size(values: Any) -> int:
+        return sum(v.type.nbytes() or 0 for v in values if getattr(v.type, "nbytes", None) is not None)
+
+    constants = size(graph.initializers.values()) if fmt == "onnx" else 0
+    return 2 * size(_feeds(graph, fmt)) + 3 * size(graph.outputs) + 2 * constants
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (what can be allocated without swapping); None elsewhere."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def _cannot_run_original(backend: str, err: Exception) -> NumericsCheck:

@@ -213,15 +213,26 @@ def optimize(
     if input_shapes:
         apply_input_shapes(graph, input_shapes)
     if check:
-        from compiler_opt.api.numerics import unshaped_feeds
+        from compiler_opt.api import numerics
 
-        unshaped = unshaped_feeds(graph, fmt)
+        unshaped = numerics.unshaped_feeds(graph, fmt)
         if unshaped:
             raise OptimizeError(
                 f"the numerical check feeds random inputs and needs static shapes; {', '.join(unshaped[:5])}"
                 f"{' ...' if len(unshaped) > 5 else ''} (give each with --input-shape NAME:DIMS, input_shapes= in Python,"
                 " or leave the check off)",
                 field="input_shapes",
+                file=str(model) if isinstance(model, (str, os.PathLike)) else None,
+            )
+        # A 2B-parameter HLO module held 10 GiB of parameters: its random copies got the check
+        # killed by the kernel after minutes of work. Refuse before the work instead.
+        need, free = numerics.check_memory_bytes(graph, fmt), numerics.available_memory_bytes()
+        if free is not None and need > free:
+            raise OptimizeError(
+                f"the numerical check needs at least {need / 2**30:.1f} GiB (random data for every input and parameter, "
+                f"which the backend copies, and the outputs of three runs), more than the {free / 2**30:.1f} GiB available; "
+                "leave the check off (optimizing needs far less) or run it on a larger machine",
+                field="check",
                 file=str(model) if isinstance(model, (str, os.PathLike)) else None,
             )
     original = graph.clone()

@@ -145,3 +145,18 @@ def test_a_scheduled_module_that_came_fused_is_checked(shared_testdata):
         pytest.skip("external HLO testdata not here")
     check = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True).numerics
     assert check is not None and check.ok, check.one_line()
+
+
+def test_a_check_that_cannot_fit_in_memory_is_refused_before_the_work(example_model, monkeypatch):
+    from compiler_opt.api import numerics
+    from graph_ir.io.hlo_import import import_hlo_text
+
+    module = "HloModule m\n\nENTRY main {\n  p = f32[8,4] parameter(0)\n  ROOT n = f32[8,4] negate(p)\n}\n"
+    assert numerics.check_memory_bytes(import_hlo_text(module), "hlo") == 2 * 128 + 3 * 128  # feeds twice, outputs thrice
+    free = numerics.available_memory_bytes()
+    assert free is None or free > 0
+    monkeypatch.setattr(numerics, "available_memory_bytes", lambda: 1024)  # this machine with 1 KiB free
+    with pytest.raises(compiler_opt.api.OptimizeError, match="more than the 0.0 GiB available") as info:
+        compiler_opt.optimize(str(example_model), target="2xV100", method="m-etf", check=True)
+    assert info.value.field == "check"
+    assert compiler_opt.optimize(str(example_model), target="2xV100", method="m-etf", check=False).numerics is None
