@@ -332,6 +332,22 @@ def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
     return [np.asarray(out) for out in executable.execute([jax.device_put(a) for a in args])]
 
 
+def run_stablehlo_text(text: str, *args: Any) -> list[Any]:
+    """Compile a StableHLO module (MLIR text) on the first CPU device and run it once on `args`;
+    the outputs as numpy arrays."""
+    import jax
+    import numpy as np
+    from jax._src import xla_bridge
+    from jax._src.lib import xla_client
+
+    backend = xla_bridge.get_backend("cpu")
+    target = backend.devices()[0]
+    options = xla_client.CompileOptions()
+    options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
+    executable = backend.compile_and_load(text, [target], options)
+    return [np.asarray(out) for out in executable.execute([jax.device_put(a) for a in args])]
+
+
 def hlo_cost_analysis(text: str) -> dict[str, float]:
     """XLA's own `HloCostAnalysis` of one HLO module (text), as the CPU client runs it on the
     unoptimized module: keys such as "flops", "transcendentals", "bytes accessed"."""

@@ -160,3 +160,21 @@ def test_a_check_that_cannot_fit_in_memory_is_refused_before_the_work(example_mo
         compiler_opt.optimize(str(example_model), target="2xV100", method="m-etf", check=True)
     assert info.value.field == "check"
     assert compiler_opt.optimize(str(example_model), target="2xV100", method="m-etf", check=False).numerics is None
+
+
+def test_a_stablehlo_model_is_checked_as_written(tmp_path, capsys):
+    # Before: every .mlir model failed --check ("cannot write HLO: the graph has StableHLO ops").
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    def f(x, w):
+        hidden = jnp.tanh(x @ w)
+        return jax.nn.softmax(hidden @ w.T, axis=-1), jnp.sum(hidden * hidden)
+
+    path = tmp_path / "f.mlir"
+    path.write_text(jax.jit(f).lower(np.ones((8, 16), np.float32), np.ones((16, 16), np.float32)).as_text())
+    result = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True)
+    assert result.format == "stablehlo" and result.numerics is not None and result.numerics.ok, result.numerics.one_line()
+    out = tmp_path / "f.opt.mlir"
+    assert main(["optimize", str(path), "-o", str(out), "--method", "m-etf", "--check"]) == 0
+    assert "from StableHLO" in capsys.readouterr().out and "stablehlo.dot_general" in out.read_text()
