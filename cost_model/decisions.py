@@ -74,12 +74,17 @@ class Decisions:
         *,
         default_device: int | str | None = None,
         nodes: Sequence[Node] | None = None,
+        unknown_devices: str = "raise",
     ) -> Decisions:
         """Read the nodes' `device`, `fusion_group` and `priority` fields.
 
         Device names are looked up in `topology` (TensorFlow strings like "/device:GPU:0" work);
-        nodes without a device go to `default_device`, else `topology.default_device`.
+        nodes without a device go to `default_device`, else `topology.default_device`. A device
+        the topology does not have is a `DecisionError`, or with `unknown_devices="default"`
+        (a placement pass, which decides every device anyway) counts as no device.
         """
+        if unknown_devices not in ("raise", "default"):
+            raise ValueError(f"unknown_devices must be 'raise' or 'default', got {unknown_devices!r}")
         order = node_order(graph) if nodes is None else list(nodes)
         if default_device is None:
             fallback = topology.default_device
@@ -99,7 +104,9 @@ class Decisions:
                     try:
                         index = index_of[node.device] = topology.device_index(node.device)
                     except CompilerOptError as err:
-                        raise DecisionError(err.message, node=node.name, field="device") from None
+                        if unknown_devices == "raise":
+                            raise DecisionError(err.message, node=node.name, field="device") from None
+                        index = index_of[node.device] = fallback
                 device[i] = index
             if node.fusion_group is not None:
                 fg = node.fusion_group

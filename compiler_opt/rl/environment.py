@@ -153,7 +153,8 @@ class GraphEnvironment:
         from passes.placement import method_pass
 
         chosen = method_pass(method)
-        base = Decisions.from_graph(self.graph, self.problem.topology, nodes=self.problem.nodes)
+        # a device the topology lacks ("/device:GPU:*" in a GraphDef) counts as unplaced: GO decides them all
+        base = Decisions.from_graph(self.graph, self.problem.topology, nodes=self.problem.nodes, unknown_devices="default")
         device = chosen.run(chosen.context_on(self.problem, base=base)).decisions.device
         return Decisions(device, self.default_fusion(device), np.zeros(self.problem.num_nodes))
 

@@ -83,6 +83,7 @@ __all__ = [
     "import_graphdef",
     "tf_topological_order",
     "DECISION_ATTR_PREFIX",
+    "graphdef_without_devices",
 ]
 
 logger = logging.getLogger(__name__)
@@ -577,6 +578,24 @@ def _missing_shapes(graph: Graph) -> bool:
     return any(isinstance(v.type, TensorType) and v.type.shape is None for node in graph for v in node.outputs)
 
 
+def graphdef_without_devices(graph_def: Any) -> Any:
+    """A copy with every node's device cleared: devices do not change shapes, and TensorFlow's
+    importer refuses a device string it cannot parse (a bare "1" in TensorBoard's demo graph),
+    which would cost the whole graph its inferred shapes."""
+    if not any(node.device for node in graph_def.node) and not any(
+        node.device for function in graph_def.library.function for node in function.node_def
+    ):
+        return graph_def
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    for node in copy.node:
+        node.ClearField("device")
+    for function in copy.library.function:
+        for node in function.node_def:
+            node.ClearField("device")
+    return copy
+
+
 def _infer_shapes(graph: Graph, graph_def: Any, file: str | None, *, strict: bool = False) -> str | None:
     """Fill unknown output types from TensorFlow's shape inference (the graph imported into a
     tf.Graph); function bodies get what their signatures allow. Returns TensorFlow's objection
@@ -588,7 +607,7 @@ def _infer_shapes(graph: Graph, graph_def: Any, file: str | None, *, strict: boo
     if _missing_shapes(graph):
         try:
             with tf_graph.as_default(), native_stderr_to_log(logger):
-                tf.graph_util.import_graph_def(graph_def, name="")
+                tf.graph_util.import_graph_def(graphdef_without_devices(graph_def), name="")
         except (ValueError, TypeError, KeyError, tf.errors.OpError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             if not strict:

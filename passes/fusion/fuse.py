@@ -99,7 +99,7 @@ def drop_unprofitable_groups(groups: FusionGroups, target: Target) -> int:
         return 0
     graph = nodes[0].graph
     problem = target.problem(graph)  # same node order as `groups` (both node_order(graph))
-    device = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes).device
+    device = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes, unknown_devices="default").device
     roots = np.array([groups.find(i) for i in range(len(nodes))], dtype=np.int64)
     sizes = np.array([len(groups.members[r]) for r in roots.tolist()], dtype=np.int64)
     fusion = np.where(sizes > 1, roots, -1)

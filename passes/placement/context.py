@@ -100,7 +100,9 @@ class PlacementContext(PlacementContextBase):
         if not isinstance(target, Target):
             target = Target(devices=target)
         problem = target.problem(graph)
-        base = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes)
+        # Devices the input names that this target lacks ("/device:GPU:*", another cluster's
+        # "/job:worker/..."): the pass decides every device anyway, so they count as unplaced.
+        base = Decisions.from_graph(graph, problem.topology, nodes=problem.nodes, unknown_devices="default")
         return cls(problem, base=base, **kwargs)  # type: ignore[arg-type]
 
     # -- static structure ------------------------------------------------------------------------

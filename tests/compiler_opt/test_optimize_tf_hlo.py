@@ -52,3 +52,31 @@ def test_optimize_a_jax_function_hlo_runs_equal_in_xla():
     assert result.format == "hlo"
     assert result.numerics.ok and result.numerics.backend.startswith("XLA"), result.numerics.one_line()
     assert any(n.fusion_group is not None for n in result.graph)
+
+
+def test_a_graphdef_placed_for_another_cluster_is_placed_anew():
+    # GraphDefs carry the devices their authors had ("/device:GPU:*", "/job:worker/task:3/..."):
+    # the placement passes and GO decide every device anyway, so those count as unplaced.
+    graph_def = _frozen_keras_graphdef()
+    for index, node in enumerate(graph_def.node):
+        node.device = ("/device:GPU:*", "/job:worker/replica:0/task:3/device:GPU:7", "1")[index % 3]
+    result = compiler_opt.optimize(graph_def, target="2xV100", method="auto", budget_s=3, check=True)
+    assert result.numerics.ok, result.numerics.one_line()
+    assert not [note for note in result.notes if "failed" in note]  # go and every classical method ran
+    assert {n.device for n in result.graph} <= {"/device:GPU:0", "/device:GPU:1", "/device:CPU:0"}
+
+
+def test_decisions_from_graph_names_an_unknown_device_unless_asked_not_to():
+    from cost_model.costs.target import resolve_topology
+    from cost_model.decisions import DecisionError, Decisions
+    from graph_ir.io.tf_import import import_graphdef
+
+    graph = import_graphdef(_frozen_keras_graphdef())
+    first = next(iter(graph))
+    first.device = "/device:GPU:*"
+    topology = resolve_topology("2xV100")
+    with pytest.raises(DecisionError, match="GPU") as info:
+        Decisions.from_graph(graph, topology, nodes=list(graph))
+    assert info.value.node == first.name and info.value.field == "device"
+    decisions = Decisions.from_graph(graph, topology, nodes=list(graph), unknown_devices="default")
+    assert decisions.device[0] == topology.default_device
