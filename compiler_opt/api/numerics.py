@@ -17,6 +17,7 @@ broke it: a failed check.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ import numpy as np
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
-__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "NumericsCheck", "available_memory_bytes", "check_memory_bytes", "check_numerics", "random_outputs", "unshaped_feeds"]
+__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "NumericsCheck", "available_memory_bytes", "check_memory_bytes", "check_numerics", "check_refusal", "random_outputs", "unshaped_feeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +47,16 @@ class NumericsCheck:
 
     def one_line(self) -> str:
         if self.ok:
-            left_out = (f"; not compared: {', '.join(repr(n) for n in self.varying_outputs)}, which are random (a random op, or two runs of the original differ)"
-                        if self.varying_outputs else "")
-            return f"outputs equal in {self.backend} (max abs error {self.max_abs_error:.3g}, rtol {self.rtol:g}, atol {self.atol:g}){left_out}"
+            return (f"outputs equal in {self.backend} (max abs error {self.max_abs_error:.3g}, rtol {self.rtol:g}, "
+                    f"atol {self.atol:g}){_left_out(self.varying_outputs)}")
         return self.message
+
+
+def _left_out(names: Sequence[str]) -> str:
+    """The clause naming outputs the check could not compare ('' when none)."""
+    if not names:
+        return ""
+    return f"; not compared: {', '.join(repr(n) for n in names)}, which are random (a random op, or two runs of the original differ)"
 
 
 def _random_array(value_type: TensorType, rng: np.random.Generator, name: str) -> np.ndarray:
@@ -127,14 +134,13 @@ def _compare(names: list[str], want: list[Any], got: list[Any], backend: str, ag
         ratio, abs_error = _excess(w, g)
         if ratio > worst_ratio:
             worst, worst_ratio, worst_abs = name, ratio, abs_error
-    left_out = f"; not compared: {', '.join(repr(n) for n in varying)}, which are random (a random op, or two runs of the original differ)" if varying else ""
     if varying and worst is None and len(varying) == sum(np.asarray(w).size > 0 for w in want):
         return NumericsCheck(False, backend, None, float("nan"), ran=False,
                              message=f"numerical check not possible: every output is random in {backend} (a random op, or two runs of the original differ)")
     ok = worst_ratio <= 1.0
-    message = f"outputs equal in {backend}{left_out}" if ok else (
+    message = "" if ok else (
         f"numerical check failed in {backend}: output {worst!r} differs by up to {worst_abs:.3g} "
-        f"(tolerance rtol {RTOL:g}, atol {ATOL:g}){left_out}"
+        f"(tolerance rtol {RTOL:g}, atol {ATOL:g}){_left_out(varying)}"
     )
     return NumericsCheck(ok, backend, worst, worst_abs, message=message, varying_outputs=tuple(varying))
 
@@ -180,6 +186,28 @@ def available_memory_bytes() -> int | None:
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
+    return None
+
+
+def check_refusal(graph: Graph, fmt: str) -> tuple[str, str] | None:
+    """(field, message) when the check cannot be run on `graph` at all, asked before optimizing:
+    feeds without a static shape (no random data for them), or more memory than this machine has
+    free (a 2B-parameter HLO module holds 10 GiB of parameters; their random copies got the check
+    killed by the kernel after minutes of work). None when it can run."""
+    unshaped = unshaped_feeds(graph, fmt)
+    if unshaped:
+        return "input_shapes", (
+            f"the numerical check feeds random inputs and needs static shapes; {', '.join(unshaped[:5])}"
+            f"{' ...' if len(unshaped) > 5 else ''} (give each with --input-shape NAME:DIMS, input_shapes= in Python,"
+            " or leave the check off)"
+        )
+    need, free = check_memory_bytes(graph, fmt), available_memory_bytes()
+    if free is not None and need > free:
+        return "check", (
+            f"the numerical check needs at least {need / 2**30:.1f} GiB (random data for every input and parameter, "
+            f"which the backend copies, and the outputs of three runs), more than the {free / 2**30:.1f} GiB available; "
+            "leave the check off (optimizing needs far less) or run it on a larger machine"
+        )
     return None
 
 

@@ -213,28 +213,12 @@ def optimize(
     if input_shapes:
         apply_input_shapes(graph, input_shapes)
     if check:
-        from compiler_opt.api import numerics
+        from compiler_opt.api.numerics import check_refusal
 
-        unshaped = numerics.unshaped_feeds(graph, fmt)
-        if unshaped:
-            raise OptimizeError(
-                f"the numerical check feeds random inputs and needs static shapes; {', '.join(unshaped[:5])}"
-                f"{' ...' if len(unshaped) > 5 else ''} (give each with --input-shape NAME:DIMS, input_shapes= in Python,"
-                " or leave the check off)",
-                field="input_shapes",
-                file=str(model) if isinstance(model, (str, os.PathLike)) else None,
-            )
-        # A 2B-parameter HLO module held 10 GiB of parameters: its random copies got the check
-        # killed by the kernel after minutes of work. Refuse before the work instead.
-        need, free = numerics.check_memory_bytes(graph, fmt), numerics.available_memory_bytes()
-        if free is not None and need > free:
-            raise OptimizeError(
-                f"the numerical check needs at least {need / 2**30:.1f} GiB (random data for every input and parameter, "
-                f"which the backend copies, and the outputs of three runs), more than the {free / 2**30:.1f} GiB available; "
-                "leave the check off (optimizing needs far less) or run it on a larger machine",
-                field="check",
-                file=str(model) if isinstance(model, (str, os.PathLike)) else None,
-            )
+        refusal = check_refusal(graph, fmt)  # before the work, not after it
+        if refusal is not None:
+            field_name, message = refusal
+            raise OptimizeError(message, field=field_name, file=os.fspath(model) if isinstance(model, (str, os.PathLike)) else None)
     original = graph.clone()
     level = 2 if opt_level is None else opt_level
     records: list[PassRecord] = []
