@@ -102,13 +102,14 @@ def random_outputs(graph: Graph) -> set[str]:
 
 def _excess(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     """(largest error over its tolerance, largest absolute error) of `got` against `want`; above 1
-    is a difference. Floats and complex numbers within atol + rtol |want| (NaN equals NaN), integers
-    and booleans exactly."""
+    is a difference. Floats and complex numbers within atol + rtol |want| (NaN equals NaN, an
+    infinity the same infinity), integers and booleans exactly."""
     if np.issubdtype(want.dtype, np.floating) or np.iscomplexobj(want):
         kind = np.complex128 if np.iscomplexobj(want) or np.iscomplexobj(got) else np.float64
         w, g = want.astype(kind), got.astype(kind)
-        both_nan = np.isnan(w) & np.isnan(g)
-        err = np.where(both_nan, 0.0, np.abs(g - w))
+        same = (np.isnan(w) & np.isnan(g)) | (w == g)  # equal infinities too: inf - inf is NaN
+        with np.errstate(invalid="ignore"):
+            err = np.where(same, 0.0, np.abs(g - w))
         err = np.where(np.isnan(err), np.inf, err)
         return float(np.max(err / (ATOL + RTOL * np.abs(np.nan_to_num(w))))), float(np.max(err))
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))

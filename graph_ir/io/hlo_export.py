@@ -202,6 +202,10 @@ class _Exporter:
             inst.opcode = "call"
             inst.ClearField("fusion_kind")
             inst.ClearField("backend_config")
+        if self.fusions_as_calls and inst.opcode == "bitcast" and _row_major(node.inputs[0]) and _row_major(node.outputs[0]):
+            # Between row-major layouts a bitcast is a reshape; jaxlib's MLIR path, which the
+            # "call" form is for, loses the layouts a bitcast's meaning depends on.
+            inst.opcode = "reshape"
         self.write_value_shape(inst.shape, node.outputs[0])
         inst.id = self.fresh_id()
         del inst.operand_ids[:]
@@ -270,6 +274,13 @@ class _Exporter:
                 raise ExportError(f"dim {dim!r} of %{where} is not static; HLO needs static or bounded dims")
         rank = len(value_type.shape)
         shape.layout.minor_to_major.extend(value_type.layout or range(rank - 1, -1, -1))
+
+
+def _row_major(value: Value | None) -> bool:
+    value_type = None if value is None else value.type
+    if not isinstance(value_type, TensorType) or value_type.shape is None:
+        return False
+    return value_type.layout is None or tuple(value_type.layout) == tuple(range(len(value_type.shape) - 1, -1, -1))
 
 
 def _is_fusion_body(graph: Graph) -> bool:

@@ -329,7 +329,9 @@ def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
     import numpy as np
 
     executable = compile_hlo_module(proto)
-    return [np.asarray(out) for out in executable.execute([jax.device_put(a) for a in args])]
+    with jax.enable_x64(True):  # an f64 / s64 / u64 parameter gets its own type, not a 32-bit copy
+        buffers = [jax.device_put(a) for a in args]
+    return [np.asarray(out) for out in executable.execute(buffers)]
 
 
 def run_stablehlo_text(text: str, *args: Any) -> list[Any]:
@@ -345,7 +347,9 @@ def run_stablehlo_text(text: str, *args: Any) -> list[Any]:
     options = xla_client.CompileOptions()
     options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
     executable = backend.compile_and_load(text, [target], options)
-    return [np.asarray(out) for out in executable.execute([jax.device_put(a) for a in args])]
+    with jax.enable_x64(True):  # as in run_hlo_module
+        buffers = [jax.device_put(a) for a in args]
+    return [np.asarray(out) for out in executable.execute(buffers)]
 
 
 def hlo_cost_analysis(text: str) -> dict[str, float]:

@@ -140,11 +140,15 @@ def test_a_scheduled_module_that_came_fused_is_checked(shared_testdata):
     # XLA:CPU refuses the fusions (no backend config); as calls they run, and their computations,
     # no longer fusion bodies, need their own schedule sequences in the result (they had none).
     pytest.importorskip("jax")
-    path = shared_testdata / "external" / "hlo" / "openxla-xla__xla__backends__cpu__benchmarks__hlo__xnn.sequential_dots.optimized.hlo"
-    if not path.is_file():
+    folder = shared_testdata / "external" / "hlo"
+    scheduled = folder / "openxla-xla__xla__backends__cpu__benchmarks__hlo__xnn.sequential_dots.optimized.hlo"
+    # a Triton fusion whose body bitcasts between row-major shapes: as a call's callee, written as a reshape
+    bitcast = folder / "openxla-xla__xla__backends__gpu__codegen__triton__tests__dot__reshape_of_pad.hlo"
+    if not (scheduled.is_file() and bitcast.is_file()):
         pytest.skip("external HLO testdata not here")
-    check = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True).numerics
-    assert check is not None and check.ok, check.one_line()
+    for path in (scheduled, bitcast):
+        check = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True).numerics
+        assert check is not None and check.ok, check.one_line()
 
 
 def test_a_check_that_cannot_fit_in_memory_is_refused_before_the_work(example_model, monkeypatch):
@@ -178,3 +182,23 @@ def test_a_stablehlo_model_is_checked_as_written(tmp_path, capsys):
     out = tmp_path / "f.opt.mlir"
     assert main(["optimize", str(path), "-o", str(out), "--method", "m-etf", "--check"]) == 0
     assert "from StableHLO" in capsys.readouterr().out and "stablehlo.dot_general" in out.read_text()
+
+
+def test_equal_infinities_are_equal_and_unequal_ones_are_not():
+    from compiler_opt.api.numerics import _compare
+
+    want = [np.array([-np.inf, np.inf, np.nan, 1.0])]
+    assert _compare(["r"], want, [want[0].copy()], "numpy").ok  # a reduction started at -inf: inf - inf is NaN
+    assert not _compare(["r"], want, [np.array([np.inf, np.inf, np.nan, 1.0])], "numpy").ok
+
+
+def test_64_bit_parameters_reach_xla_as_64_bit():
+    pytest.importorskip("jax")
+    from graph_ir.io.hlo_export import export_hlo_proto
+    from graph_ir.io.hlo_import import import_hlo_text
+    from graph_ir.io.xla_bridge import run_hlo_module
+
+    module = "HloModule m\n\nENTRY main {\n  p = f64[4] parameter(0)\n  q = u64[4] parameter(1)\n  c = f64[4] convert(q)\n  ROOT s = f64[4] add(p, c)\n}\n"
+    proto = export_hlo_proto(import_hlo_text(module))
+    out = run_hlo_module(proto, np.full(4, 0.1, np.float64), np.full(4, 2**40, np.uint64))[0]
+    assert out.dtype == np.float64 and out[0] == 0.1 + 2**40  # a 32-bit copy would fail or round
