@@ -26,7 +26,7 @@ import numpy as np
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
-__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "NumericsCheck", "available_memory_bytes", "check_memory_bytes", "check_numerics", "check_refusal", "random_outputs", "unshaped_feeds"]
+__all__ = ["ATOL", "RANDOM_OPS", "RTOL", "WAITING_TF_OPS", "NumericsCheck", "available_memory_bytes", "check_memory_bytes", "check_numerics", "check_refusal", "random_outputs", "unshaped_feeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -337,6 +337,31 @@ def _check_stablehlo(original: Graph, optimized: Graph, rng: np.random.Generator
     return _compare(names, want, got, backend, again)
 
 
+# TensorFlow ops that wait for data from outside the graph (a queue another step fills, a file
+# reader, a dataset iterator, a send from another device): fed random inputs they block forever.
+WAITING_TF_OPS = frozenset({
+    "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2", "QueueDequeueUpTo",
+    "QueueDequeueUpToV2", "ReaderRead", "ReaderReadV2", "ReaderReadUpTo", "ReaderReadUpToV2",
+    "IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional", "Recv", "_Recv", "BarrierTakeMany",
+})
+TF_RUN_TIMEOUT_S = 300  # one run of one graph; past it the check is "not possible", not a hang
+
+
+def _waiting_node(graph: Graph) -> str | None:
+    """The first node an output depends on that waits for data from outside the graph."""
+    frontier = [value.producer for value in graph.outputs if value.producer is not None]
+    seen: set[Any] = set(frontier)
+    while frontier:
+        node = frontier.pop()
+        if node.op_type in WAITING_TF_OPS:
+            return node.name
+        for before in node.predecessors():
+            if before not in seen:
+                seen.add(before)
+                frontier.append(before)
+    return None
+
+
 def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> NumericsCheck:
     import tensorflow as tf
 
@@ -344,17 +369,25 @@ def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> Nu
     from graph_ir.io.tf_import import graphdef_without_devices
     from graph_ir.summary import feed_values
 
+    backend = f"TensorFlow {tf.__version__}"
+    waiting = _waiting_node(original)
+    if waiting is not None:
+        return NumericsCheck(
+            False, backend, None, float("nan"), ran=False,
+            message=f"numerical check not possible: node {waiting!r} waits for data from outside the graph "
+                    "(a queue, reader or iterator), which random inputs cannot give",
+        )
     feeds = {v.name: _random_array(v.type, rng, v.name) for v in feed_values(original)}
     fetches = [v.name for v in original.outputs]
+    deadline = tf.compat.v1.RunOptions(timeout_in_ms=TF_RUN_TIMEOUT_S * 1000)
 
     def run(graph_def: Any) -> list[Any]:
         config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
         with tf.Graph().as_default() as tf_graph:
             tf.graph_util.import_graph_def(graph_def, name="")
             with tf.compat.v1.Session(graph=tf_graph, config=config) as session:
-                return session.run(fetches, feeds)
+                return session.run(fetches, feeds, options=deadline)
 
-    backend = f"TensorFlow {tf.__version__}"
     # Both run on this CPU: devices change no value, and a device string TensorFlow cannot parse
     # (a GraphDef from another cluster) would stop the run before it compares anything.
     reference = graphdef_without_devices(export_graphdef(original))

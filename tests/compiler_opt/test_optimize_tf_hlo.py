@@ -80,3 +80,14 @@ def test_decisions_from_graph_names_an_unknown_device_unless_asked_not_to():
     assert info.value.node == first.name and info.value.field == "device"
     decisions = Decisions.from_graph(graph, topology, nodes=list(graph), unknown_devices="default")
     assert decisions.device[0] == topology.default_device
+
+
+def test_a_graph_that_waits_on_a_queue_is_not_run_by_the_check():
+    # Fed random inputs, a dequeue from a queue nothing fills blocks the session forever.
+    with tf.Graph().as_default() as graph:
+        queue = tf.queue.FIFOQueue(4, tf.float32, shapes=[(3,)])
+        enqueue = queue.enqueue(tf.constant([1.0, 2.0, 3.0]))  # in the graph, never run by the fetch
+        del enqueue
+        tf.multiply(queue.dequeue(), 2.0, name="doubled")
+    result = compiler_opt.optimize(graph.as_graph_def(), target="2xV100", method="m-etf", check=True)
+    assert not result.numerics.ran and "waits for data from outside the graph" in result.numerics.one_line()
