@@ -1,0 +1,114 @@
+"""`optimize(check=True)` over every real model on this machine: what happens to each.
+
+    python benchmarks/bench_check_sweep.py [--onnx] [--external] [MODEL ...] [--json PATH] [--timeout S]
+
+Corpora: `--onnx`, the models shipped inside the onnx package (`onnx/backend/test/data/*/**.onnx`,
+149 with onnx 1.23); `--external`, the HLO / StableHLO / GraphDef files of
+`../shared/testdata/external` (190). Each model runs in its own process (a crash or a hang ends that
+model only) with `method="auto"`, `budget_s=5` on 4xV100. Outcomes: `equal` (the check ran and the
+outputs agree), `not possible` (the backend cannot run the original: a dropped opset, a GPU-only
+custom call), `failed` (a difference, or the result does not run), `refused` (an `OptimizeError`
+before the work: no static input shapes, more memory than is free), `error:<Kind>` (any other
+error; a `CompilerOptError` names file, node and field), `crash`, `timeout`. Prints a table of
+counts per corpus and outcome; the JSON holds every model's outcome, message and seconds, and is
+rewritten after each model (an interrupted run keeps what it did). The twenty-eighth session's run
+found the gaps that session fixed (WORKSPACE.md, "Optimize end to end").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXTERNAL = REPO.parent / "shared" / "testdata" / "external"
+EXTERNAL_SUFFIXES = (".hlo", ".mlir", ".pb", ".pbtxt")
+
+# One model, in a child: the outcome as one JSON line (the child's other output is ignored).
+_CHILD = r"""
+import json, sys
+from compiler_opt.api import OptimizeError, optimize
+try:
+    result = optimize(sys.argv[1], target="4xV100", budget_s=5.0, check=True)
+    check = result.numerics
+    outcome = "equal" if check.ok else ("not possible" if not check.ran else "failed")
+    print("OUTCOME " + json.dumps({"outcome": outcome, "message": check.one_line()[:400]}))
+except OptimizeError as err:
+    print("OUTCOME " + json.dumps({"outcome": "refused", "message": str(err)[:400]}))
+except Exception as err:
+    print("OUTCOME " + json.dumps({"outcome": "error:" + type(err).__name__, "message": str(err)[:400]}))
+"""
+
+
+def onnx_models() -> list[Path]:
+    import onnx
+
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    return sorted(root.rglob("*.onnx"))
+
+
+def external_models() -> list[Path]:
+    if not EXTERNAL.is_dir():
+        return []
+    return sorted(p for p in EXTERNAL.rglob("*") if p.is_file() and p.suffix in EXTERNAL_SUFFIXES)
+
+
+def run_one(path: Path, timeout_s: float) -> dict[str, object]:
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
+        if lines:
+            row = json.loads(lines[-1][len("OUTCOME "):])
+        else:
+            row = {"outcome": "crash", "message": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+    except subprocess.TimeoutExpired:
+        row = {"outcome": "timeout", "message": f"no answer in {timeout_s:g} s"}
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    return row
+
+
+def corpus_of(path: Path) -> str:
+    parts = path.parts
+    if "external" in parts:
+        return "external/" + parts[parts.index("external") + 1]
+    return "onnx package" if path.suffix == ".onnx" and "backend" in parts else "given"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help="more model files")
+    parser.add_argument("--onnx", action="store_true", help="the onnx package's shipped models")
+    parser.add_argument("--external", action="store_true", help="../shared/testdata/external")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model (default 300)")
+    parser.add_argument("--json", help="write every model's outcome here")
+    args = parser.parse_args(argv)
+    paths = [Path(m) for m in args.models] + (onnx_models() if args.onnx else []) + (external_models() if args.external else [])
+    if not paths:
+        parser.error("no models: give files, --onnx or --external")
+    rows: dict[str, dict[str, object]] = {}
+    for index, path in enumerate(paths, 1):
+        row = rows[os.fspath(path)] = {"corpus": corpus_of(path), **run_one(path, args.timeout)}
+        print(f"[{index}/{len(paths)}] {row['outcome']:<14} {row['seconds']:>6} s  {path.name}", file=sys.stderr, flush=True)
+        if args.json:
+            tmp = Path(args.json + ".tmp")
+            tmp.write_text(json.dumps(rows, indent=1))
+            tmp.replace(args.json)
+    counts = collections.Counter((row["corpus"], row["outcome"]) for row in rows.values())
+    corpora = sorted({c for c, _ in counts})
+    outcomes = sorted({o for _, o in counts})
+    print("| outcome | " + " | ".join(corpora) + " |")
+    print("|---|" + "---:|" * len(corpora))
+    for outcome in outcomes:
+        print(f"| {outcome} | " + " | ".join(str(counts.get((c, outcome), 0)) for c in corpora) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
