@@ -17,7 +17,7 @@ broke it: a failed check.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,6 +241,20 @@ def _cannot_run_optimized(backend: str, err: Exception) -> NumericsCheck:
     )
 
 
+def _run_both(backend: str, reference: Callable[[], Any], result: Callable[[], Any]) -> tuple[Any, Any, Any] | NumericsCheck:
+    """(two runs of the original, one of the result), or the check that says which one the
+    backend refused."""
+    try:
+        want, again = reference(), reference()
+    except Exception as err:  # the backend's own exception types: any refusal of the input
+        return _cannot_run_original(backend, err)
+    try:
+        got = result()
+    except Exception as err:
+        return _cannot_run_optimized(backend, err)
+    return want, again, got
+
+
 def check_numerics(original: Graph, optimized: Graph, fmt: str, *, seed: int = 0) -> NumericsCheck:
     """Compare `original` and `optimized` (module docstring)."""
     rng = np.random.default_rng(seed)
@@ -274,15 +288,10 @@ def _check_onnx(original: Graph, optimized: Graph, rng: np.random.Generator) -> 
     backend = f"onnxruntime {ort.__version__}"
     reference = export_onnx(original)  # our exporter failing is our bug: not caught
     written = export_onnx(optimized, fused_groups_as_functions=True)  # as the file is written
-    try:
-        names, want = run(reference)
-        _, again = run(reference)
-    except Exception as err:  # onnxruntime's own exception types; any refusal of the input
-        return _cannot_run_original(backend, err)
-    try:
-        _, got = run(written)
-    except Exception as err:
-        return _cannot_run_optimized(backend, err)
+    runs = _run_both(backend, lambda: run(reference), lambda: run(written))
+    if isinstance(runs, NumericsCheck):
+        return runs
+    (names, want), (_, again), (_, got) = runs
     return _compare(names, want, got, backend, again, random_outputs(original))
 
 
@@ -295,22 +304,21 @@ def _check_hlo(original: Graph, optimized: Graph, rng: np.random.Generator) -> N
     backend = f"XLA (jax {jax.__version__})"
     args = [_random_array(v.type, rng, v.name) for v in original.inputs]
     reference = export_hlo_proto(original, fusion_kinds="call")  # fusions the module came with run as calls, as the result's do
-    try:
-        want = run_hlo_module(reference, *args)
-        again = run_hlo_module(reference, *args)
-    except Exception as err:  # XLA refuses the module (an op or custom call it cannot compile here)
-        return _cannot_run_original(backend, err)
     # The file is written with kLoop fusions, which XLA's parser reads back here; the
     # module executed has each fused group outlined identically but called (`fusion_kinds=
     # "call"`): jaxlib compiles through MLIR, which drops fused computations' layouts, and
     # XLA:CPU aborts on a pre-made fusion without them (graph_ir.io.hlo_export).
     written = export_hlo_text(optimized, materialize_fusions=True)
     executed = export_hlo_proto(optimized, materialize_fusions=True, fusion_kinds="call")
-    try:
+
+    def result() -> list[Any]:
         parse_hlo_text(written)
-        got = run_hlo_module(executed, *args)
-    except Exception as err:
-        return _cannot_run_optimized(backend, err)
+        return run_hlo_module(executed, *args)
+
+    runs = _run_both(backend, lambda: run_hlo_module(reference, *args), result)
+    if isinstance(runs, NumericsCheck):
+        return runs
+    want, again, got = runs
     names = [f"output {i}" for i in range(len(want))]
     return _compare(names, want, got, backend, again)
 
@@ -326,15 +334,10 @@ def _check_stablehlo(original: Graph, optimized: Graph, rng: np.random.Generator
     backend = f"XLA (jax {jax.__version__}, from StableHLO)"
     args = [_random_array(v.type, rng, v.name) for v in original.inputs]
     reference, written = export_stablehlo_text(original), export_stablehlo_text(optimized)
-    try:
-        want = run_stablehlo_text(reference, *args)
-        again = run_stablehlo_text(reference, *args)
-    except Exception as err:  # an op or type XLA:CPU cannot compile (quantized types, custom calls)
-        return _cannot_run_original(backend, err)
-    try:
-        got = run_stablehlo_text(written, *args)
-    except Exception as err:
-        return _cannot_run_optimized(backend, err)
+    runs = _run_both(backend, lambda: run_stablehlo_text(reference, *args), lambda: run_stablehlo_text(written, *args))
+    if isinstance(runs, NumericsCheck):
+        return runs
+    want, again, got = runs
     names = [f"output {i}" for i in range(len(want))]
     return _compare(names, want, got, backend, again)
 
@@ -394,13 +397,8 @@ def _check_tf(original: Graph, optimized: Graph, rng: np.random.Generator) -> Nu
     # (a GraphDef from another cluster) would stop the run before it compares anything.
     reference = graphdef_without_devices(export_graphdef(original))
     written = graphdef_without_devices(export_graphdef(optimized))
-    try:
-        want = run(reference)
-        again = run(reference)
-    except Exception as err:  # an op this TensorFlow does not have, or a kernel it cannot run on the CPU
-        return _cannot_run_original(backend, err)
-    try:
-        got = run(written)
-    except Exception as err:
-        return _cannot_run_optimized(backend, err)
+    runs = _run_both(backend, lambda: run(reference), lambda: run(written))
+    if isinstance(runs, NumericsCheck):
+        return runs
+    want, again, got = runs
     return _compare(fetches, want, got, backend, again, random_outputs(original))

@@ -18,6 +18,7 @@ import importlib.util
 import logging
 import os
 import re
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -308,9 +309,9 @@ def cpu_devices() -> list[Any]:
     return list(xla_bridge.get_backend("cpu").devices())
 
 
-def compile_hlo_module(proto: Any, device: Any | None = None) -> Any:
-    """Compile an `HloModuleProto` into a loaded XLA CPU executable bound to `device` (default:
-    the first CPU device)."""
+def _compile_on_cpu(module: bytes | str, device: Any | None = None) -> Any:
+    """Compile a StableHLO module (bytecode or MLIR text) into a loaded XLA CPU executable bound
+    to `device` (default: the first CPU device)."""
     import numpy as np
     from jax._src import xla_bridge
     from jax._src.lib import xla_client
@@ -320,36 +321,33 @@ def compile_hlo_module(proto: Any, device: Any | None = None) -> Any:
     options = xla_client.CompileOptions()
     # Replica 0 defaults to device 0; bind it to the target so inputs placed there are accepted.
     options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
-    return backend.compile_and_load(hlo_to_stablehlo_bytecode(proto), [target], options)
+    return backend.compile_and_load(module, [target], options)
 
 
-def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
-    """Compile `proto` on the CPU and run it once on `args`; the outputs as numpy arrays."""
+def _run_once(executable: Any, args: Sequence[Any]) -> list[Any]:
     import jax
     import numpy as np
 
-    executable = compile_hlo_module(proto)
     with jax.enable_x64(True):  # an f64 / s64 / u64 parameter gets its own type, not a 32-bit copy
         buffers = [jax.device_put(a) for a in args]
     return [np.asarray(out) for out in executable.execute(buffers)]
 
 
+def compile_hlo_module(proto: Any, device: Any | None = None) -> Any:
+    """Compile an `HloModuleProto` into a loaded XLA CPU executable bound to `device` (default:
+    the first CPU device)."""
+    return _compile_on_cpu(hlo_to_stablehlo_bytecode(proto), device)
+
+
+def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
+    """Compile `proto` on the CPU and run it once on `args`; the outputs as numpy arrays."""
+    return _run_once(compile_hlo_module(proto), args)
+
+
 def run_stablehlo_text(text: str, *args: Any) -> list[Any]:
     """Compile a StableHLO module (MLIR text) on the first CPU device and run it once on `args`;
     the outputs as numpy arrays."""
-    import jax
-    import numpy as np
-    from jax._src import xla_bridge
-    from jax._src.lib import xla_client
-
-    backend = xla_bridge.get_backend("cpu")
-    target = backend.devices()[0]
-    options = xla_client.CompileOptions()
-    options.device_assignment = xla_client.DeviceAssignment.create(np.array([[target.id]]))
-    executable = backend.compile_and_load(text, [target], options)
-    with jax.enable_x64(True):  # as in run_hlo_module
-        buffers = [jax.device_put(a) for a in args]
-    return [np.asarray(out) for out in executable.execute(buffers)]
+    return _run_once(_compile_on_cpu(text), args)
 
 
 def hlo_cost_analysis(text: str) -> dict[str, float]:

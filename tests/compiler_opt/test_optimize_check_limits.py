@@ -112,13 +112,19 @@ def test_outputs_of_random_ops_are_named_and_not_compared(tmp_path):
     assert check is not None and not check.ran and "every output is random" in check.one_line()
 
 
-def test_external_hlo_with_a_runtime_seed_and_with_a_gpu_kernel(shared_testdata):
+def _external_hlo(shared_testdata, *names: str):
+    """The named files of the external HLO testdata (skipped without jax or the files)."""
     pytest.importorskip("jax")
-    folder = shared_testdata / "external" / "hlo"
-    seeded = folder / "openxla-xla__xla__backends__cpu__tests__thunk_coverage__cpu.hlo"
-    triton = folder / "jax-ml-jax__jaxlib__gpu__triton_add_kernel.hlo"
-    if not (seeded.is_file() and triton.is_file()):
+    paths = [shared_testdata / "external" / "hlo" / name for name in names]
+    if not all(path.is_file() for path in paths):
         pytest.skip("external HLO testdata not here")
+    return paths
+
+
+def test_external_hlo_with_a_runtime_seed_and_with_a_gpu_kernel(shared_testdata):
+    seeded, triton = _external_hlo(
+        shared_testdata, "openxla-xla__xla__backends__cpu__tests__thunk_coverage__cpu.hlo", "jax-ml-jax__jaxlib__gpu__triton_add_kernel.hlo"
+    )
     # output 15 is custom-call GetRngSeed: two runs of the original differ, so it is left out
     check = compiler_opt.optimize(str(seeded), target="2xV100", method="m-etf", check=True).numerics
     assert check is not None and check.ok and check.varying_outputs == ("output 15",), check.one_line()
@@ -139,14 +145,13 @@ def test_complex_outputs_are_compared_with_their_imaginary_part():
 def test_a_scheduled_module_that_came_fused_is_checked(shared_testdata):
     # XLA:CPU refuses the fusions (no backend config); as calls they run, and their computations,
     # no longer fusion bodies, need their own schedule sequences in the result (they had none).
-    pytest.importorskip("jax")
-    folder = shared_testdata / "external" / "hlo"
-    scheduled = folder / "openxla-xla__xla__backends__cpu__benchmarks__hlo__xnn.sequential_dots.optimized.hlo"
-    # a Triton fusion whose body bitcasts between row-major shapes: as a call's callee, written as a reshape
-    bitcast = folder / "openxla-xla__xla__backends__gpu__codegen__triton__tests__dot__reshape_of_pad.hlo"
-    if not (scheduled.is_file() and bitcast.is_file()):
-        pytest.skip("external HLO testdata not here")
-    for path in (scheduled, bitcast):
+    # the second: a Triton fusion whose body bitcasts between row-major shapes (as a call's callee, a reshape)
+    paths = _external_hlo(
+        shared_testdata,
+        "openxla-xla__xla__backends__cpu__benchmarks__hlo__xnn.sequential_dots.optimized.hlo",
+        "openxla-xla__xla__backends__gpu__codegen__triton__tests__dot__reshape_of_pad.hlo",
+    )
+    for path in paths:
         check = compiler_opt.optimize(str(path), target="2xV100", method="m-etf", check=True).numerics
         assert check is not None and check.ok, check.one_line()
 
