@@ -1,6 +1,7 @@
-"""`optimize(check=True)` over every real model on this machine: what happens to each.
+"""`optimize(check=True)`, or an autotuner, over every real model on this machine: what happens to each.
 
     python benchmarks/bench_check_sweep.py [--onnx] [--external] [MODEL ...] [--json PATH] [--timeout S]
+        [--action check|autotune-fusion|autotune-tile]
 
 Corpora: `--onnx`, the models shipped inside the onnx package (`onnx/backend/test/data/*/**.onnx`,
 149 with onnx 1.23); `--external`, the HLO / StableHLO / GraphDef files of
@@ -13,6 +14,13 @@ error; a `CompilerOptError` names file, node and field), `crash`, `timeout`. Pri
 counts per corpus and outcome; the JSON holds every model's outcome, message and seconds, and is
 rewritten after each model (an interrupted run keeps what it did). The twenty-eighth session's run
 found the gaps that session fixed (WORKSPACE.md, "Optimize end to end").
+
+`--action autotune-fusion` / `autotune-tile` run `compiler-opt autotune --task fusion|tile` instead
+(the CLI's Python functions, small budgets: fusion 12 candidates and the top 3 measured, tile 8
+candidates per kernel and the top 2 measured, a fresh measurement cache per model, the result
+written to a temporary file): outcome `done` (tuned, the result verified and written; the fusion
+tuner also checks the result's outputs against the unfused graph), `nothing to tune` (no kernel or
+group the tuner knows), `refused`, `error:<Kind>`, `crash`, `timeout`.
 """
 
 from __future__ import annotations
@@ -45,6 +53,35 @@ except Exception as err:
     print("OUTCOME " + json.dumps({"outcome": "error:" + type(err).__name__, "message": str(err)[:400]}))
 """
 
+# One autotune run, in a child; argv: model, task.
+_AUTOTUNE_CHILD = r"""
+import json, os, sys, tempfile
+from compiler_opt.api import OptimizeError
+from compiler_opt.cli.costmodel_lib import autotune_fusion_model, autotune_model
+from graph_ir.errors import CompilerOptError
+model, task = sys.argv[1], sys.argv[2]
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "tuned" + os.path.splitext(model)[1])
+    cache = os.path.join(tmp, "cache.sqlite")
+    try:
+        if task == "fusion":
+            t = autotune_fusion_model(model, out, budget=12, top_k=3, cache_path=cache)
+            message = f"{len(t.candidates)} candidates, {t.outcome.measurements} measured, {t.speedup_over_default:.2f}x over the default"
+            outcome = "done" if t.outcome.measurements else "nothing to tune"
+        else:
+            tunings = autotune_model(model, out, budget=8, top_k=2, cache_path=cache)
+            message = f"{len(tunings)} kernels tuned"
+            outcome = "done" if tunings else "nothing to tune"
+        if not os.path.exists(out):
+            outcome, message = "failed", "no output written"
+        print("OUTCOME " + json.dumps({"outcome": outcome, "message": message[:400]}))
+    except (OptimizeError, CompilerOptError) as err:
+        print("OUTCOME " + json.dumps({"outcome": "refused" if isinstance(err, OptimizeError) else "error:" + type(err).__name__, "message": str(err)[:400]}))
+    except Exception as err:
+        print("OUTCOME " + json.dumps({"outcome": "error:" + type(err).__name__, "message": str(err)[:400]}))
+"""
+ACTIONS = ("check", "autotune-fusion", "autotune-tile")
+
 
 def onnx_models() -> list[Path]:
     import onnx
@@ -59,10 +96,11 @@ def external_models() -> list[Path]:
     return sorted(p for p in EXTERNAL.rglob("*") if p.is_file() and p.suffix in EXTERNAL_SUFFIXES)
 
 
-def run_one(path: Path, timeout_s: float) -> dict[str, object]:
+def run_one(path: Path, timeout_s: float, action: str = "check") -> dict[str, object]:
     start = time.perf_counter()
+    command = [sys.executable, "-c", _CHILD, str(path)] if action == "check" else [sys.executable, "-c", _AUTOTUNE_CHILD, str(path), action.split("-")[1]]
     try:
-        done = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
         lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
         if lines:
             row = json.loads(lines[-1][len("OUTCOME "):])
@@ -88,13 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--external", action="store_true", help="../shared/testdata/external")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model (default 300)")
     parser.add_argument("--json", help="write every model's outcome here")
+    parser.add_argument("--action", choices=ACTIONS, default="check", help="what runs on each model (default: optimize --check)")
     args = parser.parse_args(argv)
     paths = [Path(m) for m in args.models] + (onnx_models() if args.onnx else []) + (external_models() if args.external else [])
     if not paths:
         parser.error("no models: give files, --onnx or --external")
     rows: dict[str, dict[str, object]] = {}
     for index, path in enumerate(paths, 1):
-        row = rows[os.fspath(path)] = {"corpus": corpus_of(path), **run_one(path, args.timeout)}
+        row = rows[os.fspath(path)] = {"corpus": corpus_of(path), **run_one(path, args.timeout, args.action)}
         print(f"[{index}/{len(paths)}] {row['outcome']:<14} {row['seconds']:>6} s  {path.name}", file=sys.stderr, flush=True)
         if args.json:
             tmp = Path(args.json + ".tmp")

@@ -203,7 +203,7 @@ def _is_user_error(err: BaseException) -> bool:
 
 
 def _graph_rows(name: str, spec: BenchSpec, progress: Any, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    from compiler_opt.cli.simulate_lib import load_simulation_graph
+    from compiler_opt.cli.simulate_lib import load_simulation_graph, split_module_spec
     from cost_model.costs import Target, simulate, throughput_objective
     from cost_model.lower_bound import step_time_lower_bound, work_bound
     from passes.placement import place_outcome
@@ -214,7 +214,7 @@ def _graph_rows(name: str, spec: BenchSpec, progress: Any, on_row: Callable[[dic
     from compiler_opt.cli.bench_cells import EQUAL_TIME_METHODS, equal_time_budget, evaluation_seconds, launch_share, order_methods
     from compiler_opt.workloads.registry import parse_workload_spec
 
-    paper = spec.paper_sizes and not os.path.exists(name) and parse_workload_spec(name) is not None
+    paper = spec.paper_sizes and not os.path.exists(split_module_spec(name)[0]) and parse_workload_spec(name) is not None
     graph, label = load_simulation_graph(name, paper=paper)
     sizes = "paper" if paper else ("default" if "workload" in graph.meta else "file")
     # The framework's default fusion is applied after placement, within each device (a group the

@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "suite names (resnet-50:train), model files, or profiled-workload JSON files (Tarnawski et al.), which run at "
         "their own accelerator count under the paper's cost models.",
     )
-    bench_p.add_argument("--workloads", action="extend", nargs="+", required=True, metavar="W[,W...]", help="suite names[:mode], model files, profiled JSON files (space- or comma-separated, repeatable)")
+    bench_p.add_argument("--workloads", action="extend", nargs="+", required=True, metavar="W[,W...]", help="suite names[:mode], model files (FILE#N: module N of a multi-module HLO file), profiled JSON files (space- or comma-separated, repeatable)")
     bench_p.add_argument("--devices", action="extend", nargs="+", metavar="T[,T...]", help="topologies for suite/model workloads, space- or comma-separated (default 2xV100 4xV100 8xV100)")
     _target_options(bench_p, devices=False)
     bench_p.add_argument("--methods", action="extend", nargs="+", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")

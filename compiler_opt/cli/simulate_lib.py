@@ -57,7 +57,15 @@ def parse_sizes(items: list[str] | None) -> dict[str, str]:
 def load_simulation_graph(
     model: str, *, sizes: Mapping[str, Any] | None = None, paper: bool = False, module: int | None = None
 ) -> tuple[Graph, str]:
-    """The graph for MODEL (a file, else a workload name) and a label for reports."""
+    """The graph for MODEL (a file, `FILE#N` for module N of a multi-module HLO file, else a
+    workload name) and a label for reports."""
+    path, spec_module = split_module_spec(model)
+    if spec_module is not None:
+        if module is not None and module != spec_module:
+            from graph_ir.errors import CompilerOptError
+
+            raise CompilerOptError(f"module {spec_module} in the name and --module {module} disagree", file=path)
+        module, model = spec_module, path
     if not os.path.exists(model):
         from compiler_opt.workloads.registry import (
             WorkloadError, is_cached, list_workloads, parse_workload_spec, workload_spec_label, workload_spec_sizes,
@@ -86,7 +94,16 @@ def load_simulation_graph(
     from graph_ir.io import load
 
     graph = load(model, module)
-    return graph, os.path.basename(model)
+    return graph, os.path.basename(model) + ("" if spec_module is None else f"#{spec_module}")
+
+
+def split_module_spec(item: str) -> tuple[str, int | None]:
+    """`FILE#N` (FILE exists, N a module index) -> (FILE, N); anything else -> (item, None). A file
+    whose own name ends in `#N` stays itself."""
+    head, sep, tail = item.rpartition("#")
+    if sep and tail.isdigit() and not os.path.exists(item) and os.path.isfile(head):
+        return head, int(tail)
+    return item, None
 
 
 def apply_decisions_file(path: str, graph: Graph, nodes: list[Node], topology: Topology) -> int:

@@ -66,7 +66,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         help="imitate: add W x a co-location loss (per edge: are both ends on one device, as in the target; label-free)",
     )
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
-    p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (repeatable, comma-separated)")
+    p.add_argument("--workloads", action="append", required=True, metavar="W[,W...]", help="suite names[:mode] or model files (FILE#N: module N of a multi-module HLO file; repeatable, comma-separated)")
     p.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes (see `workloads --json`)")
     p.add_argument(
         "--generated", type=int, default=0, metavar="N",

@@ -94,7 +94,8 @@ class TrainResult:
 
 def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
     """A suite workload (`name`, `name:mode`, `name:mode@size=value...`; default sizes, or the
-    paper's with `paper`, updated by the spec's) or a model file; an XLA graph's cheap calls
+    paper's with `paper`, updated by the spec's) or a model file (`FILE#N`: module N of a
+    multi-module HLO file); an XLA graph's cheap calls
     inlined, as `bench` does before its default fusion."""
     from compiler_opt.workloads import build_workload
     from compiler_opt.workloads.registry import parse_workload_spec, workload_spec_label, workload_spec_sizes
@@ -106,8 +107,10 @@ def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
         name = workload_spec_label(spec)
     else:
         import graph_ir
+        from compiler_opt.cli.simulate_lib import split_module_spec
 
-        name, graph = spec, graph_ir.load(spec)
+        path, module = split_module_spec(spec)  # FILE#N: module N of a multi-module HLO file
+        name, graph = spec, graph_ir.load(path, module)
     from passes.fusion.defaults import XLA_GPU, default_fusion_name, inline_cheap_calls
 
     if default_fusion_name(graph) == XLA_GPU:

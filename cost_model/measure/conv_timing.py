@@ -297,11 +297,14 @@ class ConvTimer:
         specs = [conv_spec(node) if getattr(getattr(node, "kind", None), "value", "") in ("conv", "conv_transpose") else None for node in nodes]
         seconds = self.time(s for s in specs if s is not None)
         out = np.zeros(len(nodes), dtype=np.float64)
+        untimed: list[str] = []
         for i, (node, spec) in enumerate(zip(nodes, specs)):
             if spec is not None:
                 out[i] = seconds[spec.text()]  # NaN when XLA refused it (logged by `time`)
             elif getattr(getattr(node, "kind", None), "value", "") in ("conv", "conv_transpose"):
                 out[i] = np.nan
-                logger.warning("conv node %s (%s): not timed alone (no spec for this op or its shapes); its measured term counts 0",
-                               getattr(node, "name", "?"), getattr(node, "op_type", "?"))
+                untimed.append(f"{getattr(node, 'name', '?')} ({getattr(node, 'op_type', '?')})")
+        if untimed:  # one line for the graph, not one per node
+            logger.warning("%d conv node(s) not timed alone (no spec for the op or its shapes), their measured term counts 0: %s%s",
+                           len(untimed), ", ".join(untimed[:5]), ", ..." if len(untimed) > 5 else "")
         return out

@@ -110,7 +110,7 @@ def load_hlo(path: str | os.PathLike[str], *, module: int | None = None, verify_
         if len(graphs) > 1:
             names = ", ".join(f"{i}: {g.name}" for i, g in enumerate(graphs))
             raise ModelFormatError(
-                f"file holds {len(graphs)} modules ({names}); pick one with module=N (CLI: --module N)",
+                f"file holds {len(graphs)} modules ({names}); pick one with module=N (CLI: --module N; in bench and train --workloads: FILE#N)",
                 file=os.fspath(path),
             )
         return graphs[0]

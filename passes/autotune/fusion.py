@@ -188,6 +188,9 @@ class FusionTuner:
         from cost_model.decisions import node_order
         from cost_model.profiling.signature import graph_signature
 
+        from passes.basic.shape_inference import ShapeInference
+
+        ShapeInference().call(graph)  # in place; each group runs as its own model, so every value it reads needs a type
         nodes = node_order(graph)
         if not nodes:
             raise ValueError("the graph has no nodes to fuse")
@@ -202,29 +205,27 @@ class FusionTuner:
             use_cache(self.harness.cache)
         scores = np.asarray(self.predictor.predict_log(nodes, [drawn[t].fusion_group for t in texts]), dtype=np.float64)
         top = set(np.argsort(scores, kind="stable")[: self.top_k].tolist()) | {0}
-        bar = tqdm(total=len(top), desc="autotune fusion", unit="config", disable=not progress)
+        with tqdm(total=len(top), desc="autotune fusion", unit="config", disable=not progress) as bar:  # closed on errors too
+            default_time: dict[str, float] = {}
 
-        default_time: dict[str, float] = {}
+            def measure(chosen: Sequence[str]) -> list[float]:
+                # The default fusion is timed in the same interleaved rounds: the reference the result
+                # is reported against, and a floor (the tuner keeps it when nothing ranked beats it).
+                batch = list(chosen) + ([texts[0]] if texts[0] not in chosen else [])
+                runners = {}
+                for text in batch:  # compile every plan first (the bar counts them), then time
+                    runners[text] = fusion_runner(executor.plan(drawn[text])) if self.harness.cached(signature, text) is None else None
+                    bar.update(1)
+                measured = self.harness.measure(signature, runners)
+                default_time["s"] = measured.measurements[texts[0]].min_s
+                return [measured.measurements[t].min_s for t in chosen]
 
-        def measure(chosen: Sequence[str]) -> list[float]:
-            # The default fusion is timed in the same interleaved rounds: the reference the result
-            # is reported against, and a floor (the tuner keeps it when nothing ranked beats it).
-            batch = list(chosen) + ([texts[0]] if texts[0] not in chosen else [])
-            runners = {}
-            for text in batch:  # compile every plan first (the bar counts them), then time
-                runners[text] = fusion_runner(executor.plan(drawn[text])) if self.harness.cached(signature, text) is None else None
-                bar.update(1)
-            measured = self.harness.measure(signature, runners)
-            default_time["s"] = measured.measurements[texts[0]].min_s
-            return [measured.measurements[t].min_s for t in chosen]
-
-        outcome = tune_candidates(texts, rank=lambda _: scores, measure=measure, top_k=self.top_k)
-        default_seconds = default_time["s"]
-        if 0 not in outcome.measured:
-            outcome.measured[0] = default_seconds
-            if default_seconds < outcome.best_seconds:
-                outcome.best, outcome.best_seconds = texts[0], default_seconds
-        bar.close()
+            outcome = tune_candidates(texts, rank=lambda _: scores, measure=measure, top_k=self.top_k)
+            default_seconds = default_time["s"]
+            if 0 not in outcome.measured:
+                outcome.measured[0] = default_seconds
+                if default_seconds < outcome.best_seconds:
+                    outcome.best, outcome.best_seconds = texts[0], default_seconds
         best = drawn[outcome.best]
         checked = self._check(executor, nodes, best)
         for node, group in zip(nodes, best.fusion_group.tolist()):

@@ -201,9 +201,10 @@ class TileTuner:
         by_signature: dict[str, KernelTuning] = {}
         todo = [(node, spec) for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None]
         specs = {spec.signature: spec for _, spec in todo}
-        for signature, spec in tqdm(specs.items(), desc="autotune tiles", unit="kernel", disable=not progress):
-            outcome = self.tune(spec)
-            by_signature[signature] = KernelTuning(spec, outcome, rank_s=self.seconds.get("rank_s", 0.0), measure_s=self.seconds.get("measure_s", 0.0))
+        with tqdm(specs.items(), desc="autotune tiles", unit="kernel", disable=not progress) as bar:  # closed on errors too
+            for signature, spec in bar:
+                outcome = self.tune(spec)
+                by_signature[signature] = KernelTuning(spec, outcome, rank_s=self.seconds.get("rank_s", 0.0), measure_s=self.seconds.get("measure_s", 0.0))
         for node, spec in todo:
             tuning = by_signature[spec.signature]
             node.tile = tuning.outcome.best.flat()

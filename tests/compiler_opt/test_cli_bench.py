@@ -138,3 +138,38 @@ def test_hdp_row_on_a_stablehlo_file(tmp_path: Path) -> None:
     rows = {r["method"]: r for r in json.loads(out.read_text())}
     assert rows["hdp"]["workload"] == "mlp.mlir" and rows["hdp"]["evaluations"] == 16 and "error" not in rows["hdp"]
     assert rows["hdp"]["objective_value"] >= rows["hdp"]["lower_bound"] * (1 - 1e-9)
+
+
+_TWO_MODULES = """HloModule small
+ENTRY main {
+  p = f32[8,8] parameter(0)
+  ROOT n = f32[8,8] negate(p)
+}
+
+// -----
+
+HloModule larger
+ENTRY main {
+  p = f32[16,16] parameter(0)
+  d = f32[16,16] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[16,16] tanh(d)
+}
+"""
+
+
+def test_a_module_of_a_multi_module_hlo_file_as_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`FILE#N` picks module N of a multi-module HLO file in bench, simulate and training specs;
+    the bare file names the modules and the way to pick one."""
+    from compiler_opt.rl.trainer import load_graph
+
+    hlo = tmp_path / "two.hlo"
+    hlo.write_text(_TWO_MODULES)
+    out = tmp_path / "rows.json"
+    assert main(["bench", "--workloads", f"{hlo}#1", "--devices", "2xV100", "--methods", "metis", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert row["workload"] == "two.hlo#1" and row["nodes"] == 2 and "error" not in row  # dot, tanh
+    assert len(load_graph(f"{hlo}#0")[1]) == 1 and len(load_graph(f"{hlo}#1")[1]) == 2
+    assert main(["simulate", f"{hlo}#5", "--devices", "2xV100"]) == 2
+    assert "module 5 requested, the file holds 2" in capsys.readouterr().err
+    assert main(["bench", "--workloads", str(hlo), "--devices", "2xV100", "--methods", "metis"]) == 2
+    assert "FILE#N" in capsys.readouterr().err
