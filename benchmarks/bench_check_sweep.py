@@ -1,7 +1,7 @@
 """`optimize(check=True)`, or an autotuner, over every real model on this machine: what happens to each.
 
     python benchmarks/bench_check_sweep.py [--onnx] [--external] [MODEL ...] [--json PATH] [--timeout S]
-        [--action check|autotune-fusion|autotune-tile]
+        [--action check|go|autotune-fusion|autotune-tile]
 
 Corpora: `--onnx`, the models shipped inside the onnx package (`onnx/backend/test/data/*/**.onnx`,
 149 with onnx 1.23); `--external`, the HLO / StableHLO / GraphDef files of
@@ -15,7 +15,8 @@ counts per corpus and outcome; the JSON holds every model's outcome, message and
 rewritten after each model (an interrupted run keeps what it did). The twenty-eighth session's run
 found the gaps that session fixed (WORKSPACE.md, "Optimize end to end").
 
-`--action autotune-fusion` / `autotune-tile` run `compiler-opt autotune --task fusion|tile` instead
+`--action go` runs `optimize(method="go")` without the check (the learned policy, zero-shot, on
+every graph: outcome `done`). `--action autotune-fusion` / `autotune-tile` run `compiler-opt autotune --task fusion|tile` instead
 (the CLI's Python functions, small budgets: fusion 12 candidates and the top 3 measured, tile 8
 candidates per kernel and the top 2 measured, a fresh measurement cache per model, the result
 written to a temporary file): outcome `done` (tuned, the result verified and written; the fusion
@@ -43,6 +44,10 @@ _CHILD = r"""
 import json, sys
 from compiler_opt.api import OptimizeError, optimize
 try:
+    if len(sys.argv) > 2 and sys.argv[2] == "go":
+        result = optimize(sys.argv[1], target="4xV100", budget_s=5.0, method="go")
+        print("OUTCOME " + json.dumps({"outcome": "done", "message": f"{result.speedup:.3g}x"}))
+        sys.exit(0)
     result = optimize(sys.argv[1], target="4xV100", budget_s=5.0, check=True)
     check = result.numerics
     outcome = "equal" if check.ok else ("not possible" if not check.ran else "failed")
@@ -80,7 +85,7 @@ with tempfile.TemporaryDirectory() as tmp:
     except Exception as err:
         print("OUTCOME " + json.dumps({"outcome": "error:" + type(err).__name__, "message": str(err)[:400]}))
 """
-ACTIONS = ("check", "autotune-fusion", "autotune-tile")
+ACTIONS = ("check", "go", "autotune-fusion", "autotune-tile")
 
 
 def onnx_models() -> list[Path]:
@@ -98,7 +103,10 @@ def external_models() -> list[Path]:
 
 def run_one(path: Path, timeout_s: float, action: str = "check") -> dict[str, object]:
     start = time.perf_counter()
-    command = [sys.executable, "-c", _CHILD, str(path)] if action == "check" else [sys.executable, "-c", _AUTOTUNE_CHILD, str(path), action.split("-")[1]]
+    if action in ("check", "go"):
+        command = [sys.executable, "-c", _CHILD, str(path), action]
+    else:
+        command = [sys.executable, "-c", _AUTOTUNE_CHILD, str(path), action.split("-")[1]]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
         lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]

@@ -226,10 +226,12 @@ def _reason(err: Exception) -> str:
 
 
 def _cannot_run_original(backend: str, err: Exception) -> NumericsCheck:
+    from cost_model.profiling.ort_backend import old_opset_hint
+
     reason = _reason(err)
     return NumericsCheck(
         False, backend, None, float("nan"), ran=False,
-        message=f"numerical check not possible: {backend} cannot run the original model ({type(err).__name__}: {reason})",
+        message=f"numerical check not possible: {backend} cannot run the original model ({type(err).__name__}: {reason}){old_opset_hint(str(err))}",
     )
 
 

@@ -8,6 +8,7 @@ of several nodes is fused the way onnxruntime would fuse it in the full model.
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node, Value
     from graph_ir.graph import Graph
 
-__all__ = ["OrtBackend"]
+__all__ = ["OrtBackend", "old_opset_hint"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,24 @@ class OrtBackend:
             session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime raises its own exception types
             names = ", ".join(n.name for n in cut.members[:4])
-            raise ProfilingError(f"onnxruntime cannot load group [{names}]: {err}") from err
+            raise ProfilingError(f"onnxruntime cannot load group [{names}]: {err}{old_opset_hint(str(err))}") from err
         return lambda: session.run(None, feeds)
+
+
+# onnxruntime's words for an operator version it has no kernel for, e.g. "BatchNormalization(6)".
+_NO_KERNEL = re.compile(r"Could not find an implementation for \w+\((\d+)\)")
+# onnxruntime keeps kernels from opset 7 on (it dropped the older ones).
+_OLDEST_RUN = 7
+
+
+def old_opset_hint(message: str) -> str:
+    """A hint to upgrade the model when onnxruntime's error is an operator version older than any
+    it runs; "" otherwise."""
+    found = _NO_KERNEL.search(message)
+    if found is None or int(found.group(1)) >= _OLDEST_RUN:
+        return ""
+    return ("; this onnxruntime has no kernels for operator versions below opset 7: upgrade the model first "
+            "(compiler-opt convert MODEL OUT -p upgrade-opset)")
 
 
 def _random_feeds(values: Sequence[Value], seed: int) -> dict[str, np.ndarray]:

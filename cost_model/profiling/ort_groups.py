@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from cost_model.profiling.ort_backend import _random_feeds
+from cost_model.profiling.ort_backend import _random_feeds, old_opset_hint
 from cost_model.profiling.subgraph import GroupCut, ProfilingError, cut_group
 
 if TYPE_CHECKING:
@@ -37,7 +37,11 @@ class OrtPlan:
     def run(self) -> list[np.ndarray]:
         env: dict[Value, np.ndarray] = dict(self.initial)
         for session, cut, names in self.steps:
-            results = session.run(None, {name: env[value] for name, value in zip(names, cut.inputs)})
+            try:
+                results = session.run(None, {name: env[value] for name, value in zip(names, cut.inputs)})
+            except Exception as err:  # onnxruntime's own types; name the group (random data can be a bad shape or index)
+                members = ", ".join(n.name for n in cut.members[:4]) + (", ..." if len(cut.members) > 4 else "")
+                raise ProfilingError(f"onnxruntime cannot run group [{members}] on seeded random inputs: {err}") from err
             env.update(zip(cut.outputs, results))
         return [env[v] for v in self.outputs]
 
@@ -69,7 +73,7 @@ class OrtGroupExecutor:
                 session = ort.InferenceSession(export_onnx(cut.graph).SerializeToString(), options, providers=["CPUExecutionProvider"])
             except Exception as err:  # onnxruntime raises its own exception types; name the group
                 names = ", ".join(n.name for n in cut.members[:4])
-                raise ProfilingError(f"onnxruntime cannot load group [{names}{', ...' if len(cut.members) > 4 else ''}]: {err}") from err
+                raise ProfilingError(f"onnxruntime cannot load group [{names}{', ...' if len(cut.members) > 4 else ''}]: {err}{old_opset_hint(str(err))}") from err
             found = self.sessions[key] = (session, cut, [v.name for v in cut.graph.inputs])
         return found
 

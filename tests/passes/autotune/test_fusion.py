@@ -127,3 +127,15 @@ def test_weights_made_by_nodes_get_types_before_groups_run(onnx_backend_data, tm
     assert tuning.outcome.measurements >= 2 and tuning.checked
     assert sum("not timed alone" in r.getMessage() for r in caplog.records) <= 1
     graph.verify()
+
+
+def test_a_group_onnxruntime_cannot_run_on_random_data_is_named(onnx_backend_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An input that is an Expand's target shape gets random integers, which onnxruntime refuses
+    at run time: a ProfilingError naming the group, not an internal error."""
+    import graph_ir
+    from cost_model.learned.predictor import load_fusion_ranker
+    from cost_model.profiling.subgraph import ProfilingError
+
+    graph = graph_ir.load(str(onnx_backend_data / "simple" / "test_expand_shape_model1" / "model.onnx"))
+    with ProfileCache(tmp_path / "cache.sqlite") as cache, pytest.raises(ProfilingError, match=r"cannot run group \[test\] on seeded random inputs"):
+        FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=4, top_k=2).tune(graph)
