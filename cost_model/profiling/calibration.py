@@ -264,7 +264,7 @@ class GroupExecutor:
                 f"decisions use {int(decisions.device.max()) + 1} devices but XLA has {len(self.devices)} "
                 "(set XLA_FLAGS=--xla_force_host_platform_device_count=N before importing jax)"
             )
-        groups, group_device = kernel_groups(decisions)
+        groups, group_device = self._tuples_inside(*kernel_groups(decisions))
         node_device = decisions.device
         index = {node: i for i, node in enumerate(self.nodes)}
         location: dict[Value, int] = {}
@@ -287,7 +287,59 @@ class GroupExecutor:
             for value in kernel.cut.outputs:
                 location[value] = device
             steps.append((kernel, args, outs))
-        return ExecutionPlan(decisions, steps, [self._slot(v) for v in self.graph.outputs], len(self.slot) + 1, initial, self.devices, one_in_flight)
+        return ExecutionPlan(decisions, steps, [self._slot(v) for v in self._tensor_outputs()], len(self.slot) + 1, initial, self.devices, one_in_flight)
+
+    def _tensor_outputs(self) -> list[Value]:
+        """The graph outputs as tensors: a ROOT `tuple` stands for its operands (XLA's own result
+        is that tuple's leaves)."""
+        out: list[Value] = []
+        for value in self.graph.outputs:
+            producer = value.producer
+            if not isinstance(value.type, TensorType) and producer is not None and producer.op_type == "tuple":
+                out.extend(v for v in producer.inputs if v is not None)
+            else:
+                out.append(value)
+        return out
+
+    def _tuples_inside(self, groups: list[list[int]], devices: list[int]) -> tuple[list[list[int]], list[int]]:
+        """Kernels whose boundary carries no tuple: only tensors are routed between executables, so
+        a `get-tuple-element` joins the kernel that makes its tuple (XLA gives it no kernel of its
+        own either), and a `tuple` that only packs a ROOT output or one kernel's operand is left
+        out / joins that kernel. A tuple crossing kernels in any other way stays an error."""
+        index = {node: i for i, node in enumerate(self.nodes)}
+        group_of = {i: g for g, members in enumerate(groups) for i in members}
+        members = [list(m) for m in groups]
+        changed = True
+        while changed:
+            changed = False
+            for i, node in enumerate(self.nodes):
+                for value in node.outputs:
+                    if isinstance(value.type, TensorType):
+                        continue
+                    users = [index[u.node] for u in value.uses if u.node in index]
+                    if node.op_type == "tuple" and value.is_graph_output() and not users:
+                        if i in group_of:  # the ROOT tuple: its operands are the outputs (_tensor_outputs)
+                            members[group_of.pop(i)].remove(i)
+                            changed = True
+                        continue
+                    home = group_of.get(i)
+                    for user in users:
+                        if group_of.get(user) == home or home is None:
+                            continue
+                        if self.nodes[user].op_type == "get-tuple-element":
+                            members[group_of[user]].remove(user)
+                            members[home].append(user)
+                            group_of[user] = home
+                            changed = True
+                    targets = {group_of.get(u) for u in users} - {home}
+                    if node.op_type == "tuple" and len(targets) == 1 and not value.is_graph_output():
+                        target = targets.pop()
+                        members[home].remove(i)
+                        members[target].append(i)
+                        group_of[i] = target
+                        changed = True
+        kept = [(sorted(m), d) for m, d in zip(members, devices) if m]  # cut_group takes members in graph order anyway
+        return [m for m, _ in kept], [d for _, d in kept]
 
     def measure(self, plans: Sequence[ExecutionPlan], *, repeats: int = 20, warmup: int = 3, seed: int = 0) -> list[Measurement]:
         """Step time of each plan: min/median of `repeats` interleaved runs."""

@@ -102,3 +102,55 @@ def test_correlations_by_hand():
     assert correlations([1, 2, 3, 4], [1, 2, 4, 3])["spearman"] == pytest.approx(0.8)
     assert correlations([1, 1, 2, 3], [5, 5, 6, 9])["spearman"] == pytest.approx(1.0)
     assert correlations([1, 2, 3], [2, 4, 6])["pearson"] == pytest.approx(1.0)
+
+
+_LOOP_HLO = """HloModule loop
+
+body {
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[8] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  x1 = f32[8] multiply(x, x)
+  ROOT t = (s32[], f32[8]) tuple(i1, x1)
+}
+
+cond {
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  x = f32[8] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8]) tuple(zero, x)
+  w = (s32[], f32[8]) while(init), condition=cond, body=body
+  y = f32[8] get-tuple-element(w), index=1
+  z = f32[8] tanh(y)
+  e = f32[8] exponential(x)
+  ROOT out = (f32[8], f32[8]) tuple(z, e)
+}
+"""
+
+
+def test_tuples_never_cross_kernels(tmp_path) -> None:
+    """A while loop's tuple, its get-tuple-elements, its packed init and a ROOT tuple, each op its
+    own kernel: the plan keeps tuples inside executables (before: "group output %w is a (s32[],
+    f32[8]); only tensor results are routed") and computes what the program does."""
+    import graph_ir
+    from cost_model.decisions import Decisions, node_order
+
+    path = tmp_path / "loop.hlo"
+    path.write_text(_LOOP_HLO)
+    graph = graph_ir.load(str(path))
+    nodes = node_order(graph)
+    executor = GroupExecutor(graph, nodes, seed=0)
+    n = len(nodes)
+    unfused = Decisions(np.zeros(n, dtype=np.int64), np.full(n, -1), np.arange(n, 0, -1, dtype=np.float64))
+    z, e = (np.asarray(a) for a in executor.plan(unfused).run())
+    x = executor.input_arrays[graph.inputs[0]]
+    np.testing.assert_allclose(z, np.tanh(x ** 8), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(e, np.exp(x), rtol=1e-5)

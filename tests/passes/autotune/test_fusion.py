@@ -139,3 +139,23 @@ def test_a_group_onnxruntime_cannot_run_on_random_data_is_named(onnx_backend_dat
     graph = graph_ir.load(str(onnx_backend_data / "simple" / "test_expand_shape_model1" / "model.onnx"))
     with ProfileCache(tmp_path / "cache.sqlite") as cache, pytest.raises(ProfilingError, match=r"cannot run group \[test\] on seeded random inputs"):
         FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=4, top_k=2).tune(graph)
+
+
+def test_bf16_outputs_are_compared_to_a_few_ulps(shared_testdata, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """XLA's bf16 layer-norm benchmark: the unfused graph rounds to bf16 between kernels, a fusion
+    keeps f32 inside, so they differ by an ulp (0.0156 at 2-4). The tuner's check allows a few ulps
+    of the output's type (before: "output 0 of the chosen fusion differs ... 0.015625")."""
+    pytest.importorskip("jax")
+    import ml_dtypes
+
+    import graph_ir
+    from cost_model.learned.predictor import load_fusion_ranker
+    from passes.autotune.fusion import _epsilon
+
+    assert _epsilon(np.dtype(ml_dtypes.bfloat16)) == 2.0 ** -7 and _epsilon(np.dtype(np.int32)) == 0.0
+    path = shared_testdata / "external" / "hlo" / "openxla-xla__xla__backends__cpu__benchmarks__hlo__layer_norm_1x4096x768_bf16.hlo"
+    if not path.exists():
+        pytest.skip(f"{path.name} is not in the shared testdata")
+    with ProfileCache(tmp_path / "cache.sqlite") as cache:
+        tuning = FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=12, top_k=3).tune(graph_ir.load(str(path)))
+    assert tuning.checked
