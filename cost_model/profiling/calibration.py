@@ -233,7 +233,7 @@ class GroupExecutor:
         self.devices = host_devices()
         self.kernels: dict[tuple[tuple[int, ...], int], XlaKernel] = {}
         self.compile_seconds = 0.0
-        self.slot: dict[Value, int] = {}
+        self.slot: dict[Any, int] = {}  # a Value, or (Value, k) for leaf k of a tuple
         self.home: dict[Value, int] = {}
         rng_inputs = random_inputs(graph.inputs, self.devices[0], seed=seed)
         self.input_arrays = {value: np.asarray(a) for value, a in zip(graph.inputs, rng_inputs)}
@@ -244,11 +244,18 @@ class GroupExecutor:
         if kernel is None:
             kernel = self.backend.kernel(self.graph, [self.nodes[i] for i in members], self.devices[device])
             for value in kernel.cut.outputs:
-                if not isinstance(value.type, TensorType):
-                    raise ProfilingError(f"group output %{value.name} is a {value.type}; only tensor results are routed")
+                if _tensor_leaves(value.type) is None:
+                    raise ProfilingError(f"group output %{value.name} is a {value.type}; only tensors and tuples of tensors are routed")
             self.kernels[key] = kernel
             self.compile_seconds += kernel.compile_seconds
         return kernel
+
+    def _leaf_slots(self, value: Value) -> list[int]:
+        """The slots of a value's tensors: itself, or each leaf of a tuple (XLA returns a tuple
+        result as its leaves)."""
+        if isinstance(value.type, TensorType):
+            return [self._slot(value)]
+        return [self._slot((value, k)) for k in range(len(_tensor_leaves(value.type) or ()))]  # type: ignore[arg-type]
 
     def _slot(self, value: Value) -> int:
         slot = self.slot.get(value)
@@ -273,7 +280,8 @@ class GroupExecutor:
             users = [index[u.node] for u in value.uses if u.node in index]
             home = int(node_device[min(users)]) if users else 0
             location[value] = home
-            initial[self._slot(value)] = jax.device_put(self.input_arrays[value], self.devices[home])
+            with jax.enable_x64(True):  # an f64 / s64 / u64 input keeps its width
+                initial[self._slot(value)] = jax.device_put(self.input_arrays[value], self.devices[home])
         steps = []
         for members, device in zip(groups, group_device):
             kernel = self.kernel(members, device)
@@ -282,23 +290,26 @@ class GroupExecutor:
                 source = location.get(value)
                 if source is None:
                     raise ProfilingError(f"%{value.name} is read before it is produced: the schedule is not topological")
+                if not isinstance(value.type, TensorType):
+                    raise ProfilingError(f"%{value.name} ({value.type}) would cross kernels as an argument; only tensors are passed between executables")
                 args.append((self._slot(value), -1 if source == device else device))
-            outs = [self._slot(v) for v in kernel.cut.outputs]
+            outs = [slot for v in kernel.cut.outputs for slot in self._leaf_slots(v)]
             for value in kernel.cut.outputs:
                 location[value] = device
             steps.append((kernel, args, outs))
-        return ExecutionPlan(decisions, steps, [self._slot(v) for v in self._tensor_outputs()], len(self.slot) + 1, initial, self.devices, one_in_flight)
+        return ExecutionPlan(decisions, steps, self._output_slots(), len(self.slot) + 1, initial, self.devices, one_in_flight)
 
-    def _tensor_outputs(self) -> list[Value]:
-        """The graph outputs as tensors: a ROOT `tuple` stands for its operands (XLA's own result
-        is that tuple's leaves)."""
-        out: list[Value] = []
+    def _output_slots(self) -> list[int]:
+        """The graph outputs as tensor slots: a ROOT `tuple` stands for its operands, another
+        tuple-valued output (a variadic reduce, a multi-output fusion) for its leaves (XLA's own
+        result is the leaves either way)."""
+        out: list[int] = []
         for value in self.graph.outputs:
             producer = value.producer
             if not isinstance(value.type, TensorType) and producer is not None and producer.op_type == "tuple":
-                out.extend(v for v in producer.inputs if v is not None)
+                out.extend(slot for v in producer.inputs if v is not None for slot in self._leaf_slots(v))
             else:
-                out.append(value)
+                out.extend(self._leaf_slots(value))
         return out
 
     def _tuples_inside(self, groups: list[list[int]], devices: list[int]) -> tuple[list[list[int]], list[int]]:
@@ -344,6 +355,23 @@ class GroupExecutor:
     def measure(self, plans: Sequence[ExecutionPlan], *, repeats: int = 20, warmup: int = 3, seed: int = 0) -> list[Measurement]:
         """Step time of each plan: min/median of `repeats` interleaved runs."""
         return time_interleaved([p.run for p in plans], repeats=repeats, warmup=warmup, seed=seed)
+
+
+def _tensor_leaves(vtype: Any) -> list[Any] | None:
+    """A type's tensors in order (a tensor: itself; a tuple: its elements', depth first); None
+    when it holds something else (a token)."""
+    if isinstance(vtype, TensorType):
+        return [vtype]
+    elements = getattr(vtype, "elements", None)
+    if elements is None:
+        return None
+    leaves: list[Any] = []
+    for element in elements:
+        inner = _tensor_leaves(element)
+        if inner is None:
+            return None
+        leaves.extend(inner)
+    return leaves
 
 
 def _average_ranks(values: np.ndarray) -> np.ndarray:

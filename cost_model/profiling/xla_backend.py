@@ -139,7 +139,9 @@ def compile_hlo_group(graph: Graph, members: Sequence[Node], device: Any | None 
     _strip_module_shell(cut.graph)
     began = time.perf_counter()
     try:
-        proto = _with_program_shape(export_hlo_proto(cut.graph))
+        # Fusions the module came with (XLA's optimized dumps) compile as calls: XLA:CPU refuses a
+        # pre-made fusion without its backend config ("Fusion must have backend config").
+        proto = _with_program_shape(export_hlo_proto(cut.graph, fusion_kinds="call"))
         target = device if device is not None else host_devices()[0]
         executable = compile_hlo_module(proto, target)
     except Exception as err:  # XLA raises its own runtime errors; name the group
@@ -191,5 +193,6 @@ def random_inputs(values: Sequence[Value], device: Any | None = None, *, seed: i
             array = rng.integers(0, 4, size=shape).astype(dtype)
         else:
             array = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
-        out.append(jax.device_put(array, device))
+        with jax.enable_x64(True):  # an f64 / s64 / u64 input keeps its width (else jax makes a 32-bit copy)
+            out.append(jax.device_put(array, device))
     return out

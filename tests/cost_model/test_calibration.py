@@ -154,3 +154,62 @@ def test_tuples_never_cross_kernels(tmp_path) -> None:
     x = executor.input_arrays[graph.inputs[0]]
     np.testing.assert_allclose(z, np.tanh(x ** 8), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(e, np.exp(x), rtol=1e-5)
+
+
+_ARGMAX_F64_HLO = """HloModule multi
+argmax {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  m = f32[] select(gt, a, b)
+  mi = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(m, mi)
+}
+ENTRY main {
+  x = f64[4,8] parameter(0)
+  xf = f32[4,8] convert(x)
+  iota = s32[4,8] iota(), iota_dimension=1
+  init = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  ROOT r = (f32[4], s32[4]) reduce(xf, iota, init, zero), dimensions={1}, to_apply=argmax
+}
+"""
+
+_PREMADE_FUSION_HLO = """HloModule premade
+fused {
+  p0 = f32[8] parameter(0)
+  ROOT e = f32[8] exponential(p0)
+}
+ENTRY main {
+  x = f32[8] parameter(0)
+  f = f32[8] fusion(x), kind=kLoop, calls=fused
+  ROOT n = f32[8] negate(f)
+}
+"""
+
+
+@pytest.mark.parametrize("text", [_ARGMAX_F64_HLO, _PREMADE_FUSION_HLO], ids=["variadic-root-f64-input", "premade-fusion"])
+def test_real_hlo_shapes_run_as_kernels(tmp_path, text: str) -> None:
+    """A variadic reduce as ROOT (a tuple of its leaves) fed by an f64 parameter (kept 64-bit),
+    and a module that came fused (XLA:CPU refuses a pre-made fusion without its backend config:
+    it compiles as a call). Each computes what the program does, op by op as kernels."""
+    import graph_ir
+    from cost_model.decisions import Decisions, node_order
+
+    path = tmp_path / "m.hlo"
+    path.write_text(text)
+    graph = graph_ir.load(str(path))
+    nodes = node_order(graph)
+    executor = GroupExecutor(graph, nodes, seed=0)
+    n = len(nodes)
+    unfused = Decisions(np.zeros(n, dtype=np.int64), np.full(n, -1), np.arange(n, 0, -1, dtype=np.float64))
+    outs = [np.asarray(a) for a in executor.plan(unfused).run()]
+    x = executor.input_arrays[graph.inputs[0]]
+    if "argmax" in text:
+        assert x.dtype == np.float64
+        np.testing.assert_allclose(outs[0], x.max(axis=1).astype(np.float32))
+        np.testing.assert_array_equal(outs[1], x.argmax(axis=1))
+    else:
+        np.testing.assert_allclose(outs[0], -np.exp(x), rtol=1e-5)
