@@ -381,7 +381,9 @@ def autotune_fusion_model(model: str, output: str, *, cost_model: str | None = N
         from cost_model.measure.xla_timing import configure_xla_timing
 
         configure_xla_timing()
-    graph = graph_ir.load(model, module)
+    # StableHLO is lowered to HLO on load (XLA's converter): the tuner times groups of HLO
+    # instructions, and HLO is written back as StableHLO when the output is .mlir.
+    graph = graph_ir.load(model, module, target_format="hlo" if model.endswith(".mlir") else None)
     predictor = load_fusion_ranker(cost_model, ranker)
     with ProfileCache(cache_path) as cache:
         tuning = FusionTuner(predictor, fusion_harness(cache, seed=seed), budget=budget, top_k=top_k, seed=seed).tune(graph, progress=progress)

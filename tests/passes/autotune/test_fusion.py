@@ -175,3 +175,23 @@ def test_xla_thunk_coverage_module_tunes_past_its_rng_state(shared_testdata, tmp
     with ProfileCache(tmp_path / "cache.sqlite") as cache:
         tuning = FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=6, top_k=2).tune(graph_ir.load(str(path)))
     assert tuning.checked and tuning.outcome.measurements >= 1
+
+
+def test_cli_autotunes_a_stablehlo_program(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A .mlir model is lowered to HLO on load (before: "autotune-fusion runs HLO graphs ... this
+    graph has ops of domains ['stablehlo']") and the result is written back as StableHLO."""
+    jax = pytest.importorskip("jax")
+    import graph_ir
+    from compiler_opt.cli.main import main
+
+    def block(x, w):  # type: ignore[no-untyped-def]
+        h = jax.numpy.tanh(x @ w) * 2.0 + 1.0
+        return jax.nn.softmax(h, axis=-1).sum(axis=0)
+
+    source = tmp_path / "block.mlir"
+    source.write_text(jax.jit(block).lower(np.ones((16, 32), np.float32), np.ones((32, 32), np.float32)).as_text())
+    out = tmp_path / "tuned.mlir"
+    args = ["autotune", str(source), "--task", "fusion", "--budget", "8", "--top-k", "2", "--cache", str(tmp_path / "c.sqlite"), "-o", str(out), "--no-progress"]
+    assert main(args) == 0
+    assert "outputs match the unfused graph" in capsys.readouterr().out
+    assert "stablehlo." in out.read_text() and len(graph_ir.load(str(out))) >= 1
