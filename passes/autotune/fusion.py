@@ -249,20 +249,24 @@ class FusionTuner:
             # kernels where a fusion keeps f32 inside, so the unfused graph differs by an ulp or two.
             few_ulps = 4.0 * _epsilon(a.dtype)
             rtol, atol = max(self.rtol, few_ulps), max(self.atol, few_ulps)
-            a64, b64 = (a.astype(np.float64), b.astype(np.float64)) if _is_float(a.dtype) else (a, b)
-            if a.shape != b.shape or not np.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=True):
-                raise PassError(f"autotune-fusion: output {i} of the chosen fusion differs from the unfused graph (max |diff| "
-                                f"{float(np.max(np.abs(a64 - b64))) if a.shape == b.shape else 'shape'}, rtol {rtol:g}, atol {atol:g})",
+            if not _close(a, b, rtol, atol):
+                numeric = a.shape == b.shape and a.dtype.kind in "biufc" or _is_float(a.dtype)
+                gap = f"max |diff| {float(np.max(np.abs(a.astype(np.complex128) - b.astype(np.complex128)))):g}" if numeric and a.shape == b.shape else (
+                    "shapes differ" if a.shape != b.shape else "values differ")
+                raise PassError(f"autotune-fusion: output {i} of the chosen fusion differs from the unfused graph ({gap}, rtol {rtol:g}, atol {atol:g})",
                                 pass_name=AutotuneFusion.name)
         return True
 
 
 def _close(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> bool:
+    """Floats (bf16 too) and complex numbers within the tolerances, NaN equal to NaN; anything
+    else (integers, booleans, strings) exactly."""
     if a.shape != b.shape:
         return False
-    if _is_float(a.dtype):
-        a, b = a.astype(np.float64), b.astype(np.float64)
-    return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    if _is_float(a.dtype) or a.dtype.kind == "c":
+        kind = np.complex128 if a.dtype.kind == "c" or b.dtype.kind == "c" else np.float64
+        return bool(np.allclose(a.astype(kind), b.astype(kind), rtol=rtol, atol=atol, equal_nan=True))
+    return bool(np.array_equal(a, b))
 
 
 def _is_float(dtype: np.dtype) -> bool:

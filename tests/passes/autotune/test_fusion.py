@@ -195,3 +195,15 @@ def test_cli_autotunes_a_stablehlo_program(tmp_path, capsys) -> None:  # type: i
     assert main(args) == 0
     assert "outputs match the unfused graph" in capsys.readouterr().out
     assert "stablehlo." in out.read_text() and len(graph_ir.load(str(out))) >= 1
+
+
+def test_string_outputs_are_compared_exactly(onnx_backend_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A StringNormalizer model: its outputs are strings, compared for equality (before: a
+    TypeError from subtracting strings)."""
+    import graph_ir
+    from cost_model.learned.predictor import load_fusion_ranker
+
+    graph = graph_ir.load(str(onnx_backend_data / "simple" / "test_strnorm_model_nostopwords_nochangecase" / "model.onnx"))
+    with ProfileCache(tmp_path / "cache.sqlite") as cache:
+        tuning = FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=2, top_k=1).tune(graph)
+    assert tuning.checked
