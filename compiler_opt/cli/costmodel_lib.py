@@ -416,7 +416,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
                                   module=args.module)
         print(f"autotune fusion: {len(t.candidates)} candidates ranked, {t.outcome.measurements} measured; best {t.outcome.best_seconds * 1e6:.1f} us "
               f"vs default fusion {t.default_seconds * 1e6:.1f} us ({t.speedup_over_default:.2f}x), {t.groups} fused groups, "
-              f"outputs match the unfused graph; written to {args.output}")
+              f"outputs match the original graph; written to {args.output}")
         return 0
     if args.ranker == "additive":
         print("compiler-opt: error: autotune --task tile: --ranker additive ranks fusions; tiles take gnn, gbdt or gbdt-ens", file=sys.stderr)

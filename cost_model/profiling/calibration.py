@@ -250,6 +250,15 @@ class GroupExecutor:
             self.compile_seconds += kernel.compile_seconds
         return kernel
 
+    def run_whole(self) -> list[np.ndarray]:
+        """The graph as one XLA executable (the module as written, its own fusions as calls) on
+        the plans' inputs: the reference a configuration's outputs are checked against, computed
+        without this executor's routing (and with one compile instead of one per node)."""
+        from graph_ir.io.hlo_export import export_hlo_proto
+        from graph_ir.io.xla_bridge import run_hlo_module
+
+        return run_hlo_module(export_hlo_proto(self.graph, fusion_kinds="call"), *[self.input_arrays[v] for v in self.graph.inputs])
+
     def _leaf_slots(self, value: Value) -> list[int]:
         """The slots of a value's tensors: itself, or each leaf of a tuple (XLA returns a tuple
         result as its leaves)."""

@@ -77,6 +77,19 @@ class OrtGroupExecutor:
             found = self.sessions[key] = (session, cut, [v.name for v in cut.graph.inputs])
         return found
 
+    def run_whole(self) -> list[np.ndarray]:
+        """The graph as one onnxruntime session on the plans' inputs: the reference a
+        configuration's outputs are checked against."""
+        import onnxruntime as ort
+
+        from graph_ir.io.onnx_export import export_onnx
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.intra_op_threads
+        options.log_severity_level = 3
+        session = ort.InferenceSession(export_onnx(self.graph).SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return session.run(None, {value.name: array for value, array in self.input_arrays.items()})
+
     def plan(self, decisions: Decisions) -> OrtPlan:
         from cost_model.profiling.calibration import kernel_groups
 
