@@ -338,7 +338,7 @@ class GroupExecutor:
                         continue
                     users = [index[u.node] for u in value.uses if u.node in index]
                     if node.op_type == "tuple" and value.is_graph_output() and not users:
-                        if i in group_of:  # the ROOT tuple: its operands are the outputs (_tensor_outputs)
+                        if i in group_of:  # the ROOT tuple: its operands are the outputs (_output_slots)
                             members[group_of.pop(i)].remove(i)
                             changed = True
                         continue
@@ -352,7 +352,7 @@ class GroupExecutor:
                             group_of[user] = home
                             changed = True
                     targets = {group_of.get(u) for u in users} - {home}
-                    if node.op_type == "tuple" and len(targets) == 1 and not value.is_graph_output():
+                    if node.op_type == "tuple" and home is not None and len(targets) == 1 and None not in targets and not value.is_graph_output():
                         target = targets.pop()
                         members[home].remove(i)
                         members[target].append(i)

@@ -61,16 +61,11 @@ class OrtGroupExecutor:
         key = tuple(members)
         found = self.sessions.get(key)
         if found is None:
-            import onnxruntime as ort
-
             from graph_ir.io.onnx_export import export_onnx
 
             cut = cut_group(self.graph, [self.nodes[i] for i in members])
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.intra_op_threads
-            options.log_severity_level = 3
             try:
-                session = ort.InferenceSession(export_onnx(cut.graph).SerializeToString(), options, providers=["CPUExecutionProvider"])
+                session = self._session(export_onnx(cut.graph))
             except Exception as err:  # onnxruntime raises its own exception types; name the group
                 names = ", ".join(n.name for n in cut.members[:4])
                 raise ProfilingError(f"onnxruntime cannot load group [{names}{', ...' if len(cut.members) > 4 else ''}]: {err}{old_opset_hint(str(err))}") from err
@@ -80,15 +75,17 @@ class OrtGroupExecutor:
     def run_whole(self) -> list[np.ndarray]:
         """The graph as one onnxruntime session on the plans' inputs: the reference a
         configuration's outputs are checked against."""
-        import onnxruntime as ort
-
         from graph_ir.io.onnx_export import export_onnx
+
+        return self._session(export_onnx(self.graph)).run(None, {value.name: array for value, array in self.input_arrays.items()})
+
+    def _session(self, model: Any) -> Any:
+        import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.intra_op_threads
         options.log_severity_level = 3
-        session = ort.InferenceSession(export_onnx(self.graph).SerializeToString(), options, providers=["CPUExecutionProvider"])
-        return session.run(None, {value.name: array for value, array in self.input_arrays.items()})
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
     def plan(self, decisions: Decisions) -> OrtPlan:
         from cost_model.profiling.calibration import kernel_groups

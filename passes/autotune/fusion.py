@@ -265,9 +265,12 @@ class FusionTuner:
             few_ulps = 4.0 * _epsilon(a.dtype)
             rtol, atol = max(self.rtol, few_ulps), max(self.atol, few_ulps)
             if not _close(a, b, rtol, atol):
-                numeric = a.shape == b.shape and a.dtype.kind in "biufc" or _is_float(a.dtype)
-                gap = f"max |diff| {float(np.max(np.abs(a.astype(np.complex128) - b.astype(np.complex128)))):g}" if numeric and a.shape == b.shape else (
-                    "shapes differ" if a.shape != b.shape else "values differ")
+                if a.shape != b.shape:
+                    gap = f"shape {b.shape} instead of {a.shape}"
+                elif _is_float(a.dtype) or a.dtype.kind in "biufc":
+                    gap = f"max |diff| {float(np.max(np.abs(a.astype(np.complex128) - b.astype(np.complex128)))):g}"
+                else:
+                    gap = "values differ"
                 raise PassError(f"autotune-fusion: output {i} of the chosen fusion differs from the original graph ({gap}, rtol {rtol:g}, atol {atol:g})",
                                 pass_name=AutotuneFusion.name)
         return True
@@ -285,7 +288,8 @@ def _close(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> bool:
 
 
 def _is_float(dtype: np.dtype) -> bool:
-    return np.issubdtype(dtype, np.floating) or dtype.kind == "V" and dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+    # ml_dtypes' bfloat16 / float8_* / float4_* are void-kind to numpy
+    return bool(np.issubdtype(dtype, np.floating)) or (dtype.kind == "V" and dtype.name.startswith(("bfloat16", "float")))
 
 
 def _epsilon(dtype: np.dtype) -> float:
