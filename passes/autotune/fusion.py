@@ -125,30 +125,39 @@ def draw_fusions(graph: Graph, nodes: Sequence[Any], rng: np.random.Generator, c
 
 def topological_priorities(nodes: Sequence[Any], groups: np.ndarray, index: dict) -> np.ndarray:
     """Scheduling priorities that run kernels (groups, or single nodes) in a topological order of
-    the kernel graph (Kahn's algorithm, ties by first node); higher runs first."""
-    kernel = np.where(groups >= 0, groups, -1 - np.arange(len(nodes)))
-    keys = sorted(set(kernel.tolist()), key=lambda k: int(np.flatnonzero(kernel == k)[0]))
+    the kernel graph (Kahn's algorithm, FIFO, ties by first node); higher runs first. Linear in
+    nodes and edges (was quadratic: minutes on a 22k-node LLM step)."""
+    from collections import deque
+
+    kernel = np.where(groups >= 0, groups, -1 - np.arange(len(nodes))).tolist()
+    first: dict[int, int] = {}
+    for i, k in enumerate(kernel):
+        first.setdefault(k, i)
+    keys = list(first)  # in order of first node
+    position = {k: j for j, k in enumerate(keys)}
     succ: dict[int, set[int]] = {k: set() for k in keys}
-    indeg = {k: 0 for k in keys}
+    indeg = dict.fromkeys(keys, 0)
     for i, node in enumerate(nodes):
         for value in node.inputs:
             producer = getattr(value, "producer", None) if value is not None else None
-            if producer in index and kernel[index[producer]] != kernel[i] and kernel[i] not in succ[kernel[index[producer]]]:
-                succ[kernel[index[producer]]].add(kernel[i])
-                indeg[kernel[i]] += 1
-    ready = [k for k in keys if indeg[k] == 0]
+            if producer in index:
+                source, target = kernel[index[producer]], kernel[i]
+                if source != target and target not in succ[source]:
+                    succ[source].add(target)
+                    indeg[target] += 1
+    ready = deque(k for k in keys if indeg[k] == 0)
     order: list[int] = []
     while ready:
-        k = ready.pop(0)
+        k = ready.popleft()
         order.append(k)
-        for s in sorted(succ[k], key=keys.index):
+        for s in sorted(succ[k], key=position.__getitem__):
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.append(s)
     if len(order) != len(keys):
         raise ValueError("fusion groups form a cycle")
     rank = {k: r for r, k in enumerate(order)}
-    return np.array([-float(rank[k]) for k in kernel.tolist()])
+    return np.array([-float(rank[k]) for k in kernel])
 
 
 @dataclass

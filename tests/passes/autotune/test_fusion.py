@@ -207,3 +207,27 @@ def test_string_outputs_are_compared_exactly(onnx_backend_data, tmp_path) -> Non
     with ProfileCache(tmp_path / "cache.sqlite") as cache:
         tuning = FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=2, top_k=1).tune(graph)
     assert tuning.checked
+
+
+def test_kernel_priorities_are_a_topological_order_of_kernels(onnx_backend_data) -> None:  # type: ignore[no-untyped-def]
+    """On a real graph with random legal fusions: one priority per kernel (a group, or a single
+    node), and every data edge between two kernels runs producer first."""
+    import graph_ir
+    from passes.autotune.fusion import random_fusion, topological_priorities
+
+    graph = graph_ir.load(str(onnx_backend_data / "light" / "light_inception_v1.onnx"))
+    nodes = node_order(graph)
+    index = {n: i for i, n in enumerate(nodes)}
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        groups = random_fusion(graph, nodes, rng).fusion_group
+        priority = topological_priorities(nodes, groups, index)
+        kernel = np.where(groups >= 0, groups, -1 - np.arange(len(nodes)))
+        assert len(set(priority.tolist())) == len(set(kernel.tolist()))
+        for k in set(kernel.tolist()):
+            assert len(set(priority[kernel == k].tolist())) == 1
+        for i, node in enumerate(nodes):
+            for value in node.inputs:
+                producer = getattr(value, "producer", None) if value is not None else None
+                if producer in index and kernel[index[producer]] != kernel[i]:
+                    assert priority[index[producer]] > priority[i]
