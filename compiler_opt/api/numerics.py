@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from cost_model.profiling.host_memory import RESERVE, available_memory_bytes
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
@@ -178,18 +179,6 @@ def check_memory_bytes(graph: Graph, fmt: str) -> int:
     return 2 * size(_feeds(graph, fmt)) + 3 * size(graph.outputs) + 2 * constants
 
 
-def available_memory_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo (what can be allocated without swapping); None elsewhere."""
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def check_refusal(graph: Graph, fmt: str) -> tuple[str, str] | None:
     """(field, message) when the check cannot be run on `graph` at all, asked before optimizing:
     feeds without a static shape (no random data for them), or more memory than this machine has
@@ -203,9 +192,7 @@ def check_refusal(graph: Graph, fmt: str) -> tuple[str, str] | None:
             " or leave the check off)"
         )
     need, free = check_memory_bytes(graph, fmt), available_memory_bytes()
-    # The floor leaves out float64 draws before the cast and XLA's own buffers: gemma4-2b (floor
-    # 20.8 GiB) was still killed with 22 GiB free. Keep a quarter of what is free in reserve.
-    if free is not None and need > 0.75 * free:
+    if free is not None and need > RESERVE * free:  # host_memory.RESERVE: the floor leaves things out
         return "check", (
             f"the numerical check needs at least {need / 2**30:.1f} GiB (random data for every input and parameter, "
             f"which the backend copies, and the outputs of three runs), more than the {free / 2**30:.1f} GiB available; "

@@ -51,8 +51,22 @@ MIN_SAMPLE_S = 2e-3  # a timed sample loops a configuration until it lasts this 
 FUSION_REPEATS = 11  # interleaved rounds per configuration (min over them)
 
 
+# Copies of the random inputs one measured configuration holds at once: the host draw, the
+# executor's device array, and each plan's placed copy (the default and a candidate).
+INPUT_COPIES = 4
+
+
 def executor_for(graph: Graph, nodes: Sequence[Any], *, seed: int = 0) -> tuple[Any, str]:
-    """(group executor, cache backend name): XLA for HLO graphs, onnxruntime for ONNX graphs."""
+    """(group executor, cache backend name): XLA for HLO graphs, onnxruntime for ONNX graphs.
+    Refused (a PassError) when random data for the inputs would not fit in free memory."""
+    from cost_model.profiling.host_memory import RESERVE, available_memory_bytes
+
+    need = INPUT_COPIES * sum(v.type.nbytes() or 0 for v in graph.inputs if getattr(v.type, "nbytes", None) is not None)
+    free = available_memory_bytes()
+    if free is not None and need > RESERVE * free:
+        raise PassError(f"autotune-fusion: timing this graph needs at least {need / 2**30:.1f} GiB (random data for every input "
+                        f"and parameter, copied per configuration), more than the {free / 2**30:.1f} GiB available",
+                        pass_name=AutotuneFusion.name)
     domains = {node.domain for node in nodes}
     if domains <= {"hlo"}:
         from cost_model.profiling.calibration import GroupExecutor

@@ -231,3 +231,16 @@ def test_kernel_priorities_are_a_topological_order_of_kernels(onnx_backend_data)
                 producer = getattr(value, "producer", None) if value is not None else None
                 if producer in index and kernel[index[producer]] != kernel[i]:
                     assert priority[index[producer]] > priority[i]
+
+
+def test_inputs_that_would_not_fit_are_refused_before_the_work(onnx_basic, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """gemma4-2b's 10.4 GiB of parameters, drawn and copied per configuration, got the tuner
+    killed by the kernel; a graph whose random inputs would not fit is a PassError up front."""
+    import graph_ir
+    from cost_model.learned.predictor import load_fusion_ranker
+    from cost_model.profiling import host_memory
+    from passes.infra.base import PassError
+
+    monkeypatch.setattr(host_memory, "available_memory_bytes", lambda: 16)  # this machine with 16 bytes free
+    with ProfileCache(tmp_path / "cache.sqlite") as cache, pytest.raises(PassError, match="GiB available"):
+        FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=2, top_k=1).tune(graph_ir.load(str(onnx_basic)))
