@@ -219,9 +219,9 @@ class FusionTuner:
         nodes = node_order(graph)
         if not nodes:
             raise PassError("autotune-fusion: the graph has no nodes to fuse", pass_name=AutotuneFusion.name)
+        executor, backend = executor_for(graph, nodes, seed=self.seed)  # first: it refuses what cannot run or fit
         drawn = self.candidates(graph, nodes)
         texts = list(drawn)
-        executor, backend = executor_for(graph, nodes, seed=self.seed)
         if self.harness.backend != backend:  # XLA and onnxruntime timings never share cache rows
             self.harness.backend = backend
         signature = graph_signature(graph)
