@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_model.profiling.host_memory import RESERVE, available_memory_bytes
+from cost_model.profiling.host_memory import RESERVE, available_memory_bytes, values_nbytes
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
@@ -172,11 +172,8 @@ def check_memory_bytes(graph: Graph, fmt: str) -> int:
     """About what the check holds at its peak: the random feeds twice (ours, and the backend's
     copy), three sets of outputs (two reference runs and the result's) and the constants of two
     models. A floor, not a bound: the backend's intermediates come on top."""
-    def size(values: Any) -> int:
-        return sum(v.type.nbytes() or 0 for v in values if getattr(v.type, "nbytes", None) is not None)
-
-    constants = size(graph.initializers.values()) if fmt == "onnx" else 0
-    return 2 * size(_feeds(graph, fmt)) + 3 * size(graph.outputs) + 2 * constants
+    constants = values_nbytes(graph.initializers.values()) if fmt == "onnx" else 0
+    return 2 * values_nbytes(_feeds(graph, fmt)) + 3 * values_nbytes(graph.outputs) + 2 * constants
 
 
 def check_refusal(graph: Graph, fmt: str) -> tuple[str, str] | None:

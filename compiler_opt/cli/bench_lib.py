@@ -203,7 +203,8 @@ def _is_user_error(err: BaseException) -> bool:
 
 
 def _graph_rows(name: str, spec: BenchSpec, progress: Any, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    from compiler_opt.cli.simulate_lib import load_simulation_graph, split_module_spec
+    from compiler_opt.cli.simulate_lib import load_simulation_graph
+    from graph_ir.io.formats import split_module_spec
     from cost_model.costs import Target, simulate, throughput_objective
     from cost_model.lower_bound import step_time_lower_bound, work_bound
     from passes.placement import place_outcome

@@ -59,6 +59,8 @@ def load_simulation_graph(
 ) -> tuple[Graph, str]:
     """The graph for MODEL (a file, `FILE#N` for module N of a multi-module HLO file, else a
     workload name) and a label for reports."""
+    from graph_ir.io.formats import split_module_spec
+
     path, spec_module = split_module_spec(model)
     if spec_module is not None:
         if module is not None and module != spec_module:
@@ -95,15 +97,6 @@ def load_simulation_graph(
 
     graph = load(model, module)
     return graph, os.path.basename(model) + ("" if spec_module is None else f"#{spec_module}")
-
-
-def split_module_spec(item: str) -> tuple[str, int | None]:
-    """`FILE#N` (FILE exists, N a module index) -> (FILE, N); anything else -> (item, None). A file
-    whose own name ends in `#N` stays itself."""
-    head, sep, tail = item.rpartition("#")
-    if sep and tail.isdigit() and not os.path.exists(item) and os.path.isfile(head):
-        return head, int(tail)
-    return item, None
 
 
 def apply_decisions_file(path: str, graph: Graph, nodes: list[Node], topology: Topology) -> int:

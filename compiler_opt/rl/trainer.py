@@ -107,7 +107,7 @@ def load_graph(spec: str, *, paper: bool = False) -> tuple[str, Graph]:
         name = workload_spec_label(spec)
     else:
         import graph_ir
-        from compiler_opt.cli.simulate_lib import split_module_spec
+        from graph_ir.io.formats import split_module_spec
 
         path, module = split_module_spec(spec)  # FILE#N: module N of a multi-module HLO file
         name, graph = spec, graph_ir.load(path, module)

@@ -235,6 +235,7 @@ class GroupExecutor:
         self.compile_seconds = 0.0
         self.slot: dict[Any, int] = {}  # a Value, or (Value, k) for leaf k of a tuple
         self.home: dict[Value, int] = {}
+        self._whole: Any = None  # the whole graph as one executable (run_whole)
         rng_inputs = random_inputs(graph.inputs, self.devices[0], seed=seed)
         self.input_arrays = {value: np.asarray(a) for value, a in zip(graph.inputs, rng_inputs)}
 
@@ -255,9 +256,11 @@ class GroupExecutor:
         the plans' inputs: the reference a configuration's outputs are checked against, computed
         without this executor's routing (and with one compile instead of one per node)."""
         from graph_ir.io.hlo_export import export_hlo_proto
-        from graph_ir.io.xla_bridge import run_hlo_module
+        from graph_ir.io.xla_bridge import compile_hlo_module, run_executable
 
-        return run_hlo_module(export_hlo_proto(self.graph, fusion_kinds="call"), *[self.input_arrays[v] for v in self.graph.inputs])
+        if self._whole is None:  # compiled once; the check runs it twice
+            self._whole = compile_hlo_module(export_hlo_proto(self.graph, fusion_kinds="call"))
+        return run_executable(self._whole, [self.input_arrays[v] for v in self.graph.inputs])
 
     def _leaf_slots(self, value: Value) -> list[int]:
         """The slots of a value's tensors: itself, or each leaf of a tuple (XLA returns a tuple
@@ -273,7 +276,7 @@ class GroupExecutor:
         return slot
 
     def plan(self, decisions: Decisions, *, one_in_flight: bool = True) -> ExecutionPlan:
-        import jax
+        from graph_ir.io.xla_bridge import device_put
 
         if len(self.devices) < int(decisions.device.max()) + 1:
             raise ProfilingError(
@@ -289,8 +292,7 @@ class GroupExecutor:
             users = [index[u.node] for u in value.uses if u.node in index]
             home = int(node_device[min(users)]) if users else 0
             location[value] = home
-            with jax.enable_x64(True):  # an f64 / s64 / u64 input keeps its width
-                initial[self._slot(value)] = jax.device_put(self.input_arrays[value], self.devices[home])
+            initial[self._slot(value)] = device_put(self.input_arrays[value], self.devices[home])  # 64-bit kept
         steps = []
         for members, device in zip(groups, group_device):
             kernel = self.kernel(members, device)

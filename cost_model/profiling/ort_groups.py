@@ -56,6 +56,7 @@ class OrtGroupExecutor:
         self.sessions: dict[tuple[int, ...], tuple[Any, GroupCut, list[str]]] = {}
         feeds = _random_feeds(graph.inputs, seed)
         self.input_arrays = {value: feeds[value.name] for value in graph.inputs}
+        self._whole: Any = None  # the whole graph as one session (run_whole)
 
     def session(self, members: Sequence[int]) -> tuple[Any, GroupCut, list[str]]:
         key = tuple(members)
@@ -77,7 +78,9 @@ class OrtGroupExecutor:
         configuration's outputs are checked against."""
         from graph_ir.io.onnx_export import export_onnx
 
-        return self._session(export_onnx(self.graph)).run(None, {value.name: array for value, array in self.input_arrays.items()})
+        if self._whole is None:  # loaded once; the check runs it twice
+            self._whole = self._session(export_onnx(self.graph))
+        return self._whole.run(None, {value.name: array for value, array in self.input_arrays.items()})
 
     def _session(self, model: Any) -> Any:
         import onnxruntime as ort

@@ -177,7 +177,7 @@ def _with_program_shape(module: Any) -> Any:
 
 def random_inputs(values: Sequence[Value], device: Any | None = None, *, seed: int = 0) -> list[Any]:
     """Seeded random device arrays matching `values` (floats in [-1, 1), small ints, random bools)."""
-    import jax
+    from graph_ir.io.xla_bridge import device_put
 
     rng = np.random.default_rng(seed)
     out = []
@@ -193,6 +193,5 @@ def random_inputs(values: Sequence[Value], device: Any | None = None, *, seed: i
             array = rng.integers(0, 4, size=shape).astype(dtype)
         else:
             array = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
-        with jax.enable_x64(True):  # an f64 / s64 / u64 input keeps its width (else jax makes a 32-bit copy)
-            out.append(jax.device_put(array, device))
+        out.append(device_put(array, device))  # an f64 / s64 / u64 input keeps its width
     return out

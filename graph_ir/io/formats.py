@@ -19,7 +19,7 @@ from graph_ir.errors import UnknownFormatError
 if TYPE_CHECKING:
     from graph_ir.graph import Graph
 
-__all__ = ["FormatHandler", "register_format", "detect_format", "check_readable", "check_writable_path", "load", "load_with_format", "save", "FORMATS"]
+__all__ = ["FormatHandler", "register_format", "detect_format", "check_readable", "check_writable_path", "load", "load_with_format", "save", "split_module_spec", "FORMATS"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +154,12 @@ def save(graph: Graph, path: str | os.PathLike[str], **options: Any) -> None:
         if not staged.is_file():
             raise ExportError(f"the {handler.name} exporter wrote no file", file=os.fspath(path))
         move_staged(staging, staged, target)
+
+
+def split_module_spec(item: str) -> tuple[str, int | None]:
+    """`FILE#N` (FILE exists, N a module index) -> (FILE, N); anything else -> (item, None). A file
+    whose own name ends in `#N` stays itself."""
+    head, sep, tail = item.rpartition("#")
+    if sep and tail.isdigit() and not os.path.exists(item) and os.path.isfile(head):
+        return head, int(tail)
+    return item, None

@@ -324,13 +324,20 @@ def _compile_on_cpu(module: bytes | str, device: Any | None = None) -> Any:
     return backend.compile_and_load(module, [target], options)
 
 
-def _run_once(executable: Any, args: Sequence[Any]) -> list[Any]:
+def device_put(array: Any, device: Any | None = None) -> Any:
+    """`jax.device_put` that keeps an f64 / s64 / u64 array's width (outside x64 mode jax would
+    place a 32-bit copy, which an executable with a 64-bit parameter refuses)."""
     import jax
+
+    with jax.enable_x64(True):
+        return jax.device_put(array, device)
+
+
+def run_executable(executable: Any, args: Sequence[Any]) -> list[Any]:
+    """Run a loaded executable once on host arrays; the outputs as numpy arrays."""
     import numpy as np
 
-    with jax.enable_x64(True):  # an f64 / s64 / u64 parameter gets its own type, not a 32-bit copy
-        buffers = [jax.device_put(a) for a in args]
-    return [np.asarray(out) for out in executable.execute(buffers)]
+    return [np.asarray(out) for out in executable.execute([device_put(a) for a in args])]
 
 
 def compile_hlo_module(proto: Any, device: Any | None = None) -> Any:
@@ -341,13 +348,13 @@ def compile_hlo_module(proto: Any, device: Any | None = None) -> Any:
 
 def run_hlo_module(proto: Any, *args: Any) -> list[Any]:
     """Compile `proto` on the CPU and run it once on `args`; the outputs as numpy arrays."""
-    return _run_once(compile_hlo_module(proto), args)
+    return run_executable(compile_hlo_module(proto), args)
 
 
 def run_stablehlo_text(text: str, *args: Any) -> list[Any]:
     """Compile a StableHLO module (MLIR text) on the first CPU device and run it once on `args`;
     the outputs as numpy arrays."""
-    return _run_once(_compile_on_cpu(text), args)
+    return run_executable(_compile_on_cpu(text), args)
 
 
 def hlo_cost_analysis(text: str) -> dict[str, float]:

@@ -59,11 +59,11 @@ INPUT_COPIES = 4
 def executor_for(graph: Graph, nodes: Sequence[Any], *, seed: int = 0) -> tuple[Any, str]:
     """(group executor, cache backend name): XLA for HLO graphs, onnxruntime for ONNX graphs.
     Refused (a PassError) when random data for the inputs would not fit in free memory."""
-    from cost_model.profiling.host_memory import RESERVE, available_memory_bytes
+    from cost_model.profiling.host_memory import memory_shortfall, values_nbytes
 
-    need = INPUT_COPIES * sum(v.type.nbytes() or 0 for v in graph.inputs if getattr(v.type, "nbytes", None) is not None)
-    free = available_memory_bytes()
-    if free is not None and need > RESERVE * free:
+    need = INPUT_COPIES * values_nbytes(graph.inputs)
+    free = memory_shortfall(need)
+    if free is not None:
         raise PassError(f"autotune-fusion: timing this graph needs at least {need / 2**30:.1f} GiB (random data for every input "
                         f"and parameter, copied per configuration), more than the {free / 2**30:.1f} GiB available",
                         pass_name=AutotuneFusion.name)

@@ -136,21 +136,26 @@ ENTRY main {
 """
 
 
-def test_tuples_never_cross_kernels(tmp_path) -> None:
-    """A while loop's tuple, its get-tuple-elements, its packed init and a ROOT tuple, each op its
-    own kernel: the plan keeps tuples inside executables (before: "group output %w is a (s32[],
-    f32[8]); only tensor results are routed") and computes what the program does."""
+def _op_by_op(tmp_path, text: str):  # type: ignore[no-untyped-def]
+    """Load HLO `text`, run it with every op its own kernel: (graph, executor, outputs)."""
     import graph_ir
     from cost_model.decisions import Decisions, node_order
 
-    path = tmp_path / "loop.hlo"
-    path.write_text(_LOOP_HLO)
+    path = tmp_path / "m.hlo"
+    path.write_text(text)
     graph = graph_ir.load(str(path))
     nodes = node_order(graph)
     executor = GroupExecutor(graph, nodes, seed=0)
     n = len(nodes)
     unfused = Decisions(np.zeros(n, dtype=np.int64), np.full(n, -1), np.arange(n, 0, -1, dtype=np.float64))
-    z, e = (np.asarray(a) for a in executor.plan(unfused).run())
+    return graph, executor, [np.asarray(a) for a in executor.plan(unfused).run()]
+
+
+def test_tuples_never_cross_kernels(tmp_path) -> None:
+    """A while loop's tuple, its get-tuple-elements, its packed init and a ROOT tuple, each op its
+    own kernel: the plan keeps tuples inside executables (before: "group output %w is a (s32[],
+    f32[8]); only tensor results are routed") and computes what the program does."""
+    graph, executor, (z, e) = _op_by_op(tmp_path, _LOOP_HLO)
     x = executor.input_arrays[graph.inputs[0]]
     np.testing.assert_allclose(z, np.tanh(x ** 8), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(e, np.exp(x), rtol=1e-5)
@@ -195,17 +200,7 @@ def test_real_hlo_shapes_run_as_kernels(tmp_path, text: str) -> None:
     """A variadic reduce as ROOT (a tuple of its leaves) fed by an f64 parameter (kept 64-bit),
     and a module that came fused (XLA:CPU refuses a pre-made fusion without its backend config:
     it compiles as a call). Each computes what the program does, op by op as kernels."""
-    import graph_ir
-    from cost_model.decisions import Decisions, node_order
-
-    path = tmp_path / "m.hlo"
-    path.write_text(text)
-    graph = graph_ir.load(str(path))
-    nodes = node_order(graph)
-    executor = GroupExecutor(graph, nodes, seed=0)
-    n = len(nodes)
-    unfused = Decisions(np.zeros(n, dtype=np.int64), np.full(n, -1), np.arange(n, 0, -1, dtype=np.float64))
-    outs = [np.asarray(a) for a in executor.plan(unfused).run()]
+    graph, executor, outs = _op_by_op(tmp_path, text)
     x = executor.input_arrays[graph.inputs[0]]
     if "argmax" in text:
         assert x.dtype == np.float64
