@@ -1,9 +1,10 @@
 """Run the original and the optimized graph on the same seeded random inputs and compare:
 onnxruntime for ONNX, XLA's CPU backend for HLO and StableHLO, TensorFlow for GraphDefs.
 
-Tolerance: |got - want| <= atol + rtol * |want| element-wise, rtol 1e-4 and atol 1e-5 for
-floating outputs (folding BatchNormalization into weights rounds once more in float32; a real
-bug is orders of magnitude beyond), exact for integers and booleans. The worst output is the one
+Tolerance (`graph_ir.compare`): |got - want| <= atol + rtol * |want| element-wise, rtol 1e-4 and
+atol 1e-5 for floating outputs (folding BatchNormalization into weights rounds once more in
+float32; a real bug is orders of magnitude beyond), never below 4 ulps of the output's own type
+(bf16, f16), exact for integers, booleans and strings. The worst output is the one
 with the largest error relative to its tolerance. Random outputs are not compared, and are named:
 those computed from a random op (`RANDOM_OPS`), and those two runs of the original disagree on (a
 seed read from the runtime).
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from cost_model.profiling.host_memory import RESERVE, available_memory_bytes, values_nbytes
+from graph_ir.compare import excess, tolerances
 from graph_ir.graph import Graph
 from graph_ir.types import TensorType
 
@@ -101,28 +103,12 @@ def random_outputs(graph: Graph) -> set[str]:
     return {value.name for value in graph.outputs if value.producer is not None and value.producer in tainted}
 
 
-def _excess(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
-    """(largest error over its tolerance, largest absolute error) of `got` against `want`; above 1
-    is a difference. Floats and complex numbers within atol + rtol |want| (NaN equals NaN, an
-    infinity the same infinity), integers and booleans exactly."""
-    if np.issubdtype(want.dtype, np.floating) or np.iscomplexobj(want):
-        kind = np.complex128 if np.iscomplexobj(want) or np.iscomplexobj(got) else np.float64
-        w, g = want.astype(kind), got.astype(kind)
-        same = (np.isnan(w) & np.isnan(g)) | (w == g)  # equal infinities too: inf - inf is NaN
-        with np.errstate(invalid="ignore"):
-            err = np.where(same, 0.0, np.abs(g - w))
-        err = np.where(np.isnan(err), np.inf, err)
-        return float(np.max(err / (ATOL + RTOL * np.abs(np.nan_to_num(w))))), float(np.max(err))
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    return float(np.max(err)) * 1e12, float(np.max(err))  # integers must match exactly
-
-
 def _compare(names: list[str], want: list[Any], got: list[Any], backend: str, again: list[Any] | None = None,
              random: set[str] | frozenset[str] = frozenset()) -> NumericsCheck:
     """Compare every output; outputs in `random` (computed from a random op) and, with `again` (a
     second run of the original on the same inputs), outputs the two reference runs disagree on (a
     seed read from the runtime) cannot be checked: they are left out, named in the message."""
-    worst, worst_ratio, worst_abs = None, -1.0, 0.0
+    worst, worst_ratio, worst_abs, worst_tol = None, -1.0, 0.0, (RTOL, ATOL)
     varying: list[str] = []
     for index, (name, w, g) in enumerate(zip(names, want, got)):
         w, g = np.asarray(w), np.asarray(g)
@@ -130,21 +116,22 @@ def _compare(names: list[str], want: list[Any], got: list[Any], backend: str, ag
             return NumericsCheck(False, backend, name, float("inf"), message=f"output {name!r}: shape {g.shape} instead of {w.shape}")
         if w.size == 0:
             continue
-        if name in random or (again is not None and _excess(w, np.asarray(again[index]))[0] > 1.0):
+        if name in random or (again is not None and excess(w, np.asarray(again[index]), RTOL, ATOL)[0] > 1.0):
             varying.append(name)
             continue
-        ratio, abs_error = _excess(w, g)
+        ratio, abs_error = excess(w, g, RTOL, ATOL)
         if ratio > worst_ratio:
-            worst, worst_ratio, worst_abs = name, ratio, abs_error
+            worst, worst_ratio, worst_abs, worst_tol = name, ratio, abs_error, tolerances(w.dtype, RTOL, ATOL)
     if varying and worst is None and len(varying) == sum(np.asarray(w).size > 0 for w in want):
         return NumericsCheck(False, backend, None, float("nan"), ran=False,
                              message=f"numerical check not possible: every output is random in {backend} (a random op, or two runs of the original differ)")
     ok = worst_ratio <= 1.0
+    gap = "values differ" if np.isnan(worst_abs) else f"differs by up to {worst_abs:.3g}"
     message = "" if ok else (
-        f"numerical check failed in {backend}: output {worst!r} differs by up to {worst_abs:.3g} "
-        f"(tolerance rtol {RTOL:g}, atol {ATOL:g}){_left_out(varying)}"
+        f"numerical check failed in {backend}: output {worst!r} {gap} "
+        f"(tolerance rtol {worst_tol[0]:g}, atol {worst_tol[1]:g}){_left_out(varying)}"
     )
-    return NumericsCheck(ok, backend, worst, worst_abs, message=message, varying_outputs=tuple(varying))
+    return NumericsCheck(ok, backend, worst, worst_abs, worst_tol[0], worst_tol[1], message=message, varying_outputs=tuple(varying))
 
 
 def _feeds(graph: Graph, fmt: str) -> list[Any]:

@@ -236,6 +236,7 @@ class GroupExecutor:
         self.slot: dict[Any, int] = {}  # a Value, or (Value, k) for leaf k of a tuple
         self.home: dict[Value, int] = {}
         self._whole: Any = None  # the whole graph as one executable (run_whole)
+        self.on_compile: Callable[[], object] | None = None  # called after each kernel compiled (a progress bar)
         rng_inputs = random_inputs(graph.inputs, self.devices[0], seed=seed)
         self.input_arrays = {value: np.asarray(a) for value, a in zip(graph.inputs, rng_inputs)}
 
@@ -249,7 +250,14 @@ class GroupExecutor:
                     raise ProfilingError(f"group output %{value.name} is a {value.type}; only tensors and tuples of tensors are routed")
             self.kernels[key] = kernel
             self.compile_seconds += kernel.compile_seconds
+            if self.on_compile is not None:
+                self.on_compile()
         return kernel
+
+    def uncompiled(self, decisions: Decisions) -> set[tuple[tuple[int, ...], int]]:
+        """The kernels `plan(decisions)` would still have to compile (keys of `kernels`)."""
+        groups, devices = self._tuples_inside(*kernel_groups(decisions))
+        return {(tuple(m), d) for m, d in zip(groups, devices)} - self.kernels.keys()
 
     def run_whole(self) -> list[np.ndarray]:
         """The graph as one XLA executable (the module as written, its own fusions as calls) on

@@ -11,7 +11,7 @@ inside one model, and the split between groups is what the configuration changes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -57,6 +57,7 @@ class OrtGroupExecutor:
         feeds = _random_feeds(graph.inputs, seed)
         self.input_arrays = {value: feeds[value.name] for value in graph.inputs}
         self._whole: Any = None  # the whole graph as one session (run_whole)
+        self.on_compile: Callable[[], object] | None = None  # called after each group's session is built (a progress bar)
 
     def session(self, members: Sequence[int]) -> tuple[Any, GroupCut, list[str]]:
         key = tuple(members)
@@ -71,7 +72,15 @@ class OrtGroupExecutor:
                 names = ", ".join(n.name for n in cut.members[:4])
                 raise ProfilingError(f"onnxruntime cannot load group [{names}{', ...' if len(cut.members) > 4 else ''}]: {err}{old_opset_hint(str(err))}") from err
             found = self.sessions[key] = (session, cut, [v.name for v in cut.graph.inputs])
+            if self.on_compile is not None:
+                self.on_compile()
         return found
+
+    def uncompiled(self, decisions: Decisions) -> set[tuple[int, ...]]:
+        """The groups `plan(decisions)` would still have to build a session for (keys of `sessions`)."""
+        from cost_model.profiling.calibration import kernel_groups
+
+        return {tuple(m) for m in kernel_groups(decisions)[0]} - self.sessions.keys()
 
     def run_whole(self) -> list[np.ndarray]:
         """The graph as one onnxruntime session on the plans' inputs: the reference a

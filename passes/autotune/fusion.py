@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from graph_ir.compare import close, excess, tolerances
 from passes.autotune.search import TuneOutcome, tune_candidates
 from passes.infra.base import Pass, PassError, PassResult, option
 from passes.infra.registry import register_pass
@@ -230,7 +231,11 @@ class FusionTuner:
             use_cache(self.harness.cache)
         scores = np.asarray(self.predictor.predict_log(nodes, [drawn[t].fusion_group for t in texts]), dtype=np.float64)
         top = set(np.argsort(scores, kind="stable")[: self.top_k].tolist()) | {0}
-        with tqdm(total=len(top), desc="autotune fusion", unit="config", disable=not progress) as bar:  # closed on errors too
+        # The bar counts the groups still to compile: on a large graph one configuration is
+        # thousands of executables and minutes of work, which a per-configuration count hides.
+        to_build = set().union(*(executor.uncompiled(drawn[texts[i]]) for i in top if self.harness.cached(signature, texts[i]) is None))
+        with tqdm(total=len(to_build), desc="autotune fusion: compile groups", unit="group", disable=not progress) as bar:  # closed on errors too
+            executor.on_compile = lambda: bar.update(1)
             default_time: dict[str, float] = {}
 
             def measure(chosen: Sequence[str]) -> list[float]:
@@ -238,14 +243,18 @@ class FusionTuner:
                 # is reported against, and a floor (the tuner keeps it when nothing ranked beats it).
                 batch = list(chosen) + ([texts[0]] if texts[0] not in chosen else [])
                 runners = {}
-                for text in batch:  # compile every plan first (the bar counts them), then time
+                for done, text in enumerate(batch, 1):  # compile every plan first, then time
                     runners[text] = fusion_runner(executor.plan(drawn[text])) if self.harness.cached(signature, text) is None else None
-                    bar.update(1)
+                    bar.set_postfix_str(f"{done}/{len(batch)} configurations", refresh=True)
+                bar.set_description_str("autotune fusion: timing", refresh=True)
                 measured = self.harness.measure(signature, runners)
                 default_time["s"] = measured.measurements[texts[0]].min_s
                 return [measured.measurements[t].min_s for t in chosen]
 
-            outcome = tune_candidates(texts, rank=lambda _: scores, measure=measure, top_k=self.top_k)
+            try:
+                outcome = tune_candidates(texts, rank=lambda _: scores, measure=measure, top_k=self.top_k)
+            finally:
+                executor.on_compile = None  # the check compiles its reference after the bar is closed
             default_seconds = default_time["s"]
             if 0 not in outcome.measured:
                 outcome.measured[0] = default_seconds
@@ -281,49 +290,15 @@ class FusionTuner:
             want = [np.asarray(a) for a in plan.run()]
             again = [np.asarray(a) for a in plan.run()]
         for i, (a, b) in enumerate(zip(want, got)):
-            if not _close(a, again[i], self.rtol, self.atol) or not _close(b, got_again[i], self.rtol, self.atol):
+            if not close(a, again[i], self.rtol, self.atol) or not close(b, got_again[i], self.rtol, self.atol):
                 continue  # random: two runs of one executable disagree
-            # A few units in the last place of the output's type: bf16 / f16 results round between
-            # kernels where a fusion keeps f32 inside, so the results differ by an ulp or two.
-            few_ulps = 4.0 * _epsilon(a.dtype)
-            rtol, atol = max(self.rtol, few_ulps), max(self.atol, few_ulps)
-            if not _close(a, b, rtol, atol):
-                if a.shape != b.shape:
-                    gap = f"shape {b.shape} instead of {a.shape}"
-                elif _is_float(a.dtype) or a.dtype.kind in "biufc":
-                    gap = f"max |diff| {float(np.max(np.abs(a.astype(np.complex128) - b.astype(np.complex128)))):g}"
-                else:
-                    gap = "values differ"
-                raise PassError(f"autotune-fusion: output {i} of the chosen fusion differs from the original graph ({gap}, rtol {rtol:g}, atol {atol:g})",
+            ratio, gap = excess(a, b, self.rtol, self.atol)  # a few ulps of a bf16 / f16 output allowed
+            if ratio > 1.0:
+                rtol, atol = tolerances(a.dtype, self.rtol, self.atol)
+                what = f"shape {b.shape} instead of {a.shape}" if a.shape != b.shape else ("values differ" if np.isnan(gap) else f"max |diff| {gap:g}")
+                raise PassError(f"autotune-fusion: output {i} of the chosen fusion differs from the original graph ({what}, rtol {rtol:g}, atol {atol:g})",
                                 pass_name=AutotuneFusion.name)
         return True
-
-
-def _close(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> bool:
-    """Floats (bf16 too) and complex numbers within the tolerances, NaN equal to NaN; anything
-    else (integers, booleans, strings) exactly."""
-    if a.shape != b.shape:
-        return False
-    if _is_float(a.dtype) or a.dtype.kind == "c":
-        kind = np.complex128 if a.dtype.kind == "c" or b.dtype.kind == "c" else np.float64
-        return bool(np.allclose(a.astype(kind), b.astype(kind), rtol=rtol, atol=atol, equal_nan=True))
-    return bool(np.array_equal(a, b))
-
-
-def _is_float(dtype: np.dtype) -> bool:
-    # ml_dtypes' bfloat16 / float8_* / float4_* are void-kind to numpy
-    return bool(np.issubdtype(dtype, np.floating)) or (dtype.kind == "V" and dtype.name.startswith(("bfloat16", "float")))
-
-
-def _epsilon(dtype: np.dtype) -> float:
-    """Machine epsilon of a float type (bfloat16 and the float8 types through ml_dtypes); 0 otherwise."""
-    if not _is_float(dtype):
-        return 0.0
-    if np.issubdtype(dtype, np.floating):
-        return float(np.finfo(dtype).eps)
-    import ml_dtypes
-
-    return float(ml_dtypes.finfo(dtype).eps)
 
 
 def fusion_harness(cache: Any, *, seed: int = 0, repeats: int = FUSION_REPEATS, retest_fraction: float = 0.0) -> Harness:

@@ -207,3 +207,21 @@ def test_64_bit_parameters_reach_xla_as_64_bit():
     proto = export_hlo_proto(import_hlo_text(module))
     out = run_hlo_module(proto, np.full(4, 0.1, np.float64), np.full(4, 2**40, np.uint64))[0]
     assert out.dtype == np.float64 and out[0] == 0.1 + 2**40  # a 32-bit copy would fail or round
+
+
+def test_bf16_outputs_get_a_few_ulps_and_strings_are_compared_exactly():
+    """Before the shared comparator (`graph_ir.compare`) the optimize check compared bf16 outputs
+    exactly (ml_dtypes' bfloat16 is no numpy floating type) and raised on string outputs."""
+    import ml_dtypes
+
+    from compiler_opt.api.numerics import _compare
+
+    want = [np.array([1.0, 2.0], ml_dtypes.bfloat16)]
+    check = _compare(["y"], want, [np.array([1.0078125, 2.0], ml_dtypes.bfloat16)], "numpy")
+    assert check.ok and check.rtol == 4 * 2.0 ** -7
+    check = _compare(["y"], want, [np.array([1.25, 2.0], ml_dtypes.bfloat16)], "numpy")
+    assert not check.ok and "rtol 0.03125" in check.message
+    words = [np.array(["a", "b"])]
+    assert _compare(["s"], words, [np.array(["a", "b"])], "numpy").ok
+    check = _compare(["s"], words, [np.array(["a", "c"])], "numpy")
+    assert not check.ok and "output 's' values differ" in check.message

@@ -150,9 +150,9 @@ def test_bf16_outputs_are_compared_to_a_few_ulps(shared_testdata, tmp_path) -> N
 
     import graph_ir
     from cost_model.learned.predictor import load_fusion_ranker
-    from passes.autotune.fusion import _epsilon
+    from graph_ir.compare import epsilon
 
-    assert _epsilon(np.dtype(ml_dtypes.bfloat16)) == 2.0 ** -7 and _epsilon(np.dtype(np.int32)) == 0.0
+    assert epsilon(np.dtype(ml_dtypes.bfloat16)) == 2.0 ** -7 and epsilon(np.dtype(np.int32)) == 0.0
     path = shared_testdata / "external" / "hlo" / "openxla-xla__xla__backends__cpu__benchmarks__hlo__layer_norm_1x4096x768_bf16.hlo"
     if not path.exists():
         pytest.skip(f"{path.name} is not in the shared testdata")
@@ -244,3 +244,33 @@ def test_inputs_that_would_not_fit_are_refused_before_the_work(onnx_basic, tmp_p
     monkeypatch.setattr(host_memory, "available_memory_bytes", lambda: 16)  # this machine with 16 bytes free
     with ProfileCache(tmp_path / "cache.sqlite") as cache, pytest.raises(PassError, match="GiB available"):
         FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=2, top_k=1).tune(graph_ir.load(str(onnx_basic)))
+
+
+def test_the_progress_bar_counts_the_groups_to_compile(onnx_basic, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`uncompiled` names the groups a plan still needs, `on_compile` fires once per group built,
+    and the tuner's bar ends at that count (one configuration of a large graph is thousands of
+    executables: a bar per configuration sat at 0 for minutes)."""
+    import graph_ir
+    from cost_model.learned.predictor import load_fusion_ranker
+    from cost_model.profiling.ort_groups import OrtGroupExecutor
+
+    graph = graph_ir.load(str(onnx_basic))
+    nodes = node_order(graph)
+    executor = OrtGroupExecutor(graph, nodes)
+    unfused = default_fusion(graph, nodes)
+    unfused.fusion_group[:] = -1
+    built: list[int] = []
+    executor.on_compile = lambda: built.append(1)
+    assert len(executor.uncompiled(unfused)) == len(nodes)
+    executor.plan(unfused)
+    assert len(built) == len(nodes) and executor.uncompiled(unfused) == set()
+    assert len(executor.uncompiled(default_fusion(graph, nodes))) == 1  # one loop fusion, not built yet
+    with ProfileCache(tmp_path / "cache.sqlite") as cache:
+        FusionTuner(load_fusion_ranker(None), fusion_harness(cache, repeats=2), budget=6, top_k=2).tune(graph_ir.load(str(onnx_basic)), progress=True)
+    err = capsys.readouterr().err
+    import re
+
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    done, total = map(int, re.search(r"\| (\d+)/(\d+) \[", last).groups())
+    assert last.startswith("autotune fusion: timing") and "configurations" in last and "group" in last
+    assert done == total >= 1  # every group the bar announced was compiled
