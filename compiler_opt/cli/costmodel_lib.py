@@ -338,10 +338,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int | None = None, extra_k: int | None = None,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
                    save_model: str | None = None, ranker: str | None = None, prefilter: float | None = None,
-                   module: int | None = None) -> list[Any]:
+                   module: int | None = None, skipped: dict[str, str] | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
     or gbdt-ens; None: the one `cost_model`'s suffix names, else gbdt-ens; `cost_model` its file,
-    None: the packaged one), write the result to `output`."""
+    None: the packaged one), write the result to `output`. Kernels too large to measure on this
+    host are left untuned and, given `skipped`, named there with the reason."""
     import graph_ir
     from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
     from cost_model.measure.tile.collect import tile_harness
@@ -355,9 +356,11 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
     with ProfileCache(cache_path) as cache:
         harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0, seed=seed)
-        tunings = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
-                            extra_k=TILE_EXTRA_K if extra_k is None else extra_k,
-                            prefilter=TILE_PREFILTER if prefilter is None else prefilter).tune_graph(graph, progress=progress)
+        tuner = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
+                          extra_k=TILE_EXTRA_K if extra_k is None else extra_k, prefilter=TILE_PREFILTER if prefilter is None else prefilter)
+        tunings = tuner.tune_graph(graph, progress=progress)
+        if skipped is not None:
+            skipped.update(tuner.skipped)
     graph.verify()
     graph_ir.save(graph, output)
     if save_model:
@@ -427,15 +430,19 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.prefilter is not None and not 0.0 < args.prefilter <= 1.0:
         print(f"compiler-opt: error: autotune --prefilter must be a fraction in (0, 1], got {args.prefilter:g}", file=sys.stderr)
         return 2
+    skipped: dict[str, str] = {}
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k, extra_k=args.extra_k,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter, module=args.module)
+                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter, module=args.module, skipped=skipped)
     for t in tunings:
         gate = (f" (+{t.outcome.extra_measured}: the top {t.outcome.measurements - t.outcome.extra_measured} measured disagreed with the ranker, "
                 f"tau {t.outcome.agreement:.2f})") if t.outcome.extra_measured else ""
         print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured{gate}, "
               f"{len(t.nodes)} node(s); ranking {t.rank_s:.1f} s, measuring {t.measure_s:.1f} s")
-    print(f"autotune: {len(tunings)} kernels tuned, written to {args.output}")
+    for signature, why in skipped.items():
+        print(f"{signature}: not tuned: {why}")
+    left = f", {len(skipped)} left untuned (too large to measure here)" if skipped else ""
+    print(f"autotune: {len(tunings)} kernels tuned{left}, written to {args.output}")
     return 0
 
 

@@ -193,3 +193,54 @@ def test_prefilter_keep_by_hand() -> None:
     assert prefilter_keep(10, 0.5, 7) == 7  # never fewer than will be measured
     assert prefilter_keep(5, 0.5, 7) == 5  # never more than there are
     assert prefilter_keep(9, 0.5, 1) == 5  # rounded up
+
+
+_TWO_DOTS = """HloModule two_dots
+
+ENTRY main {
+  a = f32[16,24] parameter(0)
+  b = f32[24,8] parameter(1)
+  small = f32[16,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  x = f32[1024,1024] parameter(2)
+  big = f32[1024,1024] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[16,8], f32[1024,1024]) tuple(small, big)
+}
+"""
+
+
+def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An LLM's logits matmul (4096 x 128256 x 4096) needs 4 GiB per buffer set; measuring its top-k
+    at once got the process killed. Such a kernel is skipped before any allocation, named with the
+    reason, and the graph's other kernels are still tuned (here free memory is set small so a
+    1024^3 matmul plays the LLM's part)."""
+    pytest.importorskip("tvm")
+    from compiler_opt.cli.main import main
+    from cost_model.measure.harness import Harness, per_call_timer
+    from cost_model.profiling import host_memory
+    from cost_model.profiling.cache import ProfileCache
+    from graph_ir.io.hlo_import import import_hlo_text
+    from passes.autotune.tile import KernelTooLarge, TileTuner
+
+    class Flat:
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            return np.arange(len(configs), dtype=float)
+
+    monkeypatch.setattr(host_memory, "available_memory_bytes", lambda: 40 * 2**20)
+    graph = import_hlo_text(_TWO_DOTS)
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
+        tuner = TileTuner(Flat(), harness, budget=4, top_k=1)
+        tunings = tuner.tune_graph(graph)
+    by_name = {n.name: n for n in graph}
+    assert [t.nodes for t in tunings] == [["small"]] and by_name["small"].tile is not None and by_name["big"].tile is None
+    (why,) = tuner.skipped.values()
+    assert "matmul(1024,1024,1024)" in next(iter(tuner.skipped)) and "needs about 48 MiB" in why and "the 40 MiB available" in why
+    assert tuner.memory_need(__import__("cost_model.measure.tile.kernels", fromlist=["build_kernel"]).build_kernel(tunings[0].spec)) < 2**20
+    assert issubclass(KernelTooLarge, Exception)
+    model = tmp_path / "two.hlo"
+    model.write_text(_TWO_DOTS)
+    assert main(["autotune", str(model), "--task", "tile", "--budget", "4", "--top-k", "1", "--ranker", "gbdt", "--prefilter", "1",
+                 "--cache", str(tmp_path / "cli.sqlite"), "-o", str(tmp_path / "out.hlo"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "not tuned: measuring 1 configuration(s) of tvm-tile:matmul(1024,1024,1024)" in out and "1 kernels tuned, 1 left untuned" in out
+    assert (tmp_path / "out.hlo").exists()
