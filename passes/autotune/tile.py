@@ -164,6 +164,8 @@ class TileTuner:
         from cost_model.profiling.host_memory import RESERVE, memory_shortfall
 
         self.seconds = {}
+        if self._checked is not None and self._checked[0] != spec.signature:
+            self._checked = None  # the last kernel's inputs are not held while this one's are drawn
         kernel = build_kernel(spec)
         need = self.memory_need(kernel)
         free = memory_shortfall(need)
