@@ -168,10 +168,6 @@ TILE_RANKER_NAMES = {
     "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the gbdt-ens file shipped in sessions 14-18)",
     "rank-all-d10": "XGBoost rank over all pairs at depth 10, no regression member (what the gbdt-ens file holds since the nineteenth session)",
     "cascade-d10": "rank-all-d10, then a pairwise re-ranker of its top 10 fitted on cross-fitted top-10s (tile_cascade, twenty-sixth session)",
-    "cat-yeti": "CatBoost YetiRank, oblivious trees at depth 6, 1000 rounds (catboost_ranker; needs the catboost package)",
-    "cat-pairlogit": "CatBoost PairLogit, oblivious trees at depth 6, 1000 rounds (catboost_ranker; needs the catboost package)",
-    "cat-pairlogit-d8": "CatBoost PairLogit, oblivious trees at depth 8, 1000 rounds",
-    "rank-d10+cat-pl": "ensemble: rank-all-d10 + cat-pairlogit, z-scores summed (two tree families)",
 }
 
 
@@ -200,12 +196,6 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
         from cost_model.learned.tile_cascade import CascadeRanker
 
         return CascadeRanker(GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common), seed=seed, threads=threads)
-    if name in ("cat-yeti", "cat-pairlogit", "cat-pairlogit-d8", "rank-d10+cat-pl"):
-        from cost_model.learned.catboost_ranker import CatBoostTileRanker
-
-        if name == "rank-d10+cat-pl":
-            return ZScoreEnsemble([GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common), CatBoostTileRanker(loss="PairLogit", **common)])
-        return CatBoostTileRanker(loss="YetiRank" if name == "cat-yeti" else "PairLogit", depth=8 if name.endswith("-d8") else 6, **common)
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")
