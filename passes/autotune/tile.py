@@ -80,6 +80,12 @@ def tvm_threads() -> int:
     return int(os.environ["TVM_NUM_THREADS"])
 
 
+def _element_types(node: Any) -> set[str]:
+    """Short names (f32, bf16, c128, ...) of the element types of a node's tensor inputs and outputs."""
+    values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+    return {v.type.dtype.short_name for v in values if getattr(v.type, "dtype", None) is not None}
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
 
@@ -123,7 +129,7 @@ class TileTuner:
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
         self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
         self._store: Any = None  # compiled-code features kept beside the measurement cache (opened on first use)
-        self.skipped: dict[str, str] = {}  # signature -> why the last `tune_graph` left that kernel untuned
+        self.skipped: dict[str, str] = {}  # what the last `tune_graph` left untuned (a signature, or "signature, as bf16") -> why
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
@@ -228,7 +234,19 @@ class TileTuner:
 
         by_signature: dict[str, KernelTuning] = {}
         self.skipped = {}
-        todo = [(node, spec) for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None]
+        found = [(node, spec) for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None]
+        # The tile kernels and the rankers are float32: a bf16 / f64 / complex / integer op's best
+        # tiling differs (vector lanes, instructions), so it is named and left untuned, not given a
+        # float32 kernel's answer.
+        todo = [(node, spec) for node, spec in found if not _element_types(node) - {"f32"}]
+        others: dict[str, list[str]] = {}  # "signature, as bf16" -> its nodes
+        for node, spec in found:
+            other = sorted(_element_types(node) - {"f32"})
+            if other:
+                others.setdefault(f"{spec.signature}, as {'/'.join(other)}", []).append(node.name)
+        for key, names in others.items():
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            self.skipped[key] = f"{len(names)} node(s) ({shown}) whose values are not float32, the only element type the tile kernels and rankers know"
         specs = {spec.signature: spec for _, spec in todo}
         with tqdm(specs.items(), desc="autotune tiles", unit="kernel", disable=not progress) as bar:  # closed on errors too
             for signature, spec in bar:
@@ -238,10 +256,14 @@ class TileTuner:
                     self.skipped[signature] = str(error)
                     continue
                 by_signature[signature] = KernelTuning(spec, outcome, rank_s=self.seconds.get("rank_s", 0.0), measure_s=self.seconds.get("measure_s", 0.0))
-        if self.skipped:
-            names = {s: [n.name for n, t in todo if t.signature == s] for s in self.skipped}
-            logger.warning("autotune: %d kernel(s) left untuned, too large to measure on this host: %s", len(self.skipped),
-                           "; ".join(f"{', '.join(names[s][:3])}{' ...' if len(names[s]) > 3 else ''}: {why}" for s, why in self.skipped.items()))
+        too_large = [s for s in self.skipped if s in specs]
+        if too_large:
+            names = {s: [n.name for n, t in todo if t.signature == s] for s in too_large}
+            logger.warning("autotune: %d kernel(s) left untuned, too large to measure on this host: %s", len(too_large),
+                           "; ".join(f"{', '.join(names[s][:3])}{' ...' if len(names[s]) > 3 else ''}: {self.skipped[s]}" for s in too_large))
+        if others:
+            logger.warning("autotune: %d op(s) left untuned: not float32, the only element type the tile kernels and rankers know",
+                           sum(len(names) for names in others.values()))
         for node, spec in todo:
             tuning = by_signature.get(spec.signature)
             if tuning is None:

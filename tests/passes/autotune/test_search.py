@@ -242,5 +242,40 @@ def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, 
     assert main(["autotune", str(model), "--task", "tile", "--budget", "4", "--top-k", "1", "--ranker", "gbdt", "--prefilter", "1",
                  "--cache", str(tmp_path / "cli.sqlite"), "-o", str(tmp_path / "out.hlo"), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "not tuned: measuring 1 configuration(s) of tvm-tile:matmul(1024,1024,1024)" in out and "1 kernels tuned, 1 left untuned" in out
+    assert "not tuned: measuring 1 configuration(s) of tvm-tile:matmul(1024,1024,1024)" in out and "1 kernels tuned, 1 left untuned (above)" in out
     assert (tmp_path / "out.hlo").exists()
+
+
+def test_ops_of_other_element_types_than_float32_are_named_not_tuned(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The tile kernels and rankers are float32; a bf16 dot (an LLM's) or a complex reduce would get a
+    float32 kernel's tiling, whose vector lanes and instructions differ. They are left untuned and named."""
+    pytest.importorskip("tvm")
+    from cost_model.measure.harness import Harness, per_call_timer
+    from cost_model.profiling.cache import ProfileCache
+    from graph_ir.io.hlo_import import import_hlo_text
+    from passes.autotune.tile import TileTuner
+
+    class Flat:
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            return np.arange(len(configs), dtype=float)
+
+    graph = import_hlo_text("""HloModule mixed
+
+ENTRY main {
+  a = f32[16,24] parameter(0)
+  b = f32[24,8] parameter(1)
+  single = f32[16,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = bf16[16,24] parameter(2)
+  d = bf16[24,8] parameter(3)
+  half = bf16[16,8] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[16,8], bf16[16,8]) tuple(single, half)
+}
+""")
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
+        tuner = TileTuner(Flat(), harness, budget=4, top_k=1)
+        tunings = tuner.tune_graph(graph)
+    by_name = {n.name: n for n in graph}
+    assert [t.nodes for t in tunings] == [["single"]] and by_name["half"].tile is None
+    assert tuner.skipped == {"tvm-tile:matmul(16,8,24):float32, as bf16":
+                             "1 node(s) (half) whose values are not float32, the only element type the tile kernels and rankers know"}
