@@ -81,8 +81,13 @@ def tvm_threads() -> int:
 
 
 def _element_types(node: Any) -> set[str]:
-    """Short names (f32, bf16, c128, ...) of the element types of a node's tensor inputs and outputs."""
-    values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+    """Short names (f32, bf16, c128, ...) of the element types of the values a node's tile kernel
+    computes on: a dot's or convolution's two operands, a reduction's data, and the result (not
+    a reduction's axes or init value: TF's Sum and ONNX's ReduceSum take their axes as an int tensor)."""
+    from graph_ir.op_kinds import OpKind
+
+    operands = node.inputs[:1] if node.kind is OpKind.REDUCE else node.inputs[:2]
+    values = [v for v in (*operands, *node.outputs[:1]) if v is not None]
     return {v.type.dtype.short_name for v in values if getattr(v.type, "dtype", None) is not None}
 
 

@@ -279,3 +279,22 @@ ENTRY main {
     assert [t.nodes for t in tunings] == [["single"]] and by_name["half"].tile is None
     assert tuner.skipped == {"tvm-tile:matmul(16,8,24):float32, as bf16":
                              "1 node(s) (half) whose values are not float32, the only element type the tile kernels and rankers know"}
+
+
+def test_a_reduction_with_integer_axes_is_still_a_float32_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ONNX's ReduceSum (opset 13+) and TF's Sum take their axes as an int tensor: only the data and the
+    result decide the element type (the first gate skipped all 55 Sums of a Keras ImageNet graph)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import graph_ir
+    from passes.autotune.tile import _element_types
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 1])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    graph = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="sum")], "g", [x], [y], [axes])
+    path = tmp_path / "sum.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    (node,) = [n for n in graph_ir.load(str(path)) if n.op_type == "ReduceSum"]
+    assert _element_types(node) == {"f32"}
