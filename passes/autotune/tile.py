@@ -9,7 +9,10 @@ through the `Harness` (SQLite cache: a rerun measures nothing twice) — `extra_
 ranker's order when the measured top-k disagree with its order of them (`search.tune_candidates`'s
 gate; `TILE_EXTRA_K` by default, RESULTS (i), twenty-first session) — and the fastest is written
 into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
-text). Nodes with the same kernel signature are tuned once.
+text). Nodes with the same kernel signature are tuned once. Left untuned, and named in
+`TileTuner.skipped` (thirtieth session): ops whose values are not float32 (the kernels and the rankers
+know float32 only; an LLM's bf16 dot would get a float32 kernel's tiling), and kernels whose buffers
+for measuring exceed the share of free memory a job may plan on (`host_memory.RESERVE`).
 
 A ranker that compiles every candidate for its code features (the gbdt-ens host files: 0.2-0.5 s a
 candidate, most of a kernel's tuning time) is given a prefilter (`prefilter` < 1, twenty-fifth
@@ -243,12 +246,14 @@ class TileTuner:
         # The tile kernels and the rankers are float32: a bf16 / f64 / complex / integer op's best
         # tiling differs (vector lanes, instructions), so it is named and left untuned, not given a
         # float32 kernel's answer.
-        todo = [(node, spec) for node, spec in found if not _element_types(node) - {"f32"}]
+        todo: list[tuple[Any, KernelSpec]] = []
         others: dict[str, list[str]] = {}  # "signature, as bf16" -> its nodes
         for node, spec in found:
             other = sorted(_element_types(node) - {"f32"})
             if other:
                 others.setdefault(f"{spec.signature}, as {'/'.join(other)}", []).append(node.name)
+            else:
+                todo.append((node, spec))
         for key, names in others.items():
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             self.skipped[key] = f"{len(names)} node(s) ({shown}) whose values are not float32, the only element type the tile kernels and rankers know"
