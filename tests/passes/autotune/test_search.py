@@ -216,6 +216,7 @@ def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, 
     pytest.importorskip("tvm")
     from compiler_opt.cli.main import main
     from cost_model.measure.harness import Harness, per_call_timer
+    from cost_model.measure.tile.kernels import build_kernel
     from cost_model.profiling import host_memory
     from cost_model.profiling.cache import ProfileCache
     from graph_ir.io.hlo_import import import_hlo_text
@@ -235,7 +236,7 @@ def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, 
     assert [t.nodes for t in tunings] == [["small"]] and by_name["small"].tile is not None and by_name["big"].tile is None
     (why,) = tuner.skipped.values()
     assert "matmul(1024,1024,1024)" in next(iter(tuner.skipped)) and "needs about 48 MiB" in why and "the 40 MiB available" in why
-    assert tuner.memory_need(__import__("cost_model.measure.tile.kernels", fromlist=["build_kernel"]).build_kernel(tunings[0].spec)) < 2**20
+    assert tuner.memory_need(build_kernel(tunings[0].spec)) < 2**20
     assert issubclass(KernelTooLarge, Exception)
     model = tmp_path / "two.hlo"
     model.write_text(_TWO_DOTS)
