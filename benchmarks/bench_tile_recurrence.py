@@ -52,13 +52,13 @@ def fill(folder: str) -> int:
     return len(blocks)
 
 
-def pairs(folder: str) -> list[tuple[object, object] | None]:
+def pairs(folder: str, block_file: str = BLOCK_FILE) -> list[tuple[object, object] | None]:
     """Per kernel of `folder`: (s18 record, s18 + block record), None where a cache lacks it."""
     from cost_model.learned.tile_code_features import extended_records
     from cost_model.learned.tpugraphs import load_dir
 
     cache = Path(f"{folder.rstrip('/')}_code")
-    blocks = np.load(cache / BLOCK_FILE)
+    blocks = np.load(cache / block_file)
     out: list[tuple[object, object] | None] = []
     for record in extended_records(load_dir(folder), cache, "s18"):
         name = None if record is None else Path(record.path).name
@@ -68,6 +68,38 @@ def pairs(folder: str) -> list[tuple[object, object] | None]:
         joined = np.concatenate([record.config_feat, blocks[name]], axis=1).astype(np.float32)
         out.append((record, replace(record, config_feat=joined)))
     return out
+
+
+def score_blocks(data: str, extra: list[str], split: str, seeds: list[int], block_file: str, label: str,
+                 json_path: str | None = None) -> dict[str, list[dict]]:
+    """s18 against s18 + a block (`block_file` in each folder's code cache), `rank-all-d10`, per split seed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_costmodel import score
+
+    from cost_model.learned.data import split_records
+    from cost_model.learned.tile_rankers import make_tile_ranker
+    from cost_model.learned.tpugraphs import load_dir
+    from passes.autotune.search import random_search_measurements
+
+    records = load_dir(data)
+    base = pairs(data, block_file)
+    more = [p for folder in extra for p in pairs(folder, block_file) if p is not None]
+    rows: dict[str, list[dict]] = {}
+    for seed in seeds:
+        train_idx, test_idx = split_records(records, split, test_fraction=0.25, seed=seed)
+        train = [base[i] for i in train_idx if base[i] is not None] + more
+        test = [base[i] for i in test_idx if base[i] is not None]
+        needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r, _ in test]
+        for k, name in ((0, "s18"), (1, f"s18+{label}")):
+            model = make_tile_ranker("rank-all-d10", seed=seed).fit([p[k] for p in train])
+            scored = [p[k] for p in test]
+            row = score(name, [model.predict(r) for r in scored], scored, needs)
+            rows.setdefault(name, []).append(row)
+            print(f"seed {seed} {split} {name:8s} top-1 {row['top1']:.2%} top-5 {row['top5']:.2%} tau {row['kendall']:.4f} "
+                  f"tuner {row['tuner_measurements']:.2f}", flush=True)
+    if json_path:
+        Path(json_path).write_text(json.dumps({"argv": sys.argv, "rows": rows}), encoding="utf-8")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,32 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.data) != 1:
         parser.error("score one dataset (the others go in --extra)")
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_costmodel import score
-
-    from cost_model.learned.data import split_records
-    from cost_model.learned.tile_rankers import make_tile_ranker
-    from cost_model.learned.tpugraphs import load_dir
-    from passes.autotune.search import random_search_measurements
-
-    records = load_dir(args.data[0])
-    base = pairs(args.data[0])
-    extra = [p for folder in args.extra for p in pairs(folder) if p is not None]
-    rows: dict[str, list[dict]] = {}
-    for seed in [int(s) for s in args.seeds.split(",") if s]:
-        train_idx, test_idx = split_records(records, args.split, test_fraction=0.25, seed=seed)
-        train = [base[i] for i in train_idx if base[i] is not None] + extra
-        test = [base[i] for i in test_idx if base[i] is not None]
-        needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r, _ in test]
-        for k, name in ((0, "s18"), (1, "s18+rec")):
-            model = make_tile_ranker("rank-all-d10", seed=seed).fit([p[k] for p in train])
-            scored = [p[k] for p in test]
-            row = score(name, [model.predict(r) for r in scored], scored, needs)
-            rows.setdefault(name, []).append(row)
-            print(f"seed {seed} {args.split} {name:8s} top-1 {row['top1']:.2%} top-5 {row['top5']:.2%} tau {row['kendall']:.4f} "
-                  f"tuner {row['tuner_measurements']:.2f}", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"argv": sys.argv, "rows": rows}), encoding="utf-8")
+    score_blocks(args.data[0], args.extra, args.split, [int(s) for s in args.seeds.split(",") if s], BLOCK_FILE, "rec", args.json)
     return 0
 
 

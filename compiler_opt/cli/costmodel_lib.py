@@ -341,8 +341,9 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
                    module: int | None = None, skipped: dict[str, str] | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
     or gbdt-ens; None: the one `cost_model`'s suffix names, else gbdt-ens; `cost_model` its file,
-    None: the packaged one), write the result to `output`. Ops that are not float32 and kernels too
-    large to measure on this host are left untuned and, given `skipped`, named there with the reason."""
+    None: the packaged one), write the result to `output`. Ops whose element types the tile kernels do
+    not build (integers, complex, fp8, operands of two types) and kernels too large to measure on this
+    host are left untuned and, given `skipped`, named there with the reason."""
     import graph_ir
     from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
     from cost_model.measure.tile.collect import tile_harness

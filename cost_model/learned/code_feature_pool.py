@@ -82,7 +82,7 @@ def probed_code_features(space: Any, configs: Sequence[Any], feature_set: str, w
     def features(config: Any) -> np.ndarray:
         probe = _take_probe(timeout)
         try:
-            asm = probe.asm(spec.kind, tuple(spec.dims), config.text())
+            asm = probe.asm(spec.kind, tuple(spec.dims), config.text(), spec.dtype, spec.out_dtype)
         finally:
             _give_back(probe)
         return code_features(asm, feature_set) if asm else np.full(width, np.nan, dtype=np.float32)

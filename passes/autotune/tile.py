@@ -10,9 +10,12 @@ ranker's order when the measured top-k disagree with its order of them (`search.
 gate; `TILE_EXTRA_K` by default, RESULTS (i), twenty-first session) — and the fastest is written
 into the graph: `node.tile` (the flat knob vector) and `node.meta["tile_config"]` (its JSON
 text). Nodes with the same kernel signature are tuned once. Left untuned, and named in
-`TileTuner.skipped` (thirtieth session): ops whose values are not float32 (the kernels and the rankers
-know float32 only; an LLM's bf16 dot would get a float32 kernel's tiling), and kernels whose buffers
-for measuring exceed the share of free memory a job may plan on (`host_memory.RESERVE`).
+`TileTuner.skipped` (thirtieth session): ops whose element types the kernels do not build (integers,
+complex, fp8, operands of two types; `kernel_types`), and kernels whose buffers for measuring exceed
+the share of free memory a job may plan on (`host_memory.RESERVE`). Kernels are built in the op's own
+element types (float32, float64, bf16, f16; thirty-first session: before, only float32 was tuned);
+the rankers were fitted on float32 kernels alone, so another type's candidates are ranked as the
+float32 twin of the kernel (the same loop nest and knobs) and measured as they are.
 
 A ranker that compiles every candidate for its code features (the gbdt-ens host files: 0.2-0.5 s a
 candidate, most of a kernel's tuning time) is given a prefilter (`prefilter` < 1, twenty-fifth
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from graph_ir.errors import CompilerOptError
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
     from cost_model.measure.tile.kernels import KernelSpec
     from graph_ir.graph import Graph
 
-__all__ = ["TILE_EXTRA_K", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTooLarge", "KernelTuning", "TileTuner", "compiles_candidates", "prefilter_keep", "prefiltered_scores", "tvm_threads"]
+__all__ = ["KERNEL_TYPES", "TILE_EXTRA_K", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTooLarge", "KernelTuning", "TileTuner", "compiles_candidates", "kernel_types", "prefilter_keep", "prefiltered_scores", "tvm_threads"]
 
 logger = logging.getLogger(__name__)
 TILE_TOP_K = 7  # configurations measured per kernel (the issue's k was 5; 7 by a pre-registered test, RESULTS (i), twenty-first session)
@@ -83,15 +86,35 @@ def tvm_threads() -> int:
     return int(os.environ["TVM_NUM_THREADS"])
 
 
-def _element_types(node: Any) -> set[str]:
-    """Short names (f32, bf16, c128, ...) of the element types of the values a node's tile kernel
-    computes on: a dot's or convolution's two operands, a reduction's data, and the result (not
-    a reduction's axes or init value: TF's Sum and ONNX's ReduceSum take their axes as an int tensor)."""
+# Element types the tile kernels build (graph_ir short name -> TVM / numpy name).
+KERNEL_TYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
+
+
+def _element_types(node: Any) -> tuple[set[str], str | None]:
+    """Short names (f32, bf16, c128, ...) of the element types a node's tile kernel reads, and of its
+    result (None when unknown): a dot's or convolution's two operands, a reduction's data (not its
+    axes or init value: TF's Sum and ONNX's ReduceSum take their axes as an int tensor)."""
     from graph_ir.op_kinds import OpKind
 
     operands = node.inputs[:1] if node.kind is OpKind.REDUCE else node.inputs[:2]
-    values = [v for v in (*operands, *node.outputs[:1]) if v is not None]
-    return {v.type.dtype.short_name for v in values if getattr(v.type, "dtype", None) is not None}
+    reads = {v.type.dtype.short_name for v in operands if v is not None and getattr(v.type, "dtype", None) is not None}
+    result = node.outputs[0] if node.outputs else None
+    return reads, (result.type.dtype.short_name if result is not None and getattr(result.type, "dtype", None) is not None else None)
+
+
+def kernel_types(node: Any) -> tuple[str, str] | str:
+    """(dtype, out_dtype) of a node's tile kernel (`KernelSpec` names; out_dtype "" = dtype), or why
+    it has none: operands of two types, or a type the kernels do not build (integers, complex, fp8).
+    Unknown types (a graph without them) read as float32."""
+    reads, result = _element_types(node)
+    if len(reads) > 1:
+        return f"operands of two element types ({'/'.join(sorted(reads))})"
+    read = next(iter(reads), result or "f32")
+    unknown = sorted({read, result or read} - set(KERNEL_TYPES))
+    if unknown:
+        return f"values of type {'/'.join(unknown)}"
+    dtype, out = KERNEL_TYPES[read], KERNEL_TYPES[result or read]
+    return dtype, "" if out == dtype else out
 
 
 def _size(nbytes: int) -> str:
@@ -137,7 +160,7 @@ class TileTuner:
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
         self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
         self._store: Any = None  # compiled-code features kept beside the measurement cache (opened on first use)
-        self.skipped: dict[str, str] = {}  # what the last `tune_graph` left untuned (a signature, or "signature, as bf16") -> why
+        self.skipped: dict[str, str] = {}  # what the last `tune_graph` left untuned (a signature, or "kernel, values of type s32") -> why
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
@@ -163,13 +186,19 @@ class TileTuner:
         return [self.harness.value(measured.measurements[c.text()]) for c in configs]
 
     def memory_need(self, kernel: Any) -> int:
-        """Bytes measuring `kernel` holds at its peak: the float32 inputs and the reference output,
-        the reference run's own buffers, and one set of runtime buffers per configuration measured
-        in one call (the top-k and the gate's extra ones), plus the float64 draw of the largest input."""
+        """Bytes measuring `kernel` holds at its peak: the inputs and the reference output, the
+        reference run's own buffers, and one set of runtime buffers per configuration measured in
+        one call (the top-k and the gate's extra ones), plus the float64 draw of the largest input
+        (and its float32 copy, for an input type other than float32)."""
         import numpy as np
 
-        sizes = [int(np.prod(shape, dtype=np.int64)) * 4 for shape in kernel.arg_shapes]
-        return sum(sizes) * (self.top_k + self.extra_k + 2) + sizes[-1] + 2 * max(sizes[:-1], default=0)
+        from cost_model.measure.tile.runner import numpy_dtype
+
+        spec = kernel.spec
+        counts = [int(np.prod(shape, dtype=np.int64)) for shape in kernel.arg_shapes]
+        sizes = [n * numpy_dtype(spec.dtype).itemsize for n in counts[:-1]] + [counts[-1] * numpy_dtype(spec.result_dtype).itemsize]
+        draw = max(counts[:-1], default=0) * (8 + (4 if spec.dtype != "float32" else 0))
+        return sum(sizes) * (self.top_k + self.extra_k + 2) + sizes[-1] + draw
 
     def tune(self, spec: KernelSpec) -> TuneOutcome:
         from cost_model.measure.tile.collect import kernel_configs
@@ -187,10 +216,13 @@ class TileTuner:
             raise KernelTooLarge(f"measuring {self.top_k + self.extra_k} configuration(s) of {spec.signature} at once needs about {_size(need)} "
                                  f"of buffers, more than {RESERVE:.0%} of the {_size(free)} available")
         space = TileSpace(kernel)
-        candidates = kernel_configs(space, self.seed, self.budget)
-        outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, space, cs),
+        # The rankers were fitted on float32 kernels: another element type's candidates are drawn and
+        # ranked as its float32 twin (the same loop nest and knobs), and measured as they are.
+        twin = space if spec == spec.float32_twin else TileSpace(build_kernel(spec.float32_twin))
+        candidates = kernel_configs(twin, self.seed, self.budget)
+        outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, twin, cs),
                                   measure=lambda cs: self._timed("measure_s", self.measure, space, cs), top_k=self.top_k, extra_k=self.extra_k)
-        if self.finetune_steps > 0:
+        if self.finetune_steps > 0 and twin is space:  # another type's timings would teach the float32 ranker wrong labels
             chosen = list(outcome.measured)
             self.predictor.finetune(space, [candidates[i] for i in chosen], [outcome.measured[i] for i in chosen], steps=self.finetune_steps)
         return outcome
@@ -243,20 +275,19 @@ class TileTuner:
         by_signature: dict[str, KernelTuning] = {}
         self.skipped = {}
         found = [(node, spec) for node in _nodes(graph) if (spec := kernels_from_node(node)) is not None]
-        # The tile kernels and the rankers are float32: a bf16 / f64 / complex / integer op's best
-        # tiling differs (vector lanes, instructions), so it is named and left untuned, not given a
-        # float32 kernel's answer.
+        # Each op's kernel is built in its own element types (an LLM's bf16 dots too); ops whose types
+        # the kernels do not build (integers, complex, fp8, mixed operands) are named and left untuned.
         todo: list[tuple[Any, KernelSpec]] = []
-        others: dict[str, list[str]] = {}  # "signature, as bf16" -> its nodes
+        others: dict[str, list[str]] = {}  # "kernel, why" -> its nodes
         for node, spec in found:
-            other = sorted(_element_types(node) - {"f32"})
-            if other:
-                others.setdefault(f"{spec.signature}, as {'/'.join(other)}", []).append(node.name)
+            types = kernel_types(node)
+            if isinstance(types, str):
+                others.setdefault(f"{spec.kind}({','.join(str(d) for d in spec.dims)}), {types}", []).append(node.name)
             else:
-                todo.append((node, spec))
+                todo.append((node, replace(spec, dtype=types[0], out_dtype=types[1])))
         for key, names in others.items():
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            self.skipped[key] = f"{len(names)} node(s) ({shown}) whose values are not float32, the only element type the tile kernels and rankers know"
+            self.skipped[key] = f"{len(names)} node(s) ({shown}): the tile kernels build {', '.join(KERNEL_TYPES)} only"
         specs = {spec.signature: spec for _, spec in todo}
         with tqdm(specs.items(), desc="autotune tiles", unit="kernel", disable=not progress) as bar:  # closed on errors too
             for signature, spec in bar:
@@ -272,8 +303,8 @@ class TileTuner:
             logger.warning("autotune: %d kernel(s) left untuned, too large to measure on this host: %s", len(too_large),
                            "; ".join(f"{', '.join(names[s][:3])}{' ...' if len(names[s]) > 3 else ''}: {self.skipped[s]}" for s in too_large))
         if others:
-            logger.warning("autotune: %d op(s) left untuned: not float32, the only element type the tile kernels and rankers know",
-                           sum(len(names) for names in others.values()))
+            logger.warning("autotune: %d op(s) left untuned: element types the tile kernels do not build (they build %s)",
+                           sum(len(names) for names in others.values()), ", ".join(KERNEL_TYPES))
         for node, spec in todo:
             tuning = by_signature.get(spec.signature)
             if tuning is None:

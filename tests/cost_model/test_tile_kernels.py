@@ -48,6 +48,39 @@ def test_random_schedules_keep_the_result(spec: KernelSpec) -> None:
         np.testing.assert_allclose(run.output(), reference, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype, out_dtype", [("bfloat16", ""), ("bfloat16", "float32"), ("float16", ""), ("float64", "")])
+def test_other_element_types_compute_what_numpy_does(dtype: str, out_dtype: str) -> None:
+    """bf16 / f16 kernels read and write their own type and sum in float32 (XLA:CPU's way); float64
+    stays float64. Every schedule keeps the result to a few ulps of the output type, and the float32
+    kernels' TIR is what the datasets were measured with (no widening casts)."""
+    from cost_model.measure.tile.runner import check_against, numpy_dtype
+
+    spec = KernelSpec("matmul", (24, 16, 40), dtype=dtype, out_dtype=out_dtype)
+    space = TileSpace(build_kernel(spec))
+    arrays = inputs_for(space.kernel, seed=2)
+    assert arrays[0].dtype == numpy_dtype(dtype) and arrays[-1].dtype == numpy_dtype(spec.result_dtype)
+    want = arrays[0].astype(np.float64) @ arrays[1].astype(np.float64)
+    reference = reference_output(space, arrays)
+    assert reference.dtype == numpy_dtype(spec.result_dtype)
+    a, b = (x.astype(np.float64) for x in arrays[:2])
+    summed = 40 * (2**-52 if dtype == "float64" else 2**-23) * float((np.abs(a) @ np.abs(b)).max())  # the accumulator's rounding over K = 40
+    ulp = {"float32": 2**-23, "bfloat16": 2**-7, "float16": 2**-10, "float64": 2**-52}[spec.result_dtype]
+    np.testing.assert_allclose(reference.astype(np.float64), want, rtol=ulp, atol=summed)
+    for config in space.sample_distinct(np.random.default_rng(0), 3):
+        check_against(compile_config(space, config, arrays=arrays), reference)
+    assert spec.float32_twin == KernelSpec("matmul", (24, 16, 40)) and spec.signature.endswith(f":{dtype}" + (f"->{out_dtype}" if out_dtype else ""))
+    assert "bfloat16" not in str(build_kernel(spec.float32_twin).func) and "float16" not in str(build_kernel(spec.float32_twin).func)
+
+
+def test_element_type_rules() -> None:
+    assert KernelSpec("reduce", (4, 8), dtype="float16", out_dtype="float16") == KernelSpec("reduce", (4, 8), dtype="float16")  # one spelling
+    assert KernelSpec("reduce", (4, 8)).signature == "tvm-tile:reduce(4,8):float32"  # the datasets' cache keys are unchanged
+    with pytest.raises(ValueError, match="dtype one of float32, float64, bfloat16, float16, got 'int32'"):
+        KernelSpec("reduce", (4, 8), dtype="int32")
+    with pytest.raises(ValueError, match="out_dtype"):
+        KernelSpec("reduce", (4, 8), out_dtype="float8")
+
+
 def test_space_rules() -> None:
     space = TileSpace(build_kernel(KernelSpec("batch_matmul", (2, 12, 8, 64))))
     rng = np.random.default_rng(0)

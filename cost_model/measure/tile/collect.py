@@ -152,7 +152,7 @@ def collect_kernel(
         reference = reference_output(space, arrays, target=target)
         for config in missing:
             try:
-                if probe is not None and not probe.asm(spec.kind, tuple(spec.dims), config.text()):
+                if probe is not None and not probe.asm(spec.kind, tuple(spec.dims), config.text(), spec.dtype, spec.out_dtype):
                     raise TimeoutError(f"the compile ran past {probe.timeout:g} s and was abandoned")
                 run = compile_config(space, config, target=target, arrays=[a.copy() for a in arrays])
                 check_against(run, reference)

@@ -44,13 +44,14 @@ class CompileProbe:
         self._process = subprocess.Popen([sys.executable, "-m", "cost_model.measure.tile.compile_probe"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8")
 
-    def asm(self, kind: str, dims: tuple[int, ...], config_text: str) -> str:
-        """The assembly, or "" when the compile took longer than the timeout (the child is then
-        killed). ValueError, naming the kernel and configuration, when it does not compile at all."""
+    def asm(self, kind: str, dims: tuple[int, ...], config_text: str, dtype: str = "float32", out_dtype: str = "") -> str:
+        """The assembly (of the kernel in `dtype` -> `out_dtype`, `KernelSpec`'s element types), or ""
+        when the compile took longer than the timeout (the child is then killed). ValueError, naming
+        the kernel and configuration, when it does not compile at all."""
         if self._process is None or self._process.poll() is not None:
             self._start()
         process = self._process
-        process.stdin.write(json.dumps([kind, [int(d) for d in dims], config_text]) + "\n")
+        process.stdin.write(json.dumps([kind, [int(d) for d in dims], config_text, dtype, out_dtype]) + "\n")
         process.stdin.flush()
         ready, _, _ = select.select([process.stdout], [], [], self.timeout)  # the first call of a fresh child also imports TVM
         if not ready:
@@ -81,7 +82,7 @@ class CompileProbe:
 
 
 def _serve() -> None:
-    """The child: one JSON line [kind, dims, config text] in, one JSON line ["ok", asm] or ["error", why] out."""
+    """The child: one JSON line [kind, dims, config text, dtype, out_dtype] in, one JSON line ["ok", asm] or ["error", why] out."""
     from cost_model.measure.tile.kernels import KernelSpec, build_kernel
     from cost_model.measure.tile.runner import config_asm, host_target
     from cost_model.measure.tile.space import TileConfig, TileSpace
@@ -91,10 +92,10 @@ def _serve() -> None:
     sys.stdout = sys.stderr
     target, spaces = host_target(), {}
     for line in sys.stdin:
-        kind, dims, text = json.loads(line)
-        key = (kind, tuple(dims))
+        kind, dims, text, dtype, out_dtype = json.loads(line)
+        key = (kind, tuple(dims), dtype, out_dtype)
         if key not in spaces:
-            spaces = {key: TileSpace(build_kernel(KernelSpec(kind, key[1])))}
+            spaces = {key: TileSpace(build_kernel(KernelSpec(kind, key[1], dtype=dtype, out_dtype=out_dtype)))}
         try:
             answer = ["ok", config_asm(spaces[key], TileConfig.from_text(text), target=target)]
         except Exception as error:  # a bad configuration: the parent raises it with the kernel named

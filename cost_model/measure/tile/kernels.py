@@ -1,6 +1,10 @@
 """Tile kernels as TVM tensor expressions: the ops that dominate the workload suite and the HLO
 testdata (matmul, batch matmul, conv2d NHWC/NCHW, depthwise conv, reductions, an elementwise
-chain feeding a reduction), float32.
+chain feeding a reduction). Element types (`DTYPES`): float32, what the datasets and rankers know;
+float64; and bfloat16 / float16 (an LLM's dots), whose products and sums are carried in float32 (as
+XLA's CPU backend does) and rounded to the output type at the end, in a stage after the main block
+that no schedule touches. A dot whose bf16 operands give a float32 result (XLA's
+`preferred_element_type`) is `out_dtype="float32"`.
 
 A `KernelSpec` is (kind, dims); `build_kernel(spec)` returns a `TileKernel` with its TensorIR
 function (`te.create_prim_func`), the name of the main block (the one with reduction axes; the
@@ -13,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "KernelSpec", "Stage", "TileKernel", "build_kernel"]
+__all__ = ["DTYPES", "KINDS", "KernelSpec", "Stage", "TileKernel", "accumulator", "build_kernel"]
 
+DTYPES = ("float32", "float64", "bfloat16", "float16")
 KINDS = ("matmul", "batch_matmul", "conv2d_nhwc", "conv2d_nchw", "depthwise_nhwc", "reduce", "ew_reduce")
 
 # Dims each kind takes, in order.
@@ -34,12 +39,28 @@ class KernelSpec:
     kind: str
     dims: tuple[int, ...]
     source: str = ""  # where the shape came from (workload / HLO file); not part of the identity
+    dtype: str = "float32"  # the inputs' element type
+    out_dtype: str = ""  # the result's, when it differs (bf16 operands, float32 result); "" = dtype
 
     def __post_init__(self) -> None:
         if self.kind not in _DIMS:
             raise ValueError(f"unknown tile kernel kind {self.kind!r} (known: {', '.join(KINDS)})")
         if len(self.dims) != len(_DIMS[self.kind]) or any(int(d) < 1 for d in self.dims):
             raise ValueError(f"{self.kind} takes positive dims {_DIMS[self.kind]}, got {self.dims}")
+        for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype or self.dtype)):
+            if value not in DTYPES:
+                raise ValueError(f"tile kernels take {name} one of {', '.join(DTYPES)}, got {value!r}")
+        if self.out_dtype == self.dtype:
+            object.__setattr__(self, "out_dtype", "")  # one spelling per kernel, so one signature
+
+    @property
+    def result_dtype(self) -> str:
+        return self.out_dtype or self.dtype
+
+    @property
+    def float32_twin(self) -> KernelSpec:
+        """The same loop nest in float32: what the rankers, fitted on float32 kernels only, score."""
+        return KernelSpec(self.kind, self.dims, self.source)
 
     @property
     def named(self) -> dict[str, int]:
@@ -47,7 +68,8 @@ class KernelSpec:
 
     @property
     def signature(self) -> str:
-        return f"tvm-tile:{self.kind}({','.join(str(d) for d in self.dims)}):float32"
+        types = self.dtype + (f"->{self.out_dtype}" if self.out_dtype else "")
+        return f"tvm-tile:{self.kind}({','.join(str(d) for d in self.dims)}):{types}"
 
     @property
     def flops(self) -> int:
@@ -93,45 +115,71 @@ def _out(size: int, window: int, stride: int) -> int:
     return (size + 2 * pad - window) // stride + 1
 
 
+def accumulator(dtype: str) -> str:
+    """The type products and sums are carried in: float64 for float64, float32 otherwise."""
+    return "float64" if dtype == "float64" else "float32"
+
+
+def _widen(value: Any, dtype: str) -> Any:
+    """`value` in its accumulator type (a no-op for float32 and float64, so their TIR is unchanged)."""
+    return value if accumulator(dtype) == dtype else value.astype(accumulator(dtype))
+
+
+def _finish(spec: KernelSpec, inputs: list[Any], main: Any, shape: tuple[int, ...]) -> tuple[Any, tuple[str, ...]]:
+    """The PrimFunc of `inputs` -> `main`, with a last stage rounding to the result type where the
+    accumulator differs (left unscheduled: the tile knobs act on the main block)."""
+    from tvm import te
+
+    if main.dtype == spec.result_dtype:
+        return te.create_prim_func([*inputs, main]), ()
+    rounded = te.compute(shape, lambda *i: main(*i).astype(spec.result_dtype), name="R")
+    return te.create_prim_func([*inputs, rounded]), ("R",)
+
+
 def build_kernel(spec: KernelSpec) -> TileKernel:
     """The TensorIR function of `spec` (imports TVM)."""
     from tvm import te
 
     d = spec.named
-    f32 = "float32"
+    e = spec.dtype
     if spec.kind in ("matmul", "batch_matmul"):
         b = (d["b"],) if spec.kind == "batch_matmul" else ()
-        a = te.placeholder(b + (d["m"], d["k"]), f32, name="A")
-        w = te.placeholder(b + (d["k"], d["n"]), f32, name="B")
+        a = te.placeholder(b + (d["m"], d["k"]), e, name="A")
+        w = te.placeholder(b + (d["k"], d["n"]), e, name="B")
         k = te.reduce_axis((0, d["k"]), name="k")
         if b:
-            c = te.compute(b + (d["m"], d["n"]), lambda q, i, j: te.sum(a[q, i, k] * w[q, k, j], axis=k), name="C")
+            c = te.compute(b + (d["m"], d["n"]), lambda q, i, j: te.sum(_widen(a[q, i, k], e) * _widen(w[q, k, j], e), axis=k), name="C")
         else:
-            c = te.compute((d["m"], d["n"]), lambda i, j: te.sum(a[i, k] * w[k, j], axis=k), name="C")
+            c = te.compute((d["m"], d["n"]), lambda i, j: te.sum(_widen(a[i, k], e) * _widen(w[k, j], e), axis=k), name="C")
         stages = (Stage("input", _shape_ints(a), "row_major", ()), Stage("input", _shape_ints(w), "row_major", ()),
                   Stage("matmul", _shape_ints(c), "row_major", (0, 1), (d["k"],)))
-        return TileKernel(spec, te.create_prim_func([a, w, c]), "C", (), stages, (_shape_ints(a), _shape_ints(w), _shape_ints(c)))
+        func, _ = _finish(spec, [a, w], c, _shape_ints(c))
+        return TileKernel(spec, func, "C", (), stages, (_shape_ints(a), _shape_ints(w), _shape_ints(c)))
     if spec.kind in ("conv2d_nhwc", "conv2d_nchw", "depthwise_nhwc"):
         return _conv(spec, d)
     rows, cols = d["rows"], d["cols"]
-    x = te.placeholder((rows, cols), f32, name="X")
+    x = te.placeholder((rows, cols), e, name="X")
     r = te.reduce_axis((0, cols), name="r")
     if spec.kind == "reduce":
-        y = te.compute((rows,), lambda i: te.sum(x[i, r], axis=r), name="Y")
+        y = te.compute((rows,), lambda i: te.sum(_widen(x[i, r], e), axis=r), name="Y")
         stages = (Stage("input", (rows, cols), "row_major", ()), Stage("reduce", (rows,), "row_major", (0,), (cols,)))
-        return TileKernel(spec, te.create_prim_func([x, y]), "Y", (), stages, ((rows, cols), (rows,)))
-    scaled = te.compute((rows, cols), lambda i, j: x[i, j] * 0.5 + 1.0, name="S")
+        func, _ = _finish(spec, [x], y, (rows,))
+        return TileKernel(spec, func, "Y", (), stages, ((rows, cols), (rows,)))
+    scaled = te.compute((rows, cols), lambda i, j: _widen(x[i, j], e) * 0.5 + 1.0, name="S")
     expd = te.compute((rows, cols), lambda i, j: te.exp(scaled[i, j]), name="E")
     y = te.compute((rows,), lambda i: te.sum(expd[i, r], axis=r), name="Y")
     stages = (Stage("input", (rows, cols), "row_major", ()), Stage("fma", (rows, cols), "row_major", (0,)),
               Stage("exp", (rows, cols), "row_major", (1,)), Stage("reduce", (rows,), "row_major", (2,), (cols,)))
-    return TileKernel(spec, te.create_prim_func([x, y]), "Y", ("S", "E"), stages, ((rows, cols), (rows,)))
+    func, _ = _finish(spec, [x], y, (rows,))
+    return TileKernel(spec, func, "Y", ("S", "E"), stages, ((rows, cols), (rows,)))
 
 
 def _conv(spec: KernelSpec, d: dict[str, int]) -> TileKernel:
-    from tvm import te
+    from tvm import te, tirx
 
     n, h, w, c, kh, kw, s = d["n"], d["h"], d["w"], d["c"], d["kh"], d["kw"], d["stride"]
+    e = spec.dtype
+    zero = 0.0 if e == "float32" else tirx.const(0, e)  # float32 keeps the literal its datasets were built with
     ph, pw = kh // 2, kw // 2
     oh, ow = _out(h, kh, s), _out(w, kw, s)
     ry = te.reduce_axis((0, kh), name="ry")
@@ -143,30 +191,33 @@ def _conv(spec: KernelSpec, d: dict[str, int]) -> TileKernel:
         return te.all(y >= ph, y < h + ph, x >= pw, x < w + pw)
 
     if nchw:
-        data = te.placeholder((n, c, h, w), "float32", name="X")
-        padded = te.compute((n, c, h + 2 * ph, w + 2 * pw), lambda b, ch, y, x: te.if_then_else(inside(y, x), data[b, ch, y - ph, x - pw], 0.0), name="P")
+        data = te.placeholder((n, c, h, w), e, name="X")
+        padded = te.compute((n, c, h + 2 * ph, w + 2 * pw), lambda b, ch, y, x: te.if_then_else(inside(y, x), data[b, ch, y - ph, x - pw], zero), name="P")
     else:
-        data = te.placeholder((n, h, w, c), "float32", name="X")
-        padded = te.compute((n, h + 2 * ph, w + 2 * pw, c), lambda b, y, x, ch: te.if_then_else(inside(y, x), data[b, y - ph, x - pw, ch], 0.0), name="P")
+        data = te.placeholder((n, h, w, c), e, name="X")
+        padded = te.compute((n, h + 2 * ph, w + 2 * pw, c), lambda b, y, x, ch: te.if_then_else(inside(y, x), data[b, y - ph, x - pw, ch], zero), name="P")
     if spec.kind == "depthwise_nhwc":
-        weight = te.placeholder((kh, kw, c), "float32", name="W")
-        out = te.compute((n, oh, ow, c), lambda b, y, x, ch: te.sum(padded[b, y * s + ry, x * s + rx, ch] * weight[ry, rx, ch], axis=[ry, rx]), name="O")
+        weight = te.placeholder((kh, kw, c), e, name="W")
+        out = te.compute((n, oh, ow, c), lambda b, y, x, ch: te.sum(_widen(padded[b, y * s + ry, x * s + rx, ch], e) * _widen(weight[ry, rx, ch], e),
+                                                                    axis=[ry, rx]), name="O")
         reduce = (kh, kw)
         op = "depthwise_conv"
     else:
         f = d["f"]
         rc = te.reduce_axis((0, c), name="rc")
         if nchw:
-            weight = te.placeholder((f, c, kh, kw), "float32", name="W")
-            out = te.compute((n, f, oh, ow), lambda b, o, y, x: te.sum(padded[b, rc, y * s + ry, x * s + rx] * weight[o, rc, ry, rx], axis=[rc, ry, rx]), name="O")
+            weight = te.placeholder((f, c, kh, kw), e, name="W")
+            out = te.compute((n, f, oh, ow), lambda b, o, y, x: te.sum(_widen(padded[b, rc, y * s + ry, x * s + rx], e) * _widen(weight[o, rc, ry, rx], e),
+                                                                       axis=[rc, ry, rx]), name="O")
         else:
-            weight = te.placeholder((kh, kw, c, f), "float32", name="W")
-            out = te.compute((n, oh, ow, f), lambda b, y, x, o: te.sum(padded[b, y * s + ry, x * s + rx, rc] * weight[ry, rx, rc, o], axis=[rc, ry, rx]), name="O")
+            weight = te.placeholder((kh, kw, c, f), e, name="W")
+            out = te.compute((n, oh, ow, f), lambda b, y, x, o: te.sum(_widen(padded[b, y * s + ry, x * s + rx, rc], e) * _widen(weight[ry, rx, rc, o], e),
+                                                                       axis=[rc, ry, rx]), name="O")
         reduce = (c, kh, kw)
         op = "conv"
     stages = (Stage("input", _shape_ints(data), layout, ()), Stage("pad", _shape_ints(padded), layout, (0,)),
               Stage("input", _shape_ints(weight), "HWIO" if not nchw else "OIHW", ()), Stage(op, _shape_ints(out), layout, (1, 2), reduce))
-    func = te.create_prim_func([data, weight, out])
+    func, _ = _finish(spec, [data, weight], out, _shape_ints(out))
     return TileKernel(spec, func, "O", ("P",), stages, (_shape_ints(data), _shape_ints(weight), _shape_ints(out)))
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from cost_model.measure.tile.kernels import TileKernel
 from cost_model.measure.tile.space import TileConfig, TileSpace
 
-__all__ = ["CompiledConfig", "build_config", "compile_config", "config_asm", "host_target", "host_target_text"]
+__all__ = ["CompiledConfig", "build_config", "check_against", "compile_config", "config_asm", "host_target", "host_target_text", "inputs_for", "numpy_dtype"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +52,21 @@ class CompiledConfig:
         return self.args[-1].numpy()
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy (or ml_dtypes, for bfloat16) type of a tile kernel element type."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 def inputs_for(kernel: TileKernel, seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs (the float32 draw, then cast: every element type sees the same values) and a zero output."""
     rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(s).astype(np.float32) * 0.1 for s in kernel.arg_shapes[:-1]]
-    arrays.append(np.zeros(kernel.arg_shapes[-1], dtype=np.float32))
+    spec = kernel.spec
+    arrays = [(rng.standard_normal(s).astype(np.float32) * 0.1).astype(numpy_dtype(spec.dtype)) for s in kernel.arg_shapes[:-1]]
+    arrays.append(np.zeros(kernel.arg_shapes[-1], dtype=numpy_dtype(spec.result_dtype)))
     return arrays
 
 
@@ -96,11 +107,15 @@ def reference_output(space: TileSpace, arrays: list[np.ndarray], *, target: Any 
 
 
 def check_against(run: CompiledConfig, reference: np.ndarray, *, rtol: float = 1e-3, atol: float = 1e-4) -> None:
-    """Run once and compare with the reference; ValueError naming the config on a mismatch."""
+    """Run once and compare with the reference; ValueError naming the config on a mismatch. The
+    tolerances are raised to a few ulps of the output's type (`graph_ir.compare`): a schedule
+    that sums in another order may round a bf16 / f16 result differently."""
+    from graph_ir.compare import close
+
     run()
     got = run.output()
-    if not np.allclose(got, reference, rtol=rtol, atol=atol):
-        worst = float(np.max(np.abs(got - reference)))
+    if not close(reference, got, rtol, atol):
+        worst = float(np.max(np.abs(got.astype(np.float64) - reference.astype(np.float64))))
         raise ValueError(f"schedule {run.config.text()} changed the result (max abs diff {worst:.3g})")
 
 

@@ -216,7 +216,7 @@ def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, 
     pytest.importorskip("tvm")
     from compiler_opt.cli.main import main
     from cost_model.measure.harness import Harness, per_call_timer
-    from cost_model.measure.tile.kernels import build_kernel
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
     from cost_model.profiling import host_memory
     from cost_model.profiling.cache import ProfileCache
     from graph_ir.io.hlo_import import import_hlo_text
@@ -232,12 +232,13 @@ def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, 
         harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
         tuner = TileTuner(Flat(), harness, budget=4, top_k=1)
         tunings = tuner.tune_graph(graph)
+        with pytest.raises(KernelTooLarge, match="needs about 48 MiB"):  # refused before any buffer is drawn
+            tuner.tune(KernelSpec("matmul", (1024, 1024, 1024)))
     by_name = {n.name: n for n in graph}
     assert [t.nodes for t in tunings] == [["small"]] and by_name["small"].tile is not None and by_name["big"].tile is None
     (why,) = tuner.skipped.values()
     assert "matmul(1024,1024,1024)" in next(iter(tuner.skipped)) and "needs about 48 MiB" in why and "the 40 MiB available" in why
     assert tuner.memory_need(build_kernel(tunings[0].spec)) < 2**20
-    assert issubclass(KernelTooLarge, Exception)
     model = tmp_path / "two.hlo"
     model.write_text(_TWO_DOTS)
     assert main(["autotune", str(model), "--task", "tile", "--budget", "4", "--top-k", "1", "--ranker", "gbdt", "--prefilter", "1",
@@ -247,9 +248,10 @@ def test_a_kernel_too_large_for_free_memory_is_left_untuned_and_named(tmp_path, 
     assert (tmp_path / "out.hlo").exists()
 
 
-def test_ops_of_other_element_types_than_float32_are_named_not_tuned(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The tile kernels and rankers are float32; a bf16 dot (an LLM's) or a complex reduce would get a
-    float32 kernel's tiling, whose vector lanes and instructions differ. They are left untuned and named."""
+def test_each_op_is_tuned_in_its_own_element_types_and_the_rest_are_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An LLM's bf16 dots get bf16 kernels (float32 sums, as XLA's CPU backend does), a bf16 dot with a
+    float32 result its own kind; the ranker, fitted on float32 kernels, is shown the float32 twin. Integer
+    dots and operands of two types have no kernel: they are left untuned and named."""
     pytest.importorskip("tvm")
     from cost_model.measure.harness import Harness, per_call_timer
     from cost_model.profiling.cache import ProfileCache
@@ -257,8 +259,16 @@ def test_ops_of_other_element_types_than_float32_are_named_not_tuned(tmp_path) -
     from passes.autotune.tile import TileTuner
 
     class Flat:
+        def __init__(self) -> None:
+            self.shown: set[str] = set()
+            self.tuned_on: list[str] = []
+
         def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            self.shown.add(space.kernel.spec.signature)
             return np.arange(len(configs), dtype=float)
+
+        def finetune(self, space, configs, seconds, steps):  # type: ignore[no-untyped-def]
+            self.tuned_on.append(space.kernel.spec.signature)
 
     graph = import_hlo_text("""HloModule mixed
 
@@ -269,17 +279,47 @@ ENTRY main {
   c = bf16[16,24] parameter(2)
   d = bf16[24,8] parameter(3)
   half = bf16[16,8] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = (f32[16,8], bf16[16,8]) tuple(single, half)
+  widened = f32[16,8] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  i = s32[16,24] parameter(4)
+  j = s32[24,8] parameter(5)
+  ints = s32[16,8] dot(i, j), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[16,8], bf16[16,8], f32[16,8], s32[16,8]) tuple(single, half, widened, ints)
 }
 """)
+    ranker = Flat()
     with ProfileCache(tmp_path / "c.sqlite") as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
-        tuner = TileTuner(Flat(), harness, budget=4, top_k=1)
+        tuner = TileTuner(ranker, harness, budget=4, top_k=2, finetune_steps=1)
         tunings = tuner.tune_graph(graph)
     by_name = {n.name: n for n in graph}
-    assert [t.nodes for t in tunings] == [["single"]] and by_name["half"].tile is None
-    assert tuner.skipped == {"tvm-tile:matmul(16,8,24):float32, as bf16":
-                             "1 node(s) (half) whose values are not float32, the only element type the tile kernels and rankers know"}
+    assert {t.spec.signature: t.nodes for t in tunings} == {"tvm-tile:matmul(16,8,24):float32": ["single"],
+                                                           "tvm-tile:matmul(16,8,24):bfloat16": ["half"],
+                                                           "tvm-tile:matmul(16,8,24):bfloat16->float32": ["widened"]}
+    assert all(by_name[n].tile is not None for n in ("single", "half", "widened")) and by_name["ints"].tile is None
+    assert ranker.shown == {"tvm-tile:matmul(16,8,24):float32"}  # every kernel ranked as its float32 twin
+    assert ranker.tuned_on == ["tvm-tile:matmul(16,8,24):float32"]  # and fine-tuned on float32 timings only
+    assert tuner.skipped == {"matmul(16,8,24), values of type i32": "1 node(s) (ints): the tile kernels build f32, f64, bf16, f16 only"}
+
+
+def test_kernel_types_by_hand() -> None:
+    from types import SimpleNamespace
+
+    from graph_ir.op_kinds import OpKind
+    from passes.autotune.tile import kernel_types
+
+    def value(short: str | None) -> SimpleNamespace:
+        return SimpleNamespace(type=SimpleNamespace(dtype=None if short is None else SimpleNamespace(short_name=short)))
+
+    def node(kind: OpKind, inputs: list, output: str | None) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, inputs=[value(t) for t in inputs], outputs=[value(output)])
+
+    assert kernel_types(node(OpKind.MATMUL, ["bf16", "bf16"], "bf16")) == ("bfloat16", "")
+    assert kernel_types(node(OpKind.MATMUL, ["bf16", "bf16"], "f32")) == ("bfloat16", "float32")
+    assert kernel_types(node(OpKind.MATMUL, [None, None], None)) == ("float32", "")  # a graph without types: float32, as before
+    assert kernel_types(node(OpKind.REDUCE, ["f64", "s64"], "f64")) == ("float64", "")  # a reduction's axes / init do not count
+    assert kernel_types(node(OpKind.MATMUL, ["bf16", "f32"], "f32")) == "operands of two element types (bf16/f32)"
+    assert kernel_types(node(OpKind.MATMUL, ["c64", "c64"], "c64")) == "values of type c64"
+    assert kernel_types(node(OpKind.MATMUL, ["f8e4m3fn", "f8e4m3fn"], "f32")) == "values of type f8e4m3fn"
 
 
 def test_a_reduction_with_integer_axes_is_still_a_float32_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -298,4 +338,4 @@ def test_a_reduction_with_integer_axes_is_still_a_float32_kernel(tmp_path) -> No
     path = tmp_path / "sum.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
     (node,) = [n for n in graph_ir.load(str(path)) if n.op_type == "ReduceSum"]
-    assert _element_types(node) == {"f32"}
+    assert _element_types(node) == ({"f32"}, "f32")
