@@ -160,7 +160,7 @@ class TileTuner:
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
         self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
         self._store: Any = None  # compiled-code features kept beside the measurement cache (opened on first use)
-        self.skipped: dict[str, str] = {}  # what the last `tune_graph` left untuned (a signature, or "kernel, values of type s32") -> why
+        self.skipped: dict[str, str] = {}  # what the last `tune_graph` left untuned (a signature, or "kernel, values of type i32") -> why
 
     def measure(self, space: Any, configs: Sequence[Any]) -> list[float]:
         from cost_model.measure.harness import per_call_timer
