@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
 __all__ = ["add_parsers", "autotune_fusion_model", "autotune_model"]
@@ -92,12 +93,17 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
+            held = sorted({spec.dtype for spec in specs})
+            if held != [args.dtype]:  # one element type per dataset: a resumed collection must not mix them
+                print(f"compiler-opt: error: costmodel collect: {args.out} holds {'/'.join(held)} kernels, not --dtype {args.dtype}", file=sys.stderr)
+                return 2
         elif args.synthetic:
             from cost_model.measure.tile.synthetic import synthetic_kernels
 
             seed = args.seed if args.synthetic_seed is None else args.synthetic_seed
             try:  # drawn before DIR exists: a budget no shape fits leaves nothing behind
-                specs = synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops, kind_weights=kind_weights)
+                specs = [replace(spec, dtype=args.dtype)
+                         for spec in synthetic_kernels(args.synthetic, seed=seed, max_flops=args.max_flops, kind_weights=kind_weights)]
             except ValueError as exc:
                 print(f"compiler-opt: error: costmodel collect --synthetic: {exc}", file=sys.stderr)
                 return 2
@@ -105,7 +111,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             write_spec_list(specs, listing)
         else:
             hlo_dir = args.hlo_dir if args.hlo_dir is not None else (DEFAULT_HLO_DIR if os.path.isdir(DEFAULT_HLO_DIR) else None)
-            specs = suite_kernels(hlo_dir=hlo_dir, max_flops=args.max_flops)
+            specs = [replace(spec, dtype=args.dtype) for spec in suite_kernels(hlo_dir=hlo_dir, max_flops=args.max_flops)]
             os.makedirs(args.out, exist_ok=True)
             write_spec_list(specs, listing)
         if args.max_kernels:
@@ -473,6 +479,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="tile: N random kernel shapes (cost_model/measure/tile/synthetic.py) instead of the suite's; "
                               "ignored when DIR already lists its kernels (kernels.json)")
     collect.add_argument("--synthetic-seed", type=int, metavar="S", help="tile: the seed of the --synthetic shapes (default --seed)")
+    collect.add_argument("--dtype", default="float32", choices=("float32", "float64", "bfloat16", "float16"),
+                         help="tile: the kernels' element type (bf16 / f16 sum in float32; the rankers were fitted on float32)")
     collect.add_argument("--synthetic-kinds", metavar="KIND=W,...",
                          help="tile: the --synthetic kind mix as integer weights, unnamed kinds 0 (default "
                               "matmul=4,batch_matmul=1,conv2d_nhwc=2,conv2d_nchw=1,depthwise_nhwc=1,reduce=1,ew_reduce=1)")

@@ -517,7 +517,8 @@ def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os
         began = time.perf_counter()
         asm = []
         for text in record.config_text:
-            asm.append(worker.asm(str(record.meta["kind"]), tuple(int(d) for d in record.meta["dims"]), text))
+            asm.append(worker.asm(str(record.meta["kind"]), tuple(int(d) for d in record.meta["dims"]), text, record.meta.get("dtype", "float32"),
+                                  record.meta.get("out_dtype", "")))
             if not asm[-1]:
                 timed_out += 1
                 logger.warning("%s: compile of %s took over %.0f s: NaN features", Path(record.path).name, text, timeout)

@@ -41,11 +41,22 @@ def program_of(spec: KernelSpec) -> str:
 
 def write_spec_list(specs: Sequence[KernelSpec], path: str | os.PathLike[str]) -> None:
     with atomic_path(path) as tmp:  # a listing cut short would make a resumed collection measure other kernels
-        tmp.write_text(json.dumps([{"kind": s.kind, "dims": list(s.dims), "source": s.source} for s in specs], indent=1), encoding="utf-8")
+        tmp.write_text(json.dumps([{"kind": s.kind, "dims": list(s.dims), "source": s.source} | _types(s) for s in specs], indent=1), encoding="utf-8")
 
 
 def read_spec_list(path: str | os.PathLike[str]) -> list[KernelSpec]:
-    return [KernelSpec(d["kind"], tuple(d["dims"]), d.get("source", "")) for d in json.loads(Path(path).read_text(encoding="utf-8"))]
+    return [spec_of(d) for d in json.loads(Path(path).read_text(encoding="utf-8"))]
+
+
+def _types(spec: KernelSpec) -> dict[str, str]:
+    """A kernel's element types for a listing or a record's meta; none for float32 (every dataset before them)."""
+    return {} if spec == spec.float32_twin else {"dtype": spec.dtype, "out_dtype": spec.out_dtype}
+
+
+def spec_of(meta: dict[str, Any]) -> KernelSpec:
+    """The kernel a listing entry or a record's meta names (float32 when it names no element type)."""
+    return KernelSpec(meta["kind"], tuple(int(d) for d in meta["dims"]), meta.get("source", ""), dtype=meta.get("dtype", "float32"),
+                      out_dtype=meta.get("out_dtype", ""))
 
 
 def kernel_graph(kernel: TileKernel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,7 +80,7 @@ def kernel_record(result: KernelResult, machine: dict[str, Any], seed: int, extr
     meta = {"kernel": spec.signature, "kind": spec.kind, "dims": list(spec.dims), "source": spec.source, "program": program_of(spec),
             "flops": spec.flops, "machine": machine, "seed": seed, "runtime_statistic": statistic,
             "config_runtime_median": median.tolist(), "retest": [list(p) for p in result.measured.retest.values()],
-            "failures": len(result.failures), "is_reduce": list(result.space.is_reduce), "extents": list(result.space.extents)} | (extra_meta or {})
+            "failures": len(result.failures), "is_reduce": list(result.space.is_reduce), "extents": list(result.space.extents)} | _types(spec) | (extra_meta or {})
     return KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()),
                         config_feat=np.stack([result.space.features(c) for c in result.configs]), config_text=texts, meta=meta)
 

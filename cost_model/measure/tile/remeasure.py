@@ -46,6 +46,7 @@ from cost_model.measure.harness import Harness, label_of, noise_floor
 from cost_model.measure.machine import load_average, machine_key
 from cost_model.measure.quality import kernel_noise, noisiest
 from cost_model.measure.tile.collect import collect_kernel, protocol_of, tile_harness
+from cost_model.measure.tile.dataset import spec_of
 from cost_model.measure.tile.kernels import KernelSpec
 from cost_model.measure.tile.space import TileConfig
 from cost_model.profiling.cache import ProfileCache
@@ -172,7 +173,7 @@ def remeasure_tile_dataset(
             logger.warning("remeasure stopped (resumable): %s", stopped)
             break
         meta = record.meta
-        spec = KernelSpec(meta["kind"], tuple(meta["dims"]), meta.get("source", ""))
+        spec = spec_of(meta)
         load_before, began = load_average(), time.time()
         protocol = protocol_of(meta.get("machine", {}))
         if protocol.name not in harnesses:
