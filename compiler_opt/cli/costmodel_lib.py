@@ -351,7 +351,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     not build (integers, complex, fp8, operands of two types) and kernels too large to measure on this
     host are left untuned and, given `skipped`, named there with the reason."""
     import graph_ir
-    from cost_model.learned.predictor import load_tile_ranker, tile_ranker_for
+    from cost_model.learned.predictor import load_tile_ranker, packaged_type_ranker, tile_ranker_for
     from cost_model.measure.tile.collect import tile_harness
     from cost_model.profiling.cache import ProfileCache
     from passes.autotune.tile import TILE_EXTRA_K, TILE_PREFILTER, TILE_TOP_K, TileTuner, tvm_threads
@@ -360,11 +360,15 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
 
     graph = graph_ir.load(model, module)
     graph = run_pipeline(graph, "shape-infer").graph  # kernel shapes come from value types
-    predictor = load_tile_ranker(tile_ranker_for(cost_model, ranker), cost_model)
+    kind = tile_ranker_for(cost_model, ranker)
+    predictor = load_tile_ranker(kind, cost_model)
+    # the package's rankers fitted on other element types serve the packaged default only, not a ranker the user chose
+    type_rankers = packaged_type_ranker if cost_model is None and kind == "gbdt-ens" else None
     with ProfileCache(cache_path) as cache:
         harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0, seed=seed)
         tuner = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
-                          extra_k=TILE_EXTRA_K if extra_k is None else extra_k, prefilter=TILE_PREFILTER if prefilter is None else prefilter)
+                          extra_k=TILE_EXTRA_K if extra_k is None else extra_k, prefilter=TILE_PREFILTER if prefilter is None else prefilter,
+                          type_rankers=type_rankers)
         tunings = tuner.tune_graph(graph, progress=progress)
         if skipped is not None:
             skipped.update(tuner.skipped)

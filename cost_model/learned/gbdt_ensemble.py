@@ -32,7 +32,7 @@ from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitte
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "check_depth", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
@@ -50,6 +50,12 @@ def packaged_host_ensemble(cpu: str) -> Path:
     """Where the package keeps the ranker fitted on kernels of the CPU LLVM names `cpu` (twenty-fourth
     session: a tile ranker is its host's; RESULTS (i)). `packaged()` prefers it to the default file."""
     return PACKAGED_GBDT_ENSEMBLE.with_name(f"tile_gbdt_ens.{cpu}.json")
+
+
+def packaged_type_ensemble(cpu: str, dtype: str) -> Path:
+    """Where the package keeps a ranker fitted on `dtype` kernels (bf16, f16, ...) of the CPU LLVM names
+    `cpu` (thirty-first session); the tuner ranks such kernels' own code with it where it exists."""
+    return PACKAGED_GBDT_ENSEMBLE.with_name(f"tile_gbdt_ens.{cpu}.{dtype}.json")
 
 
 class GbdtEnsembleTilePredictor:
@@ -193,6 +199,16 @@ class GbdtEnsembleTilePredictor:
             raise DatasetError("no GBDT ensemble tile ranker ships with this installation; pass one (GbdtEnsembleTilePredictor.train(...).save(path))",
                                file=str(PACKAGED_GBDT_ENSEMBLE))
         return cls.load(PACKAGED_GBDT_ENSEMBLE)
+
+    @classmethod
+    def packaged_for_type(cls, dtype: str, cpu: str | None = None) -> GbdtEnsembleTilePredictor | None:
+        """The shipped ranker fitted on `dtype` kernels of this host's CPU (`packaged_type_ensemble`), or None."""
+        if cpu is None:
+            from tvm.target import codegen
+
+            cpu = codegen.llvm_get_system_cpu()
+        path = packaged_type_ensemble(cpu, dtype)
+        return cls.load(path) if path.is_file() else None
 
 
 MAX_MEMBER_BYTES = 1 << 30  # a compressed member that inflates past this is refused, not decompressed into memory

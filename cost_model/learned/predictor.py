@@ -14,6 +14,7 @@ HLO candidate's calls once to count them).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -26,7 +27,7 @@ from cost_model.learned.model import CostModel
 from cost_model.learned.train import load_model
 
 __all__ = ["FUSION_RANKERS", "PACKAGED_FUSION_ADDITIVE", "PACKAGED_FUSION_MODEL", "PACKAGED_MODEL", "TILE_RANKERS", "AdditiveFusionPredictor",
-           "FusionPredictor", "TilePredictor", "load_fusion_ranker", "load_tile_ranker", "host_mismatch"]
+           "FusionPredictor", "TilePredictor", "load_fusion_ranker", "load_tile_ranker", "packaged_type_ranker", "host_mismatch"]
 
 logger = logging.getLogger(__name__)
 
@@ -292,6 +293,15 @@ def host_mismatch(ranker: Any) -> str | None:
         return None
     return (f"the tile ranker was fitted on kernels measured on {', '.join(hosts)}, and this host compiles for {here}: its ranking "
             "may be poor here; collect this host's kernels (costmodel collect --task tile) and train on them, or fine-tune (autotune --finetune)")
+
+
+@functools.lru_cache(maxsize=None)
+def packaged_type_ranker(dtype: str) -> Any:
+    """The shipped gbdt-ens ranker fitted on `dtype` kernels of this host's CPU, or None (the tuner then
+    ranks such a kernel as its float32 twin); loaded once per process."""
+    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+
+    return GbdtEnsembleTilePredictor.packaged_for_type(dtype)
 
 
 def load_tile_ranker(ranker: str = "gnn", path: str | os.PathLike[str] | None = None) -> Any:

@@ -139,7 +139,8 @@ class TileTuner:
     configs)`, lower = predicted faster) and a `Harness` (measuring)."""
 
     def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = TILE_TOP_K, seed: int = 0, target: Any = None, finetune_steps: int = 0,
-                 extra_k: int = TILE_EXTRA_K, sample_s: float | None = None, prefilter: float = TILE_PREFILTER) -> None:
+                 extra_k: int = TILE_EXTRA_K, sample_s: float | None = None, prefilter: float = TILE_PREFILTER,
+                 type_rankers: Callable[[str], Any] | None = None) -> None:
         from cost_model.measure.tile.collect import TILE_PROTOCOL
 
         if not 0.0 < prefilter <= 1.0:
@@ -156,6 +157,7 @@ class TileTuner:
         self.budget, self.top_k, self.seed, self.target, self.extra_k = budget, top_k, seed, target, extra_k
         self.finetune_steps = finetune_steps  # > 0: update the model on each kernel's top-k measurements
         self.prefilter = prefilter
+        self.type_rankers = type_rankers  # element type -> a ranker fitted on kernels of that type, or None (rank the float32 twin)
         self._prefilter_ranker: Any = None  # the code-blind model, loaded on first use
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
         self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
@@ -216,11 +218,14 @@ class TileTuner:
             raise KernelTooLarge(f"measuring {self.top_k + self.extra_k} configuration(s) of {spec.signature} at once needs about {_size(need)} "
                                  f"of buffers, more than {RESERVE:.0%} of the {_size(free)} available")
         space = TileSpace(kernel)
-        # The rankers were fitted on float32 kernels: another element type's candidates are drawn and
-        # ranked as its float32 twin (the same loop nest and knobs), and measured as they are.
+        # The main ranker was fitted on float32 kernels: another element type's candidates are drawn from
+        # the float32 twin (the same loop nest and knobs) and ranked as the twin, unless a ranker fitted on
+        # that type exists (`type_rankers`), which ranks the kernel's own code; all are measured as they are.
         twin = space if spec == spec.float32_twin else TileSpace(build_kernel(spec.float32_twin))
+        typed = self.type_rankers(spec.dtype) if twin is not space and self.type_rankers is not None else None
+        ranked_space, ranker = (twin, self.predictor) if typed is None else (space, typed)
         candidates = kernel_configs(twin, self.seed, self.budget)
-        outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, twin, cs),
+        outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, ranked_space, cs, ranker),
                                   measure=lambda cs: self._timed("measure_s", self.measure, space, cs), top_k=self.top_k, extra_k=self.extra_k)
         if self.finetune_steps > 0 and twin is space:  # another type's timings would teach the float32 ranker wrong labels
             chosen = list(outcome.measured)
@@ -236,22 +241,24 @@ class TileTuner:
         finally:
             self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - began
 
-    def rank(self, space: Any, configs: Sequence[Any]) -> Any:
-        """Scores (lower = predicted faster) of `configs`: the ranker's, or with a prefilter the ranker's
-        for the kept fraction and, after them, the prefilter's order for the rest."""
+    def rank(self, space: Any, configs: Sequence[Any], predictor: Any = None) -> Any:
+        """Scores (lower = predicted faster) of `configs`: the ranker's (`predictor`, default the tuner's),
+        or with a prefilter the ranker's for the kept fraction and, after them, the prefilter's order for
+        the rest (the code-blind prefilter reads the knobs only, the same for every element type)."""
         from cost_model.learned.code_feature_store import active
 
+        predictor = self.predictor if predictor is None else predictor
         keep = prefilter_keep(len(configs), self.prefilter, self.top_k + self.extra_k)
-        if not compiles_candidates(self.predictor):
-            return self.predictor.rank(space, configs)
+        if not compiles_candidates(predictor):
+            return predictor.rank(space, configs)
         with active(self._feature_store()):  # a rerun reads each candidate's code features back instead of compiling it
             if keep >= len(configs):
-                return self.predictor.rank(space, configs)
+                return predictor.rank(space, configs)
             if self._prefilter_ranker is None:
                 from cost_model.learned.predictor import load_tile_ranker
 
                 self._prefilter_ranker = load_tile_ranker("gbdt", None)
-            return prefiltered_scores(self._prefilter_ranker.rank(space, configs), lambda kept: self.predictor.rank(space, [configs[i] for i in kept]), keep)
+            return prefiltered_scores(self._prefilter_ranker.rank(space, configs), lambda kept: predictor.rank(space, [configs[i] for i in kept]), keep)
 
     def _feature_store(self) -> Any:
         """The code-feature store beside the measurement cache's SQLite file (`<name>.code_features.sqlite`), or None."""
@@ -332,7 +339,7 @@ class AutotuneTiles(Pass):
     seed: int = option(0, "seed of the candidate draw")
 
     def call(self, graph: Graph) -> PassResult:
-        from cost_model.learned.predictor import TILE_RANKERS, load_tile_ranker, tile_ranker_for
+        from cost_model.learned.predictor import TILE_RANKERS, load_tile_ranker, packaged_type_ranker, tile_ranker_for
         from cost_model.measure.tile.collect import tile_harness
         from cost_model.profiling.cache import ProfileCache
 
@@ -352,7 +359,9 @@ class AutotuneTiles(Pass):
             raise PassError(f"autotune-tiles needs the 'tune' extra (apache-tvm): {error}") from error
         with ProfileCache(self.cache or None) as cache:
             harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0)
-            tuner = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k, prefilter=self.prefilter)
+            type_rankers = packaged_type_ranker if not self.model and ranker == "gbdt-ens" else None  # the package's, for its default only
+            tuner = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k, prefilter=self.prefilter,
+                              type_rankers=type_rankers)
             tunings = tuner.tune_graph(graph)
         graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes),
                                                            "extra_measured": t.outcome.extra_measured, "rank_s": t.rank_s, "measure_s": t.measure_s}

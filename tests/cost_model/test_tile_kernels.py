@@ -111,7 +111,10 @@ def test_a_compile_probe_drops_configurations_past_its_timeout(tmp_path) -> None
         assert all("ran past 0.01 s and was abandoned" in reason for reason in dropped.failures.values())
         with CompileProbe(120.0) as patient:
             kept = collect_kernel(spec, harness, configs=2, seed=0, probe=patient)
-            assert "main" in patient.asm(spec.kind, spec.dims, kept.configs[0].text())  # the child stays up between calls
+            text = kept.configs[0].text()
+            assert "main" in patient.asm(spec.kind, spec.dims, text)  # the child stays up between calls
+            half = patient.asm(spec.kind, spec.dims, text, "float16")  # the typed kernel, not its float32 twin
+            assert "main" in half and half != patient.asm(spec.kind, spec.dims, text)
         assert len(kept.configs) == 2 and not kept.failures
     with pytest.raises(ValueError, match="positive"):
         CompileProbe(0)

@@ -49,6 +49,28 @@ def test_collect_writes_the_synthetic_spec_list(tmp_path) -> None:  # type: igno
     assert len(list(out.glob("*.npz"))) == 1
 
 
+def test_collect_of_another_element_type_names_it_and_never_mixes_types(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--dtype float16`: the listing and every record name the type (float32 datasets name none, as before),
+    the records read back as f16 kernels, and resuming the folder as another type is refused."""
+    pytest.importorskip("tvm")
+    from compiler_opt.cli.main import main
+    from cost_model.learned.tpugraphs import load_dir
+    from cost_model.measure.tile.dataset import spec_of
+
+    out = tmp_path / "f16"
+    args = ["costmodel", "collect", "--task", "tile", "--out", str(out), "--synthetic", "3", "--synthetic-seed", "9",
+            "--seed", "0", "--configs", "2", "--max-kernels", "1", "--no-progress"]
+    assert main([*args, "--dtype", "float16"]) == 0
+    listed = json.loads((out / "kernels.json").read_text())
+    assert {(s["dtype"], s["out_dtype"]) for s in listed} == {("float16", "")}
+    (record,) = load_dir(str(out))
+    spec = spec_of(record.meta)
+    assert spec.dtype == "float16" and record.meta["kernel"] == spec.signature and spec.signature.endswith(":float16")
+    assert main([*args, "--dtype", "bfloat16"]) == 2
+    assert "holds float16 kernels, not --dtype bfloat16" in capsys.readouterr().err
+    assert spec_of({"kind": "reduce", "dims": [4, 8]}).signature == "tvm-tile:reduce(4,8):float32"  # every older record
+
+
 def test_collect_refuses_a_negative_synthetic_count(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from compiler_opt.cli.main import main
 

@@ -125,15 +125,15 @@ def _widen(value: Any, dtype: str) -> Any:
     return value if accumulator(dtype) == dtype else value.astype(accumulator(dtype))
 
 
-def _finish(spec: KernelSpec, inputs: list[Any], main: Any, shape: tuple[int, ...]) -> tuple[Any, tuple[str, ...]]:
+def _finish(spec: KernelSpec, inputs: list[Any], main: Any, shape: tuple[int, ...]) -> Any:
     """The PrimFunc of `inputs` -> `main`, with a last stage rounding to the result type where the
     accumulator differs (left unscheduled: the tile knobs act on the main block)."""
     from tvm import te
 
     if main.dtype == spec.result_dtype:
-        return te.create_prim_func([*inputs, main]), ()
+        return te.create_prim_func([*inputs, main])
     rounded = te.compute(shape, lambda *i: main(*i).astype(spec.result_dtype), name="R")
-    return te.create_prim_func([*inputs, rounded]), ("R",)
+    return te.create_prim_func([*inputs, rounded])
 
 
 def build_kernel(spec: KernelSpec) -> TileKernel:
@@ -153,7 +153,7 @@ def build_kernel(spec: KernelSpec) -> TileKernel:
             c = te.compute((d["m"], d["n"]), lambda i, j: te.sum(_widen(a[i, k], e) * _widen(w[k, j], e), axis=k), name="C")
         stages = (Stage("input", _shape_ints(a), "row_major", ()), Stage("input", _shape_ints(w), "row_major", ()),
                   Stage("matmul", _shape_ints(c), "row_major", (0, 1), (d["k"],)))
-        func, _ = _finish(spec, [a, w], c, _shape_ints(c))
+        func = _finish(spec, [a, w], c, _shape_ints(c))
         return TileKernel(spec, func, "C", (), stages, (_shape_ints(a), _shape_ints(w), _shape_ints(c)))
     if spec.kind in ("conv2d_nhwc", "conv2d_nchw", "depthwise_nhwc"):
         return _conv(spec, d)
@@ -163,14 +163,14 @@ def build_kernel(spec: KernelSpec) -> TileKernel:
     if spec.kind == "reduce":
         y = te.compute((rows,), lambda i: te.sum(_widen(x[i, r], e), axis=r), name="Y")
         stages = (Stage("input", (rows, cols), "row_major", ()), Stage("reduce", (rows,), "row_major", (0,), (cols,)))
-        func, _ = _finish(spec, [x], y, (rows,))
+        func = _finish(spec, [x], y, (rows,))
         return TileKernel(spec, func, "Y", (), stages, ((rows, cols), (rows,)))
     scaled = te.compute((rows, cols), lambda i, j: _widen(x[i, j], e) * 0.5 + 1.0, name="S")
     expd = te.compute((rows, cols), lambda i, j: te.exp(scaled[i, j]), name="E")
     y = te.compute((rows,), lambda i: te.sum(expd[i, r], axis=r), name="Y")
     stages = (Stage("input", (rows, cols), "row_major", ()), Stage("fma", (rows, cols), "row_major", (0,)),
               Stage("exp", (rows, cols), "row_major", (1,)), Stage("reduce", (rows,), "row_major", (2,), (cols,)))
-    func, _ = _finish(spec, [x], y, (rows,))
+    func = _finish(spec, [x], y, (rows,))
     return TileKernel(spec, func, "Y", ("S", "E"), stages, ((rows, cols), (rows,)))
 
 
@@ -217,7 +217,7 @@ def _conv(spec: KernelSpec, d: dict[str, int]) -> TileKernel:
         op = "conv"
     stages = (Stage("input", _shape_ints(data), layout, ()), Stage("pad", _shape_ints(padded), layout, (0,)),
               Stage("input", _shape_ints(weight), "HWIO" if not nchw else "OIHW", ()), Stage(op, _shape_ints(out), layout, (1, 2), reduce))
-    func, _ = _finish(spec, [data, weight], out, _shape_ints(out))
+    func = _finish(spec, [data, weight], out, _shape_ints(out))
     return TileKernel(spec, func, "O", ("P",), stages, (_shape_ints(data), _shape_ints(weight), _shape_ints(out)))
 
 

@@ -50,10 +50,16 @@ def test_autotune_warns_when_the_ranker_was_fitted_on_another_host(caplog) -> No
 
 
 def test_the_package_ships_a_ranker_per_host_and_falls_back_to_the_default() -> None:
-    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor, packaged_host_ensemble
+    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor, packaged_host_ensemble, packaged_type_ensemble
 
-    host_files = sorted(PACKAGED_GBDT_ENSEMBLE.parent.glob("tile_gbdt_ens.*.json"))
+    files = sorted(PACKAGED_GBDT_ENSEMBLE.parent.glob("tile_gbdt_ens.*.json"))
+    host_files = [p for p in files if p.name.count(".") == 2]  # tile_gbdt_ens.<cpu>.json; <cpu>.<dtype>.json are per element type
     assert host_files, "a host ranker ships since the twenty-fourth session"
+    for path in set(files) - set(host_files):  # a ranker fitted on one element type's kernels of one CPU
+        _, cpu, dtype, _ = path.name.split(".")
+        assert packaged_type_ensemble(cpu, dtype) == path
+        assert GbdtEnsembleTilePredictor.packaged_for_type(dtype, cpu).extra["hosts"] == [f"llvm -mcpu={cpu}"]
+    assert GbdtEnsembleTilePredictor.packaged_for_type("float16", "no-such-cpu") is None  # the tuner then ranks the float32 twin
     for path in host_files:
         cpu = path.name.split(".")[1]
         assert packaged_host_ensemble(cpu) == path

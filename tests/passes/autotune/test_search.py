@@ -301,6 +301,43 @@ ENTRY main {
     assert tuner.skipped == {"matmul(16,8,24), values of type i32": "1 node(s) (ints): the tile kernels build f32, f64, bf16, f16 only"}
 
 
+def test_a_ranker_fitted_on_a_type_ranks_that_types_own_kernels(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`type_rankers`: where a ranker fitted on f16 kernels exists, an f16 kernel's candidates are ranked
+    on the f16 kernel itself by it (its code features read the f16 code); other types keep the twin."""
+    pytest.importorskip("tvm")
+    from cost_model.measure.harness import Harness, per_call_timer
+    from cost_model.profiling.cache import ProfileCache
+    from graph_ir.io.hlo_import import import_hlo_text
+    from passes.autotune.tile import TileTuner
+
+    class Seen:
+        def __init__(self) -> None:
+            self.shown: list[str] = []
+
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            self.shown.append(space.kernel.spec.signature)
+            return np.arange(len(configs), dtype=float)
+
+    graph = import_hlo_text("""HloModule typed
+
+ENTRY main {
+  a = f16[16,24] parameter(0)
+  b = f16[24,8] parameter(1)
+  half = f16[16,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = bf16[16,24] parameter(2)
+  d = bf16[24,8] parameter(3)
+  brain = bf16[16,8] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f16[16,8], bf16[16,8]) tuple(half, brain)
+}
+""")
+    main, f16 = Seen(), Seen()
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
+        tunings = TileTuner(main, harness, budget=4, top_k=2, type_rankers=lambda dtype: f16 if dtype == "float16" else None).tune_graph(graph)
+    assert sorted(t.spec.signature for t in tunings) == ["tvm-tile:matmul(16,8,24):bfloat16", "tvm-tile:matmul(16,8,24):float16"]
+    assert f16.shown == ["tvm-tile:matmul(16,8,24):float16"] and main.shown == ["tvm-tile:matmul(16,8,24):float32"]
+
+
 def test_kernel_types_by_hand() -> None:
     from types import SimpleNamespace
 
