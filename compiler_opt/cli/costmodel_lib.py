@@ -344,7 +344,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def autotune_model(model: str, output: str, *, cost_model: str | None = None, budget: int = 200, top_k: int | None = None, extra_k: int | None = None,
                    cache_path: str | None = None, seed: int = 0, progress: bool = False, finetune_steps: int = 0,
                    save_model: str | None = None, ranker: str | None = None, prefilter: float | None = None,
-                   module: int | None = None, skipped: dict[str, str] | None = None) -> list[Any]:
+                   module: int | None = None, skipped: dict[str, str] | None = None, max_gflop: float | None = None) -> list[Any]:
     """Load `model`, tune its tile kernels (see passes.autotune.tile) with the `ranker` (gnn, gbdt
     or gbdt-ens; None: the one `cost_model`'s suffix names, else gbdt-ens; `cost_model` its file,
     None: the packaged one), write the result to `output`. Ops whose element types the tile kernels do
@@ -354,7 +354,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
     from cost_model.learned.predictor import load_tile_ranker, packaged_type_ranker, tile_ranker_for
     from cost_model.measure.tile.collect import tile_harness
     from cost_model.profiling.cache import ProfileCache
-    from passes.autotune.tile import TILE_EXTRA_K, TILE_PREFILTER, TILE_TOP_K, TileTuner, tvm_threads
+    from passes.autotune.tile import TILE_EXTRA_K, TILE_MAX_GFLOP, TILE_PREFILTER, TILE_TOP_K, TileTuner, tvm_threads
 
     from passes import run_pipeline
 
@@ -368,7 +368,7 @@ def autotune_model(model: str, output: str, *, cost_model: str | None = None, bu
         harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0, seed=seed)
         tuner = TileTuner(predictor, harness, budget=budget, top_k=TILE_TOP_K if top_k is None else top_k, seed=seed, finetune_steps=finetune_steps,
                           extra_k=TILE_EXTRA_K if extra_k is None else extra_k, prefilter=TILE_PREFILTER if prefilter is None else prefilter,
-                          type_rankers=type_rankers)
+                          type_rankers=type_rankers, max_gflop=TILE_MAX_GFLOP if max_gflop is None else max_gflop)
         tunings = tuner.tune_graph(graph, progress=progress)
         if skipped is not None:
             skipped.update(tuner.skipped)
@@ -421,8 +421,8 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             print("compiler-opt: error: autotune --task fusion ranks with the additive model (--ranker additive, the default) "
                   "or the GraphSAGE layout model (--ranker gnn)", file=sys.stderr)
             return 2
-        if args.extra_k is not None or args.prefilter is not None:
-            flag = "--extra-k" if args.extra_k is not None else "--prefilter"
+        if args.extra_k is not None or args.prefilter is not None or args.max_gflop is not None:
+            flag = "--extra-k" if args.extra_k is not None else "--prefilter" if args.prefilter is not None else "--max-gflop"
             print(f"compiler-opt: error: autotune {flag} is for --task tile (the fusion tuner measures its --top-k)", file=sys.stderr)
             return 2
         t = autotune_fusion_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 100, top_k=args.top_k or 10,
@@ -441,10 +441,14 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.prefilter is not None and not 0.0 < args.prefilter <= 1.0:
         print(f"compiler-opt: error: autotune --prefilter must be a fraction in (0, 1], got {args.prefilter:g}", file=sys.stderr)
         return 2
+    if args.max_gflop is not None and not args.max_gflop > 0:
+        print(f"compiler-opt: error: autotune --max-gflop must be positive, got {args.max_gflop:g}", file=sys.stderr)
+        return 2
     skipped: dict[str, str] = {}
     tunings = autotune_model(args.model, args.output, cost_model=args.cost_model, budget=args.budget or 200, top_k=args.top_k, extra_k=args.extra_k,
                              cache_path=args.cache, seed=args.seed, progress=not args.no_progress, finetune_steps=args.finetune,
-                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter, module=args.module, skipped=skipped)
+                             save_model=args.save_model, ranker=args.ranker, prefilter=args.prefilter, module=args.module, skipped=skipped,
+                             max_gflop=args.max_gflop)
     for t in tunings:
         gate = (f" (+{t.outcome.extra_measured}: the top {t.outcome.measurements - t.outcome.extra_measured} measured disagreed with the ranker, "
                 f"tau {t.outcome.agreement:.2f})") if t.outcome.extra_measured else ""
@@ -629,6 +633,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--prefilter", type=float, default=None, metavar="FRACTION",
                       help="tile: the code-blind XGBoost model keeps this fraction of the candidates for a compiling ranker (gbdt-ens, which compiles "
                            "each one it ranks) to rank; default 0.75, by a pre-registered test (1: it ranks all; benchmarks/RESULTS.md (i), twenty-fifth session)")
+    tune.add_argument("--max-gflop", type=float, default=None, metavar="G",
+                      help="tile: a kernel with more work per run is left untuned and named (default 50: an LLM's largest dots run for hours "
+                           "on a CPU: the unscheduled reference, then every measured configuration 16 times)")
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")
     tune.add_argument("--save-model", metavar="MODEL", help="write the (fine-tuned) ranker here (gnn: .pt, gbdt: .ubj, gbdt-ens: .json)")
     tune.add_argument("--no-progress", action="store_true")

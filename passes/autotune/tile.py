@@ -42,11 +42,12 @@ if TYPE_CHECKING:
     from cost_model.measure.tile.kernels import KernelSpec
     from graph_ir.graph import Graph
 
-__all__ = ["KERNEL_TYPES", "TILE_EXTRA_K", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTooLarge", "KernelTuning", "TileTuner", "compiles_candidates", "kernel_types", "prefilter_keep", "prefiltered_scores", "tvm_threads"]
+__all__ = ["KERNEL_TYPES", "TILE_EXTRA_K", "TILE_MAX_GFLOP", "TILE_PREFILTER", "TILE_TOP_K", "AutotuneTiles", "KernelTooLarge", "KernelTuning", "TileTuner", "compiles_candidates", "kernel_types", "prefilter_keep", "prefiltered_scores", "tvm_threads"]
 
 logger = logging.getLogger(__name__)
 TILE_TOP_K = 7  # configurations measured per kernel (the issue's k was 5; 7 by a pre-registered test, RESULTS (i), twenty-first session)
 TILE_EXTRA_K = 0  # candidates measured past the top-k when the gate opens (0: the plain top-k; `autotune --extra-k`'s help says 0)
+TILE_MAX_GFLOP = 50.0  # a kernel with more work per run is left untuned (thirty-first session: an LLM's 16 x 4096^3 bf16 dot, 2.2 TFLOP, ran for hours)
 TILE_PREFILTER = 0.75  # fraction of the candidates a compiling ranker ranks after the code-blind prefilter (1: no prefilter; 3/4 by a pre-registered test, RESULTS (i), twenty-fifth session: the same picks on 50 real-size inception_v1 kernels, a quarter fewer compiles)
 
 
@@ -122,7 +123,8 @@ def _size(nbytes: int) -> str:
 
 
 class KernelTooLarge(CompilerOptError):
-    """A kernel whose buffers for measuring do not fit in this host's free memory (it is left untuned)."""
+    """A kernel whose buffers for measuring do not fit in this host's free memory, or whose one run is more
+    work than `max_gflop` (it is left untuned)."""
 
 
 @dataclass
@@ -140,11 +142,14 @@ class TileTuner:
 
     def __init__(self, predictor: Any, harness: Harness, *, budget: int = 200, top_k: int = TILE_TOP_K, seed: int = 0, target: Any = None, finetune_steps: int = 0,
                  extra_k: int = TILE_EXTRA_K, sample_s: float | None = None, prefilter: float = TILE_PREFILTER,
-                 type_rankers: Callable[[str], Any] | None = None) -> None:
+                 type_rankers: Callable[[str], Any] | None = None, max_gflop: float = TILE_MAX_GFLOP) -> None:
         from cost_model.measure.tile.collect import TILE_PROTOCOL
 
         if not 0.0 < prefilter <= 1.0:
             raise ValueError(f"prefilter must be a fraction in (0, 1], got {prefilter:g}")
+        if not max_gflop > 0:
+            raise ValueError(f"max_gflop must be positive, got {max_gflop:g}")
+        self.max_gflop = max_gflop
 
         self.predictor, self.harness = predictor, harness
         self.sample_s = TILE_PROTOCOL.sample_s if sample_s is None else sample_s  # calls batched per timed sample, as the collector does
@@ -211,6 +216,9 @@ class TileTuner:
         self.seconds = {}
         if self._checked is not None and self._checked[0] != spec.signature:
             self._checked = None  # the last kernel's inputs are not held while this one's are drawn
+        if spec.flops > self.max_gflop * 1e9:  # the unscheduled reference run alone would take minutes to hours, then (1 + rounds) x top-k runs
+            raise KernelTooLarge(f"{spec.signature} is {spec.flops / 1e9:,.0f} GFLOP a run, more than the {self.max_gflop:g} GFLOP a kernel may be "
+                                 f"(--max-gflop): its reference run and {self.top_k + self.extra_k} measured configurations would take hours on a CPU")
         kernel = build_kernel(spec)
         need = self.memory_need(kernel)
         free = memory_shortfall(need)
@@ -307,7 +315,7 @@ class TileTuner:
         too_large = [s for s in self.skipped if s in specs]
         if too_large:
             names = {s: [n.name for n, t in todo if t.signature == s] for s in too_large}
-            logger.warning("autotune: %d kernel(s) left untuned, too large to measure on this host: %s", len(too_large),
+            logger.warning("autotune: %d kernel(s) left untuned, too large to measure here: %s", len(too_large),
                            "; ".join(f"{', '.join(names[s][:3])}{' ...' if len(names[s]) > 3 else ''}: {self.skipped[s]}" for s in too_large))
         if others:
             logger.warning("autotune: %d op(s) left untuned: element types the tile kernels do not build (they build %s)",
@@ -335,6 +343,7 @@ class AutotuneTiles(Pass):
     top_k: int = option(TILE_TOP_K, "configurations measured for real per kernel")
     extra_k: int = option(TILE_EXTRA_K, "configurations measured past the top-k when the measured top-k disagree with the ranker's order (0: off)")
     prefilter: float = option(TILE_PREFILTER, "fraction of the candidates a compiling ranker (gbdt-ens) ranks, after the code-blind model keeps the best of them (1: all)")
+    max_gflop: float = option(TILE_MAX_GFLOP, "a kernel with more work per run (GFLOP) is left untuned and named")
     cache: str = option("", "measurement cache (SQLite); empty: the profile cache folder")
     seed: int = option(0, "seed of the candidate draw")
 
@@ -349,6 +358,8 @@ class AutotuneTiles(Pass):
             raise PassError(f"autotune-tiles: top_k must be >= 1 and extra_k >= 0, got top_k={self.top_k}, extra_k={self.extra_k}")
         if not 0.0 < self.prefilter <= 1.0:
             raise PassError(f"autotune-tiles: prefilter must be a fraction in (0, 1], got {self.prefilter:g}")
+        if not self.max_gflop > 0:
+            raise PassError(f"autotune-tiles: max_gflop must be positive, got {self.max_gflop:g}")
         try:
             ranker = tile_ranker_for(self.model or None, self.ranker or None)
         except ValueError as error:
@@ -361,7 +372,7 @@ class AutotuneTiles(Pass):
             harness = tile_harness(cache, threads=tvm_threads(), retest_fraction=0.0)
             type_rankers = packaged_type_ranker if not self.model and ranker == "gbdt-ens" else None  # the package's, for its default only
             tuner = TileTuner(predictor, harness, budget=self.budget, top_k=self.top_k, seed=self.seed, extra_k=self.extra_k, prefilter=self.prefilter,
-                              type_rankers=type_rankers)
+                              type_rankers=type_rankers, max_gflop=self.max_gflop)
             tunings = tuner.tune_graph(graph)
         graph.meta["autotune_tiles"] = {t.spec.signature: {"seconds": t.outcome.best_seconds, "measured": t.outcome.measurements, "nodes": len(t.nodes),
                                                            "extra_measured": t.outcome.extra_measured, "rank_s": t.rank_s, "measure_s": t.measure_s}

@@ -338,6 +338,41 @@ ENTRY main {
     assert f16.shown == ["tvm-tile:matmul(16,8,24):float16"] and main.shown == ["tvm-tile:matmul(16,8,24):float32"]
 
 
+def test_a_kernel_past_the_work_limit_is_left_untuned_and_named(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An LLM's 16 x 4096^3 bf16 dot (2.2 TFLOP a run) kept the tuner busy for hours (its unscheduled reference
+    run alone): a kernel past `max_gflop` is skipped before anything is built, named with the reason, and the
+    rest of the graph is tuned; the CLI takes --max-gflop, and refuses it for fusion or when not positive."""
+    pytest.importorskip("tvm")
+    from compiler_opt.cli.main import main
+    from cost_model.measure.harness import Harness, per_call_timer
+    from cost_model.measure.tile.kernels import KernelSpec
+    from cost_model.profiling.cache import ProfileCache
+    from graph_ir.io.hlo_import import import_hlo_text
+    from passes.autotune.tile import KernelTooLarge, TileTuner
+
+    class Flat:
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            return np.arange(len(configs), dtype=float)
+
+    graph = import_hlo_text(_TWO_DOTS)  # small: 16 x 8 x 24; big: 1024^3 = 2.1 GFLOP
+    with ProfileCache(tmp_path / "c.sqlite") as cache:
+        harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
+        tuner = TileTuner(Flat(), harness, budget=4, top_k=1, max_gflop=1.0)
+        tunings = tuner.tune_graph(graph)
+        with pytest.raises(KernelTooLarge, match="2 GFLOP a run, more than the 1 GFLOP"):
+            tuner.tune(KernelSpec("matmul", (1024, 1024, 1024), dtype="bfloat16"))
+    assert [t.nodes for t in tunings] == [["small"]]
+    (why,) = tuner.skipped.values()
+    assert "more than the 1 GFLOP a kernel may be (--max-gflop)" in why
+    with pytest.raises(ValueError, match="max_gflop"):
+        TileTuner(Flat(), None, max_gflop=0)
+    model = tmp_path / "two.hlo"
+    model.write_text(_TWO_DOTS)
+    assert main(["autotune", str(model), "--task", "tile", "--max-gflop", "0", "-o", str(tmp_path / "x.hlo")]) == 2
+    assert main(["autotune", str(model), "--task", "fusion", "--max-gflop", "5", "-o", str(tmp_path / "x.hlo")]) == 2
+    assert "--max-gflop must be positive" in capsys.readouterr().err and not (tmp_path / "x.hlo").exists()
+
+
 def test_kernel_types_by_hand() -> None:
     from types import SimpleNamespace
 
