@@ -373,6 +373,40 @@ def test_a_kernel_past_the_work_limit_is_left_untuned_and_named(tmp_path, capsys
     assert "--max-gflop must be positive" in capsys.readouterr().err and not (tmp_path / "x.hlo").exists()
 
 
+def test_the_cli_hands_the_packaged_type_rankers_to_the_packaged_default_only(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`autotune` without a model file ranks an f16 kernel with the package's f16 ranker; with a model file
+    the user chose, every type is ranked by that file (as the float32 twin)."""
+    pytest.importorskip("tvm")
+    from compiler_opt.cli.costmodel_lib import autotune_model
+    from cost_model.learned import predictor
+
+    class Seen:
+        def __init__(self) -> None:
+            self.shown: list[str] = []
+
+        def rank(self, space, configs):  # type: ignore[no-untyped-def]
+            self.shown.append(space.kernel.spec.signature)
+            return np.arange(len(configs), dtype=float)
+
+    main, f16 = Seen(), Seen()
+    monkeypatch.setattr(predictor, "load_tile_ranker", lambda kind, path=None: main)
+    monkeypatch.setattr(predictor, "packaged_type_ranker", lambda dtype: f16 if dtype == "float16" else None)
+    model = tmp_path / "half.hlo"
+    model.write_text("""HloModule half
+
+ENTRY main {
+  a = f16[16,24] parameter(0)
+  b = f16[24,8] parameter(1)
+  ROOT half = f16[16,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+""")
+    autotune_model(str(model), str(tmp_path / "out.hlo"), budget=4, top_k=1, cache_path=str(tmp_path / "c.sqlite"))
+    assert f16.shown == ["tvm-tile:matmul(16,8,24):float16"] and main.shown == []
+    f16.shown.clear()
+    autotune_model(str(model), str(tmp_path / "out2.hlo"), cost_model=str(tmp_path / "mine.json"), budget=4, top_k=1, cache_path=str(tmp_path / "c.sqlite"))
+    assert f16.shown == [] and main.shown == ["tvm-tile:matmul(16,8,24):float32"]
+
+
 def test_kernel_types_by_hand() -> None:
     from types import SimpleNamespace
 
