@@ -94,7 +94,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
             held = sorted({spec.dtype for spec in specs})
-            if held != [args.dtype]:  # one element type per dataset: a resumed collection must not mix them
+            if held and held != [args.dtype]:  # one element type per dataset: a resumed collection must not mix them
                 print(f"compiler-opt: error: costmodel collect: {args.out} holds {'/'.join(held)} kernels, not --dtype {args.dtype}", file=sys.stderr)
                 return 2
         elif args.synthetic:

@@ -14,8 +14,10 @@ text). Nodes with the same kernel signature are tuned once. Left untuned, and na
 complex, fp8, operands of two types; `kernel_types`), and kernels whose buffers for measuring exceed
 the share of free memory a job may plan on (`host_memory.RESERVE`). Kernels are built in the op's own
 element types (float32, float64, bf16, f16; thirty-first session: before, only float32 was tuned);
-the rankers were fitted on float32 kernels alone, so another type's candidates are ranked as the
-float32 twin of the kernel (the same loop nest and knobs) and measured as they are.
+the main ranker was fitted on float32 kernels, so another type's candidates are ranked as the float32
+twin of the kernel (the same loop nest and knobs), unless a ranker fitted on that type ships for this
+CPU (`type_rankers`: f16 on rocketlake), which ranks the kernel's own code; all are measured as they
+are. A kernel with more than `max_gflop` of work per run is left untuned and named too.
 
 A ranker that compiles every candidate for its code features (the gbdt-ens host files: 0.2-0.5 s a
 candidate, most of a kernel's tuning time) is given a prefilter (`prefilter` < 1, twenty-fifth
