@@ -64,6 +64,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     if (args.synthetic_kinds is not None or args.synthetic_seed is not None) and not args.synthetic:
         print("compiler-opt: error: costmodel collect --synthetic-kinds / --synthetic-seed need --synthetic N (N > 0)", file=sys.stderr)
         return 2
+    if args.dtype != "float32" and args.task != "tile":
+        print(f"compiler-opt: error: costmodel collect --dtype is for --task tile; --task {args.task} times graphs in their own types", file=sys.stderr)
+        return 2
     if args.synthetic and args.task != "tile":
         print(f"compiler-opt: error: costmodel collect --synthetic draws tile kernels; --task {args.task} does not take it", file=sys.stderr)
         return 2
@@ -488,7 +491,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                               "ignored when DIR already lists its kernels (kernels.json)")
     collect.add_argument("--synthetic-seed", type=int, metavar="S", help="tile: the seed of the --synthetic shapes (default --seed)")
     collect.add_argument("--dtype", default="float32", choices=("float32", "float64", "bfloat16", "float16"),
-                         help="tile: the kernels' element type (bf16 / f16 sum in float32; the rankers were fitted on float32)")
+                         help="tile: the kernels' element type, one per dataset (bf16 / f16 kernels sum in float32, as XLA:CPU does)")
     collect.add_argument("--synthetic-kinds", metavar="KIND=W,...",
                          help="tile: the --synthetic kind mix as integer weights, unnamed kinds 0 (default "
                               "matmul=4,batch_matmul=1,conv2d_nhwc=2,conv2d_nchw=1,depthwise_nhwc=1,reduce=1,ew_reduce=1)")

@@ -69,6 +69,8 @@ def test_collect_of_another_element_type_names_it_and_never_mixes_types(tmp_path
     assert main([*args, "--dtype", "bfloat16"]) == 2
     assert "holds float16 kernels, not --dtype bfloat16" in capsys.readouterr().err
     assert spec_of({"kind": "reduce", "dims": [4, 8]}).signature == "tvm-tile:reduce(4,8):float32"  # every older record
+    assert main(["costmodel", "collect", "--task", "fusion", "--out", str(tmp_path / "fu"), "--dtype", "float16"]) == 2
+    assert "--dtype is for --task tile" in capsys.readouterr().err and not (tmp_path / "fu").exists()
 
 
 def test_collect_refuses_a_negative_synthetic_count(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
