@@ -246,6 +246,8 @@ class FusionTuner:
                 for done, text in enumerate(batch, 1):  # compile every plan first, then time
                     runners[text] = fusion_runner(executor.plan(drawn[text])) if self.harness.cached(signature, text) is None else None
                     bar.set_postfix_str(f"{done}/{len(batch)} configurations", refresh=True)
+                # timing has no count of its own: the bar keeps the compiled groups without a rate that would decay while it times
+                bar.bar_format = "{l_bar}{bar}| {n_fmt}/{total_fmt} groups compiled [{elapsed}{postfix}]"
                 bar.set_description_str("autotune fusion: timing", refresh=True)
                 measured = self.harness.measure(signature, runners)
                 default_time["s"] = measured.measurements[texts[0]].min_s
