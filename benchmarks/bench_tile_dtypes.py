@@ -59,7 +59,8 @@ def _scored(scores: np.ndarray, labels: np.ndarray, top_k: int) -> dict[str, flo
             "tuner": float(labels[order[:top_k]].min() / best - 1), "tuner_2k": float(labels[order[: 2 * top_k]].min() / best - 1)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> argparse.ArgumentParser:
+    """This benchmark's command line (`bench_tile_type_ranker.py` reads a run's seed back through it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="model files whose non-float32 kernels are measured too")
     parser.add_argument("--synthetic", type=int, default=12, help="synthetic kernels (every kind, the datasets' budget)")
@@ -72,7 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default="out/tile_dtypes.sqlite")
     parser.add_argument("--rank-own", action="store_true", help="also rank each type's candidates by its own compiled code (same ranker)")
     parser.add_argument("--json", help="write every kernel's row here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = command_line().parse_args(argv)
 
     from tqdm import tqdm
 

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_tile_dtypes import _scored
+    from bench_tile_dtypes import _scored, command_line
 
     from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
     from cost_model.learned.tpugraphs import load_dir
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     timed = json.loads(Path(args.timed).read_text(encoding="utf-8"))
     top_k = int(timed["top_k"])
-    seed = 0  # bench_tile_dtypes.py --seed's default, which drew the configurations
+    seed = command_line().parse_args(timed["argv"][1:]).seed  # the draw of the configurations the run timed
     excluded = {str(r.meta["kernel"]).rsplit(":", 1)[0] for folder in args.exclude for r in load_dir(folder)}
     ranker = GbdtEnsembleTilePredictor.load(args.ranker)
     ways: dict[str, list[dict]] = {}

@@ -52,6 +52,13 @@ def packaged_host_ensemble(cpu: str) -> Path:
     return PACKAGED_GBDT_ENSEMBLE.with_name(f"tile_gbdt_ens.{cpu}.json")
 
 
+def _this_cpu() -> str:
+    """The CPU LLVM names this host (what the shipped rankers are keyed by)."""
+    from tvm.target import codegen
+
+    return codegen.llvm_get_system_cpu()
+
+
 def packaged_type_ensemble(cpu: str, dtype: str) -> Path:
     """Where the package keeps a ranker fitted on `dtype` kernels (bf16, f16, ...) of the CPU LLVM names
     `cpu` (thirty-first session); the tuner ranks such kernels' own code with it where it exists."""
@@ -188,11 +195,7 @@ class GbdtEnsembleTilePredictor:
     def packaged(cls, cpu: str | None = None) -> GbdtEnsembleTilePredictor:
         """The shipped ranker for the CPU LLVM names `cpu` (None: this host's) when the package has
         one (`packaged_host_ensemble`), else the default file."""
-        if cpu is None:
-            from tvm.target import codegen
-
-            cpu = codegen.llvm_get_system_cpu()
-        host_file = packaged_host_ensemble(cpu)
+        host_file = packaged_host_ensemble(cpu or _this_cpu())
         if host_file.is_file():
             return cls.load(host_file)
         if not PACKAGED_GBDT_ENSEMBLE.is_file():
@@ -203,11 +206,7 @@ class GbdtEnsembleTilePredictor:
     @classmethod
     def packaged_for_type(cls, dtype: str, cpu: str | None = None) -> GbdtEnsembleTilePredictor | None:
         """The shipped ranker fitted on `dtype` kernels of this host's CPU (`packaged_type_ensemble`), or None."""
-        if cpu is None:
-            from tvm.target import codegen
-
-            cpu = codegen.llvm_get_system_cpu()
-        path = packaged_type_ensemble(cpu, dtype)
+        path = packaged_type_ensemble(cpu or _this_cpu(), dtype)
         return cls.load(path) if path.is_file() else None
 
 

@@ -51,16 +51,17 @@ class CacheGeometry:
 
 @functools.lru_cache(maxsize=None)
 def cache_geometry() -> tuple[CacheGeometry, CacheGeometry]:
-    """This machine's L1 data and L2 geometry (sysfs of cpu0); a typical x86 core where absent."""
+    """This machine's L1 data and L2 geometry (sysfs of cpu0, read as `tile_hw_features.host_caches` reads
+    it, plus the ways it does not need); a typical x86 core where absent."""
+    from cost_model.learned.tile_hw_features import _size
+
     found: dict[int, CacheGeometry] = {}
     root = Path("/sys/devices/system/cpu/cpu0/cache")
     try:
         for index in sorted(root.glob("index*")):
             if (index / "type").read_text().strip() not in ("Data", "Unified"):
                 continue
-            text = (index / "size").read_text().strip().upper()
-            size = int(text.rstrip("KMG")) * {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-            found[int((index / "level").read_text())] = CacheGeometry(size, int((index / "ways_of_associativity").read_text()),
+            found[int((index / "level").read_text())] = CacheGeometry(_size((index / "size").read_text()), int((index / "ways_of_associativity").read_text()),
                                                                        int((index / "coherency_line_size").read_text()))
     except (OSError, ValueError):
         pass

@@ -34,6 +34,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from cost_model.measure.tile.kernels import DTYPES
 from graph_ir.errors import CompilerOptError
 from passes.autotune.search import TuneOutcome, tune_candidates
 from passes.infra.base import Pass, PassError, PassResult, option
@@ -89,8 +90,8 @@ def tvm_threads() -> int:
     return int(os.environ["TVM_NUM_THREADS"])
 
 
-# Element types the tile kernels build (graph_ir short name -> TVM / numpy name).
-KERNEL_TYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
+# Element types the tile kernels build (graph_ir short name -> the kernels' name, `kernels.DTYPES` read backwards).
+KERNEL_TYPES = {short: name for name, short in DTYPES.items()}
 
 
 def _element_types(node: Any) -> tuple[set[str], str | None]:

@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = ["DTYPES", "KINDS", "KernelSpec", "Stage", "TileKernel", "accumulator", "build_kernel"]
 
-DTYPES = ("float32", "float64", "bfloat16", "float16")
+DTYPES = {"float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16"}  # element type -> graph_ir's short name (`DType`)
 KINDS = ("matmul", "batch_matmul", "conv2d_nhwc", "conv2d_nchw", "depthwise_nhwc", "reduce", "ew_reduce")
 
 # Dims each kind takes, in order.

@@ -53,12 +53,11 @@ class CompiledConfig:
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    """The numpy (or ml_dtypes, for bfloat16) type of a tile kernel element type."""
-    if name == "bfloat16":
-        import ml_dtypes
+    """The numpy (or ml_dtypes, for bfloat16) type of a tile kernel element type (`kernels.DTYPES`)."""
+    from cost_model.measure.tile.kernels import DTYPES
+    from graph_ir.dtypes import DType
 
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return DType.from_short_name(DTYPES[name]).numpy
 
 
 def inputs_for(kernel: TileKernel, seed: int = 0) -> list[np.ndarray]:
