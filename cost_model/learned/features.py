@@ -15,7 +15,7 @@ import numpy as np
 
 from graph_ir.op_kinds import OpKind
 
-__all__ = ["LAYOUTS", "NODE_FEATURES", "OPCODES", "node_features", "opcode_id"]
+__all__ = ["DTYPE_COLUMNS", "LAYOUTS", "NODE_FEATURES", "OPCODES", "node_features", "opcode_id"]
 
 # Tile-stage names first that are not op kinds, then every canonical op kind.
 _STAGE_OPS = ("input", "pad", "fma", "exp", "depthwise_conv")
@@ -25,6 +25,8 @@ LAYOUTS = ("row_major", "NHWC", "NCHW", "HWIO", "OIHW")
 _DTYPES = ("float32", "bfloat16", "float16")  # + "other"
 _DIMS = 6
 NODE_FEATURES = _DIMS + 2 + _DIMS + len(LAYOUTS) + len(_DTYPES) + 1 + 3 + 1 + 1
+_DTYPE_BASE = _DIMS + 2 + _DIMS + len(LAYOUTS)
+DTYPE_COLUMNS = slice(_DTYPE_BASE, _DTYPE_BASE + len(_DTYPES) + 1)  # the element-type one-hot (float32, bfloat16, float16, other)
 
 
 def opcode_id(op: str) -> int:
@@ -47,6 +49,7 @@ def node_features(shape: Sequence[int], *, layout: str = "row_major", dtype: str
     if layout in LAYOUTS:
         out[base + LAYOUTS.index(layout)] = 1.0
     base += len(LAYOUTS)
+    assert base == _DTYPE_BASE
     if dtype in _DTYPES:
         out[base + _DTYPES.index(dtype)] = 1.0
     else:

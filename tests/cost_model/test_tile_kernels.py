@@ -141,3 +141,25 @@ def test_a_compile_probe_works_from_a_script_without_a_main_guard(tmp_path) -> N
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "True"
+
+
+def test_the_stage_graph_records_each_stage_element_type() -> None:
+    from cost_model.learned.features import DTYPE_COLUMNS, node_features
+    from cost_model.measure.tile.dataset import kernel_graph
+
+    def types(spec: KernelSpec) -> list[str]:
+        onehot = kernel_graph(build_kernel(spec))[0][:, DTYPE_COLUMNS]
+        return [("float32", "bfloat16", "float16", "other")[int(np.argmax(row))] for row in onehot]
+
+    assert types(KernelSpec("matmul", (8, 8, 8))) == ["float32"] * 3
+    assert types(KernelSpec("matmul", (8, 8, 8), dtype="bfloat16", out_dtype="float32")) == ["bfloat16", "bfloat16", "float32"]
+    # the elementwise producers work on widened values; the result is rounded back to the input type
+    assert types(KernelSpec("ew_reduce", (4, 8), dtype="float16")) == ["float16", "float32", "float32", "float16"]
+    assert types(KernelSpec("conv2d_nchw", (1, 6, 6, 2, 3, 3, 3, 1), dtype="bfloat16")) == ["bfloat16"] * 4
+    assert types(KernelSpec("reduce", (4, 8), dtype="float64")) == ["other", "other"]
+    # float32 kernels keep the node features every dataset before the thirty-second session was written with
+    kernel = build_kernel(KernelSpec("conv2d_nhwc", (1, 6, 6, 2, 3, 3, 3, 2)))
+    main = len(kernel.stages) - 1
+    untyped = np.stack([node_features(st.shape, layout=st.layout, reduce_extents=st.reduce_extents, flops=kernel.spec.flops if i == main else 0.0)
+                        for i, st in enumerate(kernel.stages)])
+    np.testing.assert_array_equal(kernel_graph(kernel)[0], untyped)

@@ -62,8 +62,8 @@ def spec_of(meta: dict[str, Any]) -> KernelSpec:
 def kernel_graph(kernel: TileKernel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(node_feat, node_opcode, edge_index [consumer, producer]) of a kernel's stage graph."""
     main = len(kernel.stages) - 1
-    feats = np.stack([node_features(st.shape, layout=st.layout, reduce_extents=st.reduce_extents, flops=kernel.spec.flops if i == main else 0.0)
-                      for i, st in enumerate(kernel.stages)])
+    feats = np.stack([node_features(st.shape, layout=st.layout, dtype=st.dtype, reduce_extents=st.reduce_extents,
+                                    flops=kernel.spec.flops if i == main else 0.0) for i, st in enumerate(kernel.stages)])
     opcodes = np.array([opcode_id(st.op) for st in kernel.stages], dtype=np.int64)
     edges = np.array([[i, j] for i, st in enumerate(kernel.stages) for j in st.inputs], dtype=np.int64).reshape(-1, 2)
     return feats, opcodes, edges

@@ -91,13 +91,15 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class Stage:
-    """One node of a kernel's dataflow graph: op kind, output shape, layout, inputs (stage indices)."""
+    """One node of a kernel's dataflow graph: op kind, output shape, layout, inputs (stage indices),
+    and the element type its values are held in (the main stage: the kernel's result type)."""
 
     op: str
     shape: tuple[int, ...]
     layout: str
     inputs: tuple[int, ...]
     reduce_extents: tuple[int, ...] = ()
+    dtype: str = "float32"
 
 
 @dataclass
@@ -151,8 +153,8 @@ def build_kernel(spec: KernelSpec) -> TileKernel:
             c = te.compute(b + (d["m"], d["n"]), lambda q, i, j: te.sum(_widen(a[q, i, k], e) * _widen(w[q, k, j], e), axis=k), name="C")
         else:
             c = te.compute((d["m"], d["n"]), lambda i, j: te.sum(_widen(a[i, k], e) * _widen(w[k, j], e), axis=k), name="C")
-        stages = (Stage("input", _shape_ints(a), "row_major", ()), Stage("input", _shape_ints(w), "row_major", ()),
-                  Stage("matmul", _shape_ints(c), "row_major", (0, 1), (d["k"],)))
+        stages = (Stage("input", _shape_ints(a), "row_major", (), dtype=e), Stage("input", _shape_ints(w), "row_major", (), dtype=e),
+                  Stage("matmul", _shape_ints(c), "row_major", (0, 1), (d["k"],), spec.result_dtype))
         func = _finish(spec, [a, w], c, _shape_ints(c))
         return TileKernel(spec, func, "C", (), stages, (_shape_ints(a), _shape_ints(w), _shape_ints(c)))
     if spec.kind in ("conv2d_nhwc", "conv2d_nchw", "depthwise_nhwc"):
@@ -162,14 +164,15 @@ def build_kernel(spec: KernelSpec) -> TileKernel:
     r = te.reduce_axis((0, cols), name="r")
     if spec.kind == "reduce":
         y = te.compute((rows,), lambda i: te.sum(_widen(x[i, r], e), axis=r), name="Y")
-        stages = (Stage("input", (rows, cols), "row_major", ()), Stage("reduce", (rows,), "row_major", (0,), (cols,)))
+        stages = (Stage("input", (rows, cols), "row_major", (), dtype=e), Stage("reduce", (rows,), "row_major", (0,), (cols,), spec.result_dtype))
         func = _finish(spec, [x], y, (rows,))
         return TileKernel(spec, func, "Y", (), stages, ((rows, cols), (rows,)))
     scaled = te.compute((rows, cols), lambda i, j: _widen(x[i, j], e) * 0.5 + 1.0, name="S")
     expd = te.compute((rows, cols), lambda i, j: te.exp(scaled[i, j]), name="E")
     y = te.compute((rows,), lambda i: te.sum(expd[i, r], axis=r), name="Y")
-    stages = (Stage("input", (rows, cols), "row_major", ()), Stage("fma", (rows, cols), "row_major", (0,)),
-              Stage("exp", (rows, cols), "row_major", (1,)), Stage("reduce", (rows,), "row_major", (2,), (cols,)))
+    wide = accumulator(e)  # the producers work on widened values
+    stages = (Stage("input", (rows, cols), "row_major", (), dtype=e), Stage("fma", (rows, cols), "row_major", (0,), dtype=wide),
+              Stage("exp", (rows, cols), "row_major", (1,), dtype=wide), Stage("reduce", (rows,), "row_major", (2,), (cols,), spec.result_dtype))
     func = _finish(spec, [x], y, (rows,))
     return TileKernel(spec, func, "Y", ("S", "E"), stages, ((rows, cols), (rows,)))
 
@@ -215,8 +218,9 @@ def _conv(spec: KernelSpec, d: dict[str, int]) -> TileKernel:
                                                                        axis=[rc, ry, rx]), name="O")
         reduce = (c, kh, kw)
         op = "conv"
-    stages = (Stage("input", _shape_ints(data), layout, ()), Stage("pad", _shape_ints(padded), layout, (0,)),
-              Stage("input", _shape_ints(weight), "HWIO" if not nchw else "OIHW", ()), Stage(op, _shape_ints(out), layout, (1, 2), reduce))
+    stages = (Stage("input", _shape_ints(data), layout, (), dtype=e), Stage("pad", _shape_ints(padded), layout, (0,), dtype=e),
+              Stage("input", _shape_ints(weight), "HWIO" if not nchw else "OIHW", (), dtype=e),
+              Stage(op, _shape_ints(out), layout, (1, 2), reduce, spec.result_dtype))
     func = _finish(spec, [data, weight], out, _shape_ints(out))
     return TileKernel(spec, func, "O", ("P",), stages, (_shape_ints(data), _shape_ints(weight), _shape_ints(out)))
 

@@ -67,3 +67,20 @@ def test_the_package_ships_a_ranker_per_host_and_falls_back_to_the_default() -> 
         assert ranker.extra["hosts"] == [f"llvm -mcpu={cpu}"]  # fitted on that CPU's kernels alone
     default = GbdtEnsembleTilePredictor.packaged("no-such-cpu")  # no file for it: the default, which names its own host
     assert default.extra["hosts"] == ["llvm -mcpu=znver4"]
+
+
+def test_no_shipped_tile_ranker_splits_on_the_element_type_columns() -> None:
+    """Datasets before the thirty-second session recorded every stage as float32, so a ranker fitted
+    on them must not read the type columns that typed kernels now fill: its order of a typed kernel
+    would then depend on which way the features were written."""
+    from cost_model.learned.features import DTYPE_COLUMNS, NODE_FEATURES
+    from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor
+
+    # flat rows start with the mean, the max and the output node's features (`baselines.flat_rows`)
+    type_columns = {f"f{block * NODE_FEATURES + c}" for block in range(3) for c in range(DTYPE_COLUMNS.start, DTYPE_COLUMNS.stop)}
+    files = sorted(PACKAGED_GBDT_ENSEMBLE.parent.glob("tile_gbdt_ens*.json"))
+    assert files
+    for path in files:
+        for member in GbdtEnsembleTilePredictor.load(path).members:
+            used = set(member.gbdt.booster.get_score(importance_type="weight"))
+            assert used and not used & type_columns, path.name
