@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             twin = TileSpace(build_kernel(spec))
             configs = kernel_configs(twin, args.seed, args.configs)
             scores = np.asarray(ranker.rank(twin, configs), dtype=np.float64)
-            row = {"kernel": spec.signature, "source": spec.source, "labels": {}, "scores": {"twin": scores.tolist()}}
+            row = {"kernel": spec.signature, "kind": spec.kind, "dims": list(spec.dims), "source": spec.source, "labels": {},
+                   "scores": {"twin": scores.tolist()}}
             for dtype in ["float32", *dtypes]:
                 typed = replace(spec, dtype=dtype)
                 result = collect_kernel(typed, harness, configs=0, extra=configs)

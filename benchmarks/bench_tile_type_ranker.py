@@ -16,8 +16,17 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+
+def _twin_of(shape: str) -> Any:
+    """The float32 kernel of "tvm-tile:kind(dims)": files written before rows named their kind and dims."""
+    from cost_model.measure.tile.kernels import KernelSpec
+
+    kind, dims = re.match(r"tvm-tile:(\w+)\(([\d,]+)\)", shape).groups()
+    return KernelSpec(kind, tuple(int(d) for d in dims.split(",")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,12 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         shape = row["kernel"].rsplit(":", 1)[0]  # "tvm-tile:kind(dims)"
         if shape in excluded or args.dtype not in row["labels"]:
             continue
-        kind, dims = re.match(r"tvm-tile:(\w+)\(([\d,]+)\)", shape).groups()
-        twin = KernelSpec(kind, tuple(int(d) for d in dims.split(",")))
+        twin = KernelSpec(row["kind"], tuple(row["dims"])) if "kind" in row else _twin_of(shape)
         configs = kernel_configs(TileSpace(build_kernel(twin)), seed, len(row["labels"]["float32"]))
         labels = np.asarray(row["labels"][args.dtype], dtype=np.float64)
         keep = np.isfinite(labels)
-        own = TileSpace(build_kernel(KernelSpec(kind, twin.dims, dtype=args.dtype)))
+        own = TileSpace(build_kernel(KernelSpec(twin.kind, twin.dims, dtype=args.dtype)))
         scores = {"shipped, float32 twin (the tuner now)": np.asarray(row["scores"]["twin"]),
                   f"{Path(args.ranker).name}, own {args.dtype} code": np.asarray(ranker.rank(own, configs), dtype=np.float64)}
         if f"own:{args.dtype}" in row["scores"]:

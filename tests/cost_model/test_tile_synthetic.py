@@ -117,3 +117,14 @@ def test_collect_refuses_bad_sizes_before_creating_the_folder(tmp_path, capsys, 
     assert main(["costmodel", "collect", "--task", "tile", "--out", str(tmp_path / "s"), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_collect_offers_every_tile_element_type() -> None:
+    """The CLI spells the types out (importing the kernels at every start would load numpy and
+    cost_model for `--help`), so they must not drift from the kernels' table."""
+    from compiler_opt.cli.main import build_parser
+    from cost_model.measure.tile.kernels import DTYPES
+
+    costmodel = next(a for a in build_parser()._subparsers._group_actions[0].choices["costmodel"]._actions if a.dest == "costmodel_command")  # noqa: SLF001
+    dtype = next(a for a in costmodel.choices["collect"]._actions if a.dest == "dtype")  # noqa: SLF001
+    assert tuple(dtype.choices) == tuple(DTYPES) and dtype.default == "float32"
