@@ -11,6 +11,9 @@ same test kernels; several split seeds.
 k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau;
 `--by-gap` the share of test pairs each row orders right, per kind and per bin of the pair's measured
 runtime gap (`metrics.pair_agreement_by_gap`), summed over the seeds.
+`--train-configs 12,25` adds rows fitted on a seeded random subset of that many configurations of every training
+kernel (the test kernels keep all of theirs): a data-size curve in configurations per kernel beside the one in
+kernels (thirty-second session).
 `--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
 another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
 must be `--code-feature-set`. `--warm-from FILE` adds, for each fit, the same fit whose boosting continues
@@ -54,8 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fixed", action="append", default=[], metavar="FILE",
                         help="a fitted tile ranker file (.json gbdt-ens, .ubj gbdt) scored as is on the same test kernels (repeatable)")
     parser.add_argument("--warm-from", metavar="FILE", help="also fit each row with boosting continued from this ranker file's trees")
+    parser.add_argument("--train-configs", default="",
+                        help="comma list: also fit each row on this many configurations of every training kernel (a seeded subset; default: all only)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
+    try:
+        config_counts = [int(n) for n in args.train_configs.split(",") if n]
+    except ValueError:
+        parser.error(f"--train-configs takes integers, got {args.train_configs!r}")
+    if any(n < 2 for n in config_counts):
+        parser.error(f"--train-configs: a ranker needs at least 2 configurations of a kernel, got {args.train_configs}")
     try:
         prefixes = [int(k) for k in args.prefixes.split(",")] if args.prefixes else [len(args.extra)] if args.only_extra else [0, len(args.extra)]
     except ValueError:
@@ -107,15 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         base, keep = records, list(range(len(records)))
         per_folder = [list(folder) for folder in extras]
-    fits = []  # (row name, ranker, extra kernels, warm)
+    fits = []  # (row name, ranker, extra kernels, warm, configurations per training kernel or None for all)
     for k in prefixes:
         base_name = "training kernels" if k == 0 else "+ " + "+".join(Path(folder).name for folder in args.extra[:k])
         kernels = [r for folder in per_folder[:k] for r in folder]
         for ranker in rankers:
             name = base_name if len(rankers) == 1 else f"{base_name} [{ranker}]"
-            fits.append((name, ranker, kernels, False))
+            fits.append((name, ranker, kernels, False, None))
             if warm is not None:
-                fits.append((f"{name}, warm", ranker, kernels, True))
+                fits.append((f"{name}, warm", ranker, kernels, True, None))
+            fits.extend((f"{name}, {n} configs a kernel", ranker, kernels, False, n) for n in config_counts)
     for folder, kernels in zip(args.extra, per_folder):
         print(f"--extra {Path(folder).name}: {len(kernels)} kernels ({', '.join(sorted({r.meta.get('kind', '?') for r in kernels}))})")
     print(f"{Path(args.data).name}: {len(keep)} kernels")
@@ -127,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             train = [base[i] for i in train_idx if i in kept]
             test = [base[i] for i in test_idx if i in kept]
             random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
-            for name, ranker, extra, warm_start in fits:
-                fitted_on = train + extra
+            for name, ranker, extra, warm_start, configs in fits:
+                fitted_on = train + extra if configs is None else [fewer_configs(r, configs, seed) for r in train + extra]
                 began = time.perf_counter()
                 model = make_tile_ranker(ranker, seed=seed)
                 model = model.fit(fitted_on, init=warm) if warm_start else model.fit(fitted_on)
@@ -165,6 +177,18 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "ranker": args.ranker, "code_feature_set": args.code_feature_set if args.code_features else None,
                                                "rows": rows}, indent=1), encoding="utf-8")
     return 0
+
+
+def fewer_configs(record: Any, count: int, seed: int) -> Any:
+    """`record` with a seeded random `count` of its configurations (all of them when it has no more)."""
+    import zlib
+    from dataclasses import replace
+
+    if record.num_configs <= count:
+        return record
+    keep = np.sort(np.random.default_rng([seed, zlib.crc32(record.name.encode())]).choice(record.num_configs, count, replace=False))
+    return replace(record, config_runtime=record.config_runtime[keep], config_runtime_normalizers=record.config_runtime_normalizers[keep],
+                   config_feat=record.config_feat[keep], config_text=[record.config_text[i] for i in keep] if record.config_text else [])
 
 
 def load_fixed_ranker(path: str, feature_set: str | None) -> Any:

@@ -24,3 +24,23 @@ def test_gap_pairs_sum_per_kind_and_print_shares(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "| A | reduce | 1.00 (1) | - | - | 0.75 (2) | 0.25 (4) |" in out
     assert "| A | matmul | - | 1.00 (2) | - | - | - |" in out  # summed over both runs
+
+
+def test_fewer_configs_keeps_a_seeded_subset_of_every_column() -> None:
+    from cost_model.learned.tpugraphs import KernelRecord
+
+    runtime = np.arange(1.0, 11.0)
+    record = KernelRecord(np.zeros((1, 2), np.float32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64), runtime, runtime * 2,
+                          config_feat=np.arange(10.0)[:, None].repeat(3, 1), config_text=[str(i) for i in range(10)], meta={"kernel": "k"})
+    with benchmark_script("bench_tile_more_kernels") as bench:
+        fewer = bench.fewer_configs(record, 4, seed=7)
+        again = bench.fewer_configs(record, 4, seed=7)
+        other = bench.fewer_configs(record, 4, seed=8)
+        assert bench.fewer_configs(record, 10, seed=7) is record  # nothing to drop
+    kept = [int(t) for t in fewer.config_text]
+    assert len(kept) == 4 and kept == sorted(set(kept))
+    np.testing.assert_array_equal(fewer.config_runtime, runtime[kept])  # rows stay aligned across the columns
+    np.testing.assert_array_equal(fewer.config_runtime_normalizers, runtime[kept] * 2)
+    np.testing.assert_array_equal(fewer.config_feat[:, 0], np.array(kept, dtype=float))
+    assert again.config_text == fewer.config_text and other.config_text != fewer.config_text
+    assert record.num_configs == 10  # the record itself is untouched
