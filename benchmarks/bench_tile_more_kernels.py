@@ -13,7 +13,8 @@ k folders: a data-size curve on the same test kernels); `--by-kind` adds the per
 runtime gap (`metrics.pair_agreement_by_gap`), summed over the seeds.
 `--train-configs 12,25` adds rows fitted on a seeded random subset of that many configurations of every training
 kernel (the test kernels keep all of theirs): a data-size curve in configurations per kernel beside the one in
-kernels (thirty-second session).
+kernels (thirty-second session); `--train-kernels 0.5` a row fitted on a seeded random half of the training kernels
+with all their configurations (the same rows as 25 configurations of every kernel: which of the two buys more).
 `--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
 another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
 must be `--code-feature-set`. `--warm-from FILE` adds, for each fit, the same fit whose boosting continues
@@ -59,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-from", metavar="FILE", help="also fit each row with boosting continued from this ranker file's trees")
     parser.add_argument("--train-configs", default="",
                         help="comma list: also fit each row on this many configurations of every training kernel (a seeded subset; default: all only)")
+    parser.add_argument("--train-kernels", type=float, default=None, metavar="F",
+                        help="also fit each row on a seeded random fraction F (0 < F < 1) of the training kernels, all their configurations")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
+    if args.train_kernels is not None and not 0 < args.train_kernels < 1:
+        parser.error(f"--train-kernels takes a fraction between 0 and 1, got {args.train_kernels}")
     try:
         config_counts = [int(n) for n in args.train_configs.split(",") if n]
     except ValueError:
@@ -118,16 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         base, keep = records, list(range(len(records)))
         per_folder = [list(folder) for folder in extras]
-    fits = []  # (row name, ranker, extra kernels, warm, configurations per training kernel or None for all)
+    fits = []  # (row name, ranker, extra kernels, warm, configurations per training kernel or None for all, fraction of the kernels)
     for k in prefixes:
         base_name = "training kernels" if k == 0 else "+ " + "+".join(Path(folder).name for folder in args.extra[:k])
         kernels = [r for folder in per_folder[:k] for r in folder]
         for ranker in rankers:
             name = base_name if len(rankers) == 1 else f"{base_name} [{ranker}]"
-            fits.append((name, ranker, kernels, False, None))
+            fits.append((name, ranker, kernels, False, None, 1.0))
             if warm is not None:
-                fits.append((f"{name}, warm", ranker, kernels, True, None))
-            fits.extend((f"{name}, {n} configs a kernel", ranker, kernels, False, n) for n in config_counts)
+                fits.append((f"{name}, warm", ranker, kernels, True, None, 1.0))
+            fits.extend((f"{name}, {n} configs a kernel", ranker, kernels, False, n, 1.0) for n in config_counts)
+            if args.train_kernels is not None:
+                fits.append((f"{name}, {args.train_kernels:g} of the kernels", ranker, kernels, False, None, args.train_kernels))
     for folder, kernels in zip(args.extra, per_folder):
         print(f"--extra {Path(folder).name}: {len(kernels)} kernels ({', '.join(sorted({r.meta.get('kind', '?') for r in kernels}))})")
     print(f"{Path(args.data).name}: {len(keep)} kernels")
@@ -139,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             train = [base[i] for i in train_idx if i in kept]
             test = [base[i] for i in test_idx if i in kept]
             random_needs = [random_search_measurements(r.config_runtime, r.config_runtime.min() * 1.02, seed=seed) for r in test]
-            for name, ranker, extra, warm_start, configs in fits:
+            for name, ranker, extra, warm_start, configs, fraction in fits:
                 fitted_on = train + extra if configs is None else [fewer_configs(r, configs, seed) for r in train + extra]
+                if fraction < 1:
+                    fitted_on = [fitted_on[i] for i in np.sort(np.random.default_rng(seed).permutation(len(fitted_on))[: round(fraction * len(fitted_on))])]
                 began = time.perf_counter()
                 model = make_tile_ranker(ranker, seed=seed)
                 model = model.fit(fitted_on, init=warm) if warm_start else model.fit(fitted_on)
