@@ -93,6 +93,18 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         if args.compile_timeout is not None and args.compile_timeout <= 0:
             print(f"compiler-opt: error: costmodel collect --compile-timeout: a positive number of seconds, got {args.compile_timeout:g}", file=sys.stderr)
             return 2
+        if (args.compile_cpus or args.code_cache) and args.compile_timeout is None:
+            flag = "--compile-cpus" if args.compile_cpus else "--code-cache"
+            print(f"compiler-opt: error: costmodel collect {flag} works through the compile probe: give --compile-timeout S too", file=sys.stderr)
+            return 2
+        try:
+            compile_cpus = [int(c) for c in args.compile_cpus.split(",") if c.strip()] if args.compile_cpus else None
+            if compile_cpus is not None and (not compile_cpus or not set(compile_cpus) <= set(range(os.cpu_count() or 1))):
+                raise ValueError
+        except ValueError:
+            print(f"compiler-opt: error: costmodel collect --compile-cpus: CPU numbers of this machine (0-{(os.cpu_count() or 1) - 1}), "
+                  f"comma-separated, got {args.compile_cpus!r}", file=sys.stderr)
+            return 2
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):
             specs = read_spec_list(listing)
@@ -125,7 +137,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         with _cache(args.cache, args.out) as cache:
             summary = collect_tile_dataset(specs, args.out, cache=cache, configs=args.configs, seed=args.seed,
                                            repeats=args.repeats or None, threads=args.threads, progress=not args.no_progress,
-                                           protocol=protocol, compile_timeout=args.compile_timeout)
+                                           protocol=protocol, compile_timeout=args.compile_timeout, compile_cpus=compile_cpus,
+                                           code_cache=args.code_cache)
     else:
         import functools
 
@@ -484,6 +497,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="tile: compile each configuration first in a child process and drop it when that takes over S seconds "
                               "(LLVM can take minutes over some unroll-512 configurations, and an in-process compile cannot be "
                               "abandoned; about twice the compile work; default: off)")
+    collect.add_argument("--compile-cpus", metavar="CPU,...",
+                         help="tile, with --compile-timeout: the compile child's CPUs; it compiles one configuration ahead of the "
+                              "collector, so with another CPU than the timing one the extra compile costs no collection time")
+    collect.add_argument("--code-cache", metavar="DIR",
+                         help="tile, with --compile-timeout: write each kernel's compiled-code feature file (bench_tile_code_features.py's "
+                              "cache) from the compile child's assembly, so no fill compiles it again")
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
     collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
     collect.add_argument("--synthetic", type=int, default=0, metavar="N",

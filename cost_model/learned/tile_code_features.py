@@ -478,6 +478,20 @@ def _write_cache(path: Path, record: KernelRecord, asm: list[str], target_text: 
                      asm_zlib=np.frombuffer(b"".join(packed), dtype=np.uint8), asm_offsets=offsets)
 
 
+def write_code_cache(cache_dir: str | os.PathLike[str], record: KernelRecord, asm: Sequence[str]) -> Path:
+    """The code-feature cache file of `record` from assembly compiled elsewhere (one text per
+    configuration, in `record.config_text`'s order, for this host): what the collector writes from its
+    compile probe's answers, so no fill has to compile the kernel again."""
+    from cost_model.measure.tile.runner import host_target_text
+
+    if len(asm) != record.num_configs or not all(asm):
+        raise ValueError(f"{record.path}: need the assembly of all {record.num_configs} configurations, got {sum(map(bool, asm))}")
+    path = cache_path(cache_dir, record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_cache(path, record, list(asm), host_target_text())
+    return path
+
+
 def fill_code_feature_cache(records: Sequence[KernelRecord], cache_dir: str | os.PathLike[str], *, deadline: float | None = None,
                             progress: bool = True, timeout: float = 30.0) -> dict[str, Any]:
     """Compile every configuration of `records` whose kernel has no valid cache file yet and write

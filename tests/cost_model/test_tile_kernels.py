@@ -116,8 +116,32 @@ def test_a_compile_probe_drops_configurations_past_its_timeout(tmp_path) -> None
             half = patient.asm(spec.kind, spec.dims, text, "float16")  # the typed kernel, not its float32 twin
             assert "main" in half and half != patient.asm(spec.kind, spec.dims, text)
         assert len(kept.configs) == 2 and not kept.failures
+        assert set(kept.asm) == {c.text() for c in kept.configs} and all("main" in a for a in kept.asm.values())  # the probe's assembly, kept
     with pytest.raises(ValueError, match="positive"):
         CompileProbe(0)
+
+
+def test_a_compile_probe_runs_on_its_cpus_and_answers_one_call_at_a_time() -> None:
+    """`cpus`: the child compiles there (beside a collector timing on another CPU); `submit` / `result`
+    split one call, and a second submit before the first result is refused (answers would cross)."""
+    import os
+
+    from cost_model.measure.tile.compile_probe import CompileProbe
+
+    text = '{"tiles":[[1,4,4],[2,4,4],[4,4]],"order":0,"vectorize":1,"unroll":0,"parallel":0}'
+    cpu = max(os.sched_getaffinity(0))
+    with CompileProbe(120.0, cpus=[cpu]) as probe:
+        probe.submit("matmul", (16, 32, 16), text)
+        with pytest.raises(RuntimeError, match="result"):
+            probe.submit("matmul", (16, 32, 16), text)
+        assert "main" in probe.result()
+        status = open(f"/proc/{probe._process.pid}/status", encoding="utf-8").read()  # noqa: SLF001
+        assert f"Cpus_allowed_list:\t{cpu}\n" in status
+        with pytest.raises(RuntimeError, match="nothing was submitted"):
+            probe.result()
+        assert probe.asm("matmul", (16, 32, 16), text) == probe.asm("matmul", (16, 32, 16), text)  # one machine code
+    with pytest.raises(ValueError, match="CPUs of this machine"):
+        CompileProbe(10.0, cpus=[10_000])
 
 
 def test_collect_refuses_a_compile_timeout_that_is_not_positive(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -128,3 +128,29 @@ def test_collect_offers_every_tile_element_type() -> None:
     costmodel = next(a for a in build_parser()._subparsers._group_actions[0].choices["costmodel"]._actions if a.dest == "costmodel_command")  # noqa: SLF001
     dtype = next(a for a in costmodel.choices["collect"]._actions if a.dest == "dtype")  # noqa: SLF001
     assert tuple(dtype.choices) == tuple(DTYPES) and dtype.default == "float32"
+
+
+def test_collect_writes_the_code_cache_from_its_compile_probe(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--code-cache`: each kernel's compiled-code feature file comes from the compile child's assembly,
+    the same file a separate fill would compile and write; both need `--compile-timeout`."""
+    pytest.importorskip("tvm")
+    import numpy as np
+
+    from compiler_opt.cli.main import main
+    from cost_model.learned.tile_code_features import fill_code_feature_cache, load_code_features
+    from cost_model.learned.tpugraphs import load_dir
+
+    out, code = tmp_path / "tiles", tmp_path / "tiles_code"
+    args = ["costmodel", "collect", "--task", "tile", "--out", str(out), "--synthetic", "3", "--synthetic-seed", "9",
+            "--seed", "0", "--configs", "3", "--max-kernels", "1", "--no-progress"]
+    assert main([*args, "--code-cache", str(code)]) == 2
+    assert "--code-cache works through the compile probe" in capsys.readouterr().err and not code.exists()
+    assert main([*args, "--compile-timeout", "60", "--compile-cpus", "10000"]) == 2
+    assert "--compile-cpus: CPU numbers of this machine" in capsys.readouterr().err
+    assert main([*args, "--compile-timeout", "120", "--compile-cpus", "0", "--code-cache", str(code)]) == 0
+    records = load_dir(str(out))
+    (written,) = load_code_features(records, code, "s18")
+    assert written is not None and written.shape[0] == records[0].num_configs
+    fill_code_feature_cache(records, tmp_path / "filled", progress=False, timeout=120)
+    (filled,) = load_code_features(records, tmp_path / "filled", "s18")
+    np.testing.assert_array_equal(written, filled)

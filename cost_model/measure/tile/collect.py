@@ -118,6 +118,7 @@ class KernelResult:
     measured: KernelMeasurement
     failures: dict[str, str] = field(default_factory=dict)
     compile_seconds: float = 0.0
+    asm: dict[str, str] = field(default_factory=dict)  # config text -> the probe's assembly of it (configurations compiled here)
 
 
 def collect_kernel(
@@ -136,7 +137,8 @@ def collect_kernel(
     A sample batches calls until it lasts `sample_s` (default: `TILE_PROTOCOL`'s); the harness's backend
     and repeats should be the same protocol's. `probe` (a `compile_probe.CompileProbe`): each configuration
     is first compiled there, and one that runs past its timeout is dropped as a failure instead of
-    compiled here (an in-process compile cannot be abandoned)."""
+    compiled here (an in-process compile cannot be abandoned); the probe compiles the next configuration
+    while this process compiles the current one, and its assembly is kept (`KernelResult.asm`)."""
     sample_s = TILE_PROTOCOL.sample_s if sample_s is None else float(sample_s)
     kernel = build_kernel(spec)
     space = TileSpace(kernel)
@@ -146,14 +148,24 @@ def collect_kernel(
     missing = [c for c in chosen if harness.cached(spec.signature, c.text()) is None]
     runners = {}
     failures: dict[str, str] = {}
+    asm: dict[str, str] = {}
     compile_seconds = 0.0
     if missing:
         arrays = inputs_for(kernel)
         reference = reference_output(space, arrays, target=target)
-        for config in missing:
+        if probe is not None:
+            probe.submit(spec.kind, tuple(spec.dims), missing[0].text(), spec.dtype, spec.out_dtype)
+        for i, config in enumerate(missing):
             try:
-                if probe is not None and not probe.asm(spec.kind, tuple(spec.dims), config.text(), spec.dtype, spec.out_dtype):
-                    raise TimeoutError(f"the compile ran past {probe.timeout:g} s and was abandoned")
+                if probe is not None:
+                    text = _probe_result(probe)
+                    if i + 1 < len(missing):  # the child compiles the next one while this process compiles this one
+                        probe.submit(spec.kind, tuple(spec.dims), missing[i + 1].text(), spec.dtype, spec.out_dtype)
+                    if isinstance(text, Exception):
+                        raise text
+                    if not text:
+                        raise TimeoutError(f"the compile ran past {probe.timeout:g} s and was abandoned")
+                    asm[config.text()] = text
                 run = compile_config(space, config, target=target, arrays=[a.copy() for a in arrays])
                 check_against(run, reference)
             except Exception as error:  # TVM raises its own error types; any failure drops the config
@@ -169,7 +181,17 @@ def collect_kernel(
         if config.text() not in runners and config.text() not in failures:
             runners[config.text()] = _never
     measured = harness.measure(spec.signature, runners)
-    return KernelResult(spec, space, [c for c in chosen if c.text() in measured.measurements], measured, failures, compile_seconds)
+    kept = [c for c in chosen if c.text() in measured.measurements]
+    return KernelResult(spec, space, kept, measured, failures, compile_seconds, {t: a for t, a in asm.items() if t in measured.measurements})
+
+
+def _probe_result(probe: Any) -> str | Exception:
+    """The probe's answer to the submitted configuration, or the error it raised (a configuration that
+    does not compile), so the caller can submit the next one before raising it."""
+    try:
+        return probe.result()
+    except (ValueError, RuntimeError) as error:
+        return error
 
 
 def _never() -> None:

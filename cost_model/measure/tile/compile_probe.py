@@ -11,7 +11,9 @@ The child is a fresh interpreter running this module (it inherits this process's
 environment, not its TVM state, and never re-runs the caller's script), kept between calls, and killed
 and replaced after a timeout. Used by the code-feature cache fill
 (`cost_model.learned.tile_code_features`) and, with `costmodel collect --compile-timeout`, by the
-tile collector before it compiles a configuration in-process.
+tile collector before it compiles a configuration in-process. `submit` / `result` split a call, so the
+collector can have the child compile the next configuration (on other CPUs: `cpus`) while it compiles
+this one itself.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 __all__ = ["CompileProbe"]
 
@@ -30,17 +32,23 @@ __all__ = ["CompileProbe"]
 class CompileProbe:
     """One child process that compiles configurations for this host, with a per-call timeout."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, cpus: Sequence[int] | None = None) -> None:
         if timeout <= 0:
             raise ValueError(f"a compile timeout must be positive, got {timeout}")
         self.timeout = timeout
+        self.cpus = None if cpus is None else sorted({int(c) for c in cpus})  # the child's CPUs (default: this process's)
+        if self.cpus is not None and (not self.cpus or not set(self.cpus) <= set(range(os.cpu_count() or 1))):
+            raise ValueError(f"compile CPUs must be CPUs of this machine (0-{(os.cpu_count() or 1) - 1}), got {list(cpus or [])}")
         self._process: Any = None
+        self._pending: tuple[str, tuple[int, ...], str] | None = None  # the submitted call not yet answered
 
     def _start(self) -> None:
         # a plain interpreter running this module, not multiprocessing: a spawned child would re-run the caller's
         # main script, which breaks any user script without an `if __name__ == "__main__"` guard
         root = str(Path(__file__).resolve().parents[3])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+        if self.cpus is not None:
+            env["COMPILER_OPT_PROBE_CPUS"] = ",".join(str(c) for c in self.cpus)
         self._process = subprocess.Popen([sys.executable, "-m", "cost_model.measure.tile.compile_probe"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8")
 
@@ -48,11 +56,25 @@ class CompileProbe:
         """The assembly (of the kernel in `dtype` -> `out_dtype`, `KernelSpec`'s element types), or ""
         when the compile took longer than the timeout (the child is then killed). ValueError, naming
         the kernel and configuration, when it does not compile at all."""
+        self.submit(kind, dims, config_text, dtype, out_dtype)
+        return self.result()
+
+    def submit(self, kind: str, dims: tuple[int, ...], config_text: str, dtype: str = "float32", out_dtype: str = "") -> None:
+        """Start compiling one configuration in the child; `result()` waits for it. One call at a time."""
+        if self._pending is not None:
+            raise RuntimeError("CompileProbe.submit: the previous call's result() was not read")
         if self._process is None or self._process.poll() is not None:
             self._start()
+        self._process.stdin.write(json.dumps([kind, [int(d) for d in dims], config_text, dtype, out_dtype]) + "\n")
+        self._process.stdin.flush()
+        self._pending = (kind, tuple(int(d) for d in dims), config_text)
+
+    def result(self) -> str:
+        """The submitted call's answer, as `asm` returns it; the timeout counts from this call."""
+        if self._pending is None:
+            raise RuntimeError("CompileProbe.result: nothing was submitted")
+        (kind, dims, config_text), self._pending = self._pending, None
         process = self._process
-        process.stdin.write(json.dumps([kind, [int(d) for d in dims], config_text, dtype, out_dtype]) + "\n")
-        process.stdin.flush()
         ready, _, _ = select.select([process.stdout], [], [], self.timeout)  # the first call of a fresh child also imports TVM
         if not ready:
             self.close()
@@ -60,10 +82,10 @@ class CompileProbe:
         line = process.stdout.readline()
         if not line:
             self.close()
-            raise RuntimeError(f"the compile child exited while compiling {kind}{tuple(dims)}: {config_text}")
+            raise RuntimeError(f"the compile child exited while compiling {kind}{dims}: {config_text}")
         status, text = json.loads(line)
         if status != "ok":
-            raise ValueError(f"{kind}{tuple(dims)}: {config_text} does not compile: {text}")
+            raise ValueError(f"{kind}{dims}: {config_text} does not compile: {text}")
         return str(text)
 
     def close(self) -> None:
@@ -73,6 +95,7 @@ class CompileProbe:
             for stream in (self._process.stdin, self._process.stdout):
                 stream.close()
         self._process = None
+        self._pending = None
 
     def __enter__(self) -> CompileProbe:
         return self
@@ -87,6 +110,9 @@ def _serve() -> None:
     from cost_model.measure.tile.runner import config_asm, host_target
     from cost_model.measure.tile.space import TileConfig, TileSpace
 
+    cpus = os.environ.get("COMPILER_OPT_PROBE_CPUS")
+    if cpus:  # the parent's `cpus`: compile beside it, not on the CPU it times on
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the answers' own descriptor: anything TVM or LLVM prints goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -117,12 +118,19 @@ def collect_tile_dataset(
     progress: bool = True,
     protocol: TimingProtocol | None = None,
     compile_timeout: float | None = None,
+    compile_cpus: Sequence[int] | None = None,
+    code_cache: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Measure every kernel of `specs` (in a seeded random order, so a partial run covers every
     kind and program), write its `.npz`, and return a summary with the noise floor. Timed under
     `protocol` (default `TILE_PROTOCOL`; `repeats` overrides its rounds), recorded in the machine record.
     `compile_timeout` (seconds): every configuration is compiled first in a child process
-    (`CompileProbe`) and dropped when that runs past it (about twice the compile work; off by default)."""
+    (`CompileProbe`) and dropped when that runs past it (about twice the compile work; off by default);
+    the child compiles on `compile_cpus` (default: this process's), one configuration ahead of this
+    process, and with `code_cache` its assembly becomes each kernel's compiled-code feature file
+    (`tile_code_features.write_code_cache`), so no fill compiles the kernel a third time."""
+    if code_cache is not None and compile_timeout is None:
+        raise ValueError("a code cache is written from the compile probe's assembly: give compile_timeout too")
     from tqdm import tqdm
 
     from cost_model.measure.tile.runner import host_target, host_target_text
@@ -144,9 +152,9 @@ def collect_tile_dataset(
     order = np.random.default_rng(seed).permutation(len(specs)).tolist()
     target = host_target()
     bar = tqdm(total=len(specs), desc="tile kernels", unit="kernel", disable=not progress)
-    probe = None if compile_timeout is None else CompileProbe(compile_timeout)
+    probe = None if compile_timeout is None else CompileProbe(compile_timeout, cpus=compile_cpus)
     try:
-        done, failures, retest = _collect_in_order(specs, order, out, configs, seed, harness, target, protocol, machine, probe, bar)
+        done, failures, retest = _collect_in_order(specs, order, out, configs, seed, harness, target, protocol, machine, probe, bar, code_cache)
     finally:
         if probe is not None:
             probe.close()
@@ -159,7 +167,8 @@ def collect_tile_dataset(
 
 
 def _collect_in_order(specs: Sequence[KernelSpec], order: list[int], out: Path, configs: int, seed: int, harness: Any, target: Any,
-                      protocol: TimingProtocol, machine: dict[str, Any], probe: Any, bar: Any) -> tuple[int, int, list[tuple[float, float]]]:
+                      protocol: TimingProtocol, machine: dict[str, Any], probe: Any, bar: Any,
+                      code_cache: str | os.PathLike[str] | None = None) -> tuple[int, int, list[tuple[float, float]]]:
     """`collect_tile_dataset`'s loop: each kernel of `order` timed (or read back) and written; (done, failures, retest pairs)."""
     retest: list[tuple[float, float]] = []
     done = failures = 0
@@ -183,7 +192,12 @@ def _collect_in_order(specs: Sequence[KernelSpec], order: list[int], out: Path, 
             continue
         if len(result.configs) >= 2:
             # the load average says how busy the shared machine was while these labels were timed
-            save_npz(kernel_record(result, machine, seed, {"load1": [load_before, load_average()]}), path)
+            record = kernel_record(result, machine, seed, {"load1": [load_before, load_average()]})
+            save_npz(record, path)
+            if code_cache is not None and all(t in result.asm for t in record.config_text):  # none read back from the measurement cache
+                from cost_model.learned.tile_code_features import write_code_cache
+
+                write_code_cache(code_cache, replace(record, path=str(path)), [result.asm[t] for t in record.config_text])
             retest += list(result.measured.retest.values())
             done += 1
         failures += len(result.failures)
