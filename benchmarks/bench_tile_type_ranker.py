@@ -2,8 +2,10 @@
 
 Reads a `bench_tile_dtypes.py --json` file (each kernel's configurations timed as float32 and other types,
 and the shipped ranker's scores on the float32 twin and, with `--rank-own`, on each type's own code) and
-ranks each kernel's configurations of `--dtype` with `RANKER` on the kernel's own compiled code. One row per
-way of ranking, over the kernels not in `--exclude` folders (a ranker's own training kernels):
+ranks each kernel's configurations of `--dtype` with each `RANKER` on the kernel's own compiled code (with
+`--dtype float32`: the float32 labels, so float32 rankers are compared on kernels none was fitted on). One row
+per way of ranking, over the kernels not in `--exclude` folders (a ranker's own training kernels); the
+configurations are compiled once per kernel for all files of one code feature set:
 
     PYTHONPATH=. python benchmarks/bench_tile_type_ranker.py out/s31/dtypes_test.json out/s31/f16_ranker.json \
         --dtype float16 --exclude out/tile_f16_33 --json out/s31/f16_ranker_test.json
@@ -32,7 +34,7 @@ def _twin_of(shape: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("timed", help="a bench_tile_dtypes.py --json file")
-    parser.add_argument("ranker", help="a gbdt-ens ranker file (costmodel train --model gbdt-ens)")
+    parser.add_argument("rankers", nargs="+", metavar="ranker", help="gbdt-ens ranker files (costmodel train --model gbdt-ens)")
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--exclude", action="append", default=[], help="a dataset folder whose kernels are left out (repeatable)")
     parser.add_argument("--json", help="write the rows here")
@@ -51,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     top_k = int(timed["top_k"])
     seed = command_line().parse_args(timed["argv"][1:]).seed  # the draw of the configurations the run timed
     excluded = {str(r.meta["kernel"]).rsplit(":", 1)[0] for folder in args.exclude for r in load_dir(folder)}
-    ranker = GbdtEnsembleTilePredictor.load(args.ranker)
+    from cost_model.learned.gbdt_predictor import ranked_last_if_uncompiled
+    from cost_model.measure.tile.dataset import kernel_graph
+
+    rankers = {Path(path).name: GbdtEnsembleTilePredictor.load(path) for path in args.rankers}
+    if len(rankers) != len(args.rankers):
+        parser.error("two ranker files share a name: the rows would mix")
     ways: dict[str, list[dict]] = {}
     kept = []
     for row in timed["rows"]:
@@ -63,8 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         labels = np.asarray(row["labels"][args.dtype], dtype=np.float64)
         keep = np.isfinite(labels)
         own = TileSpace(build_kernel(KernelSpec(twin.kind, twin.dims, dtype=args.dtype)))
-        scores = {"shipped, float32 twin (the tuner now)": np.asarray(row["scores"]["twin"]),
-                  f"{Path(args.ranker).name}, own {args.dtype} code": np.asarray(ranker.rank(own, configs), dtype=np.float64)}
+        scores = {"shipped, float32 twin (the tuner now)": np.asarray(row["scores"]["twin"])}
+        feats, opcodes, _ = kernel_graph(own.kernel)
+        rows_by_set: dict[Any, np.ndarray] = {}  # compiled once per code feature set, not per file
+        for name, ranker in rankers.items():
+            member = ranker.members[0]
+            key = (bool(member.extra.get("code_features")), member.extra.get("code_feature_set", "s16"))
+            if key not in rows_by_set:
+                rows_by_set[key] = member.config_rows(own, configs)
+            rows = rows_by_set[key]
+            scores[f"{name}, own {args.dtype} code"] = np.asarray(ranked_last_if_uncompiled(ranker.rank_rows(feats, opcodes, rows), rows), dtype=np.float64)
         if f"own:{args.dtype}" in row["scores"]:
             scores[f"shipped, own {args.dtype} code"] = np.asarray(row["scores"][f"own:{args.dtype}"])
         for name, s in scores.items():
