@@ -82,6 +82,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     if args.task == "tile":
         from compiler_opt.costmodel.suite import suite_kernels
         from cost_model.measure.tile.collect import TILE_PROTOCOL, protocol_named
+        from cost_model.measure.tile.compile_probe import parse_cpus
         from cost_model.measure.tile.dataset import collect_tile_dataset, protocol_mismatch, read_spec_list, write_spec_list
 
         # before anything is drawn or written: a folder timed under one protocol is never resumed under another
@@ -98,12 +99,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             print(f"compiler-opt: error: costmodel collect {flag} works through the compile probe: give --compile-timeout S too", file=sys.stderr)
             return 2
         try:
-            compile_cpus = [int(c) for c in args.compile_cpus.split(",") if c.strip()] if args.compile_cpus else None
-            if compile_cpus is not None and (not compile_cpus or not set(compile_cpus) <= set(range(os.cpu_count() or 1))):
-                raise ValueError
-        except ValueError:
-            print(f"compiler-opt: error: costmodel collect --compile-cpus: CPU numbers of this machine (0-{(os.cpu_count() or 1) - 1}), "
-                  f"comma-separated, got {args.compile_cpus!r}", file=sys.stderr)
+            compile_cpus = parse_cpus(args.compile_cpus) if args.compile_cpus else None
+        except ValueError as error:
+            print(f"compiler-opt: error: costmodel collect --compile-cpus: {error}", file=sys.stderr)
             return 2
         listing = os.path.join(args.out, "kernels.json")
         if os.path.isfile(listing):

@@ -49,7 +49,6 @@ def node_features(shape: Sequence[int], *, layout: str = "row_major", dtype: str
     if layout in LAYOUTS:
         out[base + LAYOUTS.index(layout)] = 1.0
     base += len(LAYOUTS)
-    assert base == _DTYPE_BASE
     if dtype in _DTYPES:
         out[base + _DTYPES.index(dtype)] = 1.0
     else:

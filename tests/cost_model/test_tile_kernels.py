@@ -140,7 +140,7 @@ def test_a_compile_probe_runs_on_its_cpus_and_answers_one_call_at_a_time() -> No
         with pytest.raises(RuntimeError, match="nothing was submitted"):
             probe.result()
         assert probe.asm("matmul", (16, 32, 16), text) == probe.asm("matmul", (16, 32, 16), text)  # one machine code
-    with pytest.raises(ValueError, match="CPUs of this machine"):
+    with pytest.raises(ValueError, match="CPU numbers of this machine"):
         CompileProbe(10.0, cpus=[10_000])
 
 
@@ -187,3 +187,15 @@ def test_the_stage_graph_records_each_stage_element_type() -> None:
     untyped = np.stack([node_features(st.shape, layout=st.layout, reduce_extents=st.reduce_extents, flops=kernel.spec.flops if i == main else 0.0)
                         for i, st in enumerate(kernel.stages)])
     np.testing.assert_array_equal(kernel_graph(kernel)[0], untyped)
+
+
+def test_compile_cpus_are_read_from_text_or_numbers() -> None:
+    import os
+
+    from cost_model.measure.tile.compile_probe import parse_cpus
+
+    last = (os.cpu_count() or 1) - 1
+    assert parse_cpus(f"{last},0, {last}") == sorted({0, last}) and parse_cpus([0]) == [0]
+    for bad in ("", "x", "-1", str(last + 1), []):
+        with pytest.raises(ValueError, match=f"0-{last}"):
+            parse_cpus(bad)

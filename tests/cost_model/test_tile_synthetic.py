@@ -146,7 +146,7 @@ def test_collect_writes_the_code_cache_from_its_compile_probe(tmp_path, capsys) 
     assert main([*args, "--code-cache", str(code)]) == 2
     assert "--code-cache works through the compile probe" in capsys.readouterr().err and not code.exists()
     assert main([*args, "--compile-timeout", "60", "--compile-cpus", "10000"]) == 2
-    assert "--compile-cpus: CPU numbers of this machine" in capsys.readouterr().err
+    assert "--compile-cpus: compile CPUs must be CPU numbers of this machine" in capsys.readouterr().err
     assert main([*args, "--compile-timeout", "120", "--compile-cpus", "0", "--code-cache", str(code)]) == 0
     records = load_dir(str(out))
     (written,) = load_code_features(records, code, "s18")

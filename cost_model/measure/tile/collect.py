@@ -153,29 +153,34 @@ def collect_kernel(
     if missing:
         arrays = inputs_for(kernel)
         reference = reference_output(space, arrays, target=target)
-        if probe is not None:
-            probe.submit(spec.kind, tuple(spec.dims), missing[0].text(), spec.dtype, spec.out_dtype)
-        for i, config in enumerate(missing):
-            try:
-                if probe is not None:
-                    text = _probe_result(probe)
-                    if i + 1 < len(missing):  # the child compiles the next one while this process compiles this one
-                        probe.submit(spec.kind, tuple(spec.dims), missing[i + 1].text(), spec.dtype, spec.out_dtype)
-                    if isinstance(text, Exception):
-                        raise text
-                    if not text:
-                        raise TimeoutError(f"the compile ran past {probe.timeout:g} s and was abandoned")
-                    asm[config.text()] = text
-                run = compile_config(space, config, target=target, arrays=[a.copy() for a in arrays])
-                check_against(run, reference)
-            except Exception as error:  # TVM raises its own error types; any failure drops the config
-                failures[config.text()] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-                logger.warning("%s: config dropped: %s", spec.signature, failures[config.text()])
-                continue
-            compile_seconds += run.compile_seconds
-            runners[config.text()] = batch_to(run, sample_s)
-            if progress is not None:
-                progress(0)
+        try:
+            if probe is not None:
+                probe.submit(spec.kind, tuple(spec.dims), missing[0].text(), spec.dtype, spec.out_dtype)
+            for i, config in enumerate(missing):
+                try:
+                    if probe is not None:
+                        text = _probe_result(probe)
+                        if i + 1 < len(missing):  # the child compiles the next one while this process compiles this one
+                            probe.submit(spec.kind, tuple(spec.dims), missing[i + 1].text(), spec.dtype, spec.out_dtype)
+                        if isinstance(text, Exception):
+                            raise text
+                        if not text:
+                            raise TimeoutError(f"the compile ran past {probe.timeout:g} s and was abandoned")
+                        asm[config.text()] = text
+                    run = compile_config(space, config, target=target, arrays=[a.copy() for a in arrays])
+                    check_against(run, reference)
+                except Exception as error:  # TVM raises its own error types; any failure drops the config
+                    failures[config.text()] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                    logger.warning("%s: config dropped: %s", spec.signature, failures[config.text()])
+                    continue
+                compile_seconds += run.compile_seconds
+                runners[config.text()] = batch_to(run, sample_s)
+                if progress is not None:
+                    progress(0)
+        except BaseException:
+            if probe is not None:
+                probe.close()  # a call left unanswered would hand its answer to the next kernel's first configuration
+            raise
     # Cached configs come back from the cache inside measure(); a placeholder runner is never called.
     for config in chosen:
         if config.text() not in runners and config.text() not in failures:

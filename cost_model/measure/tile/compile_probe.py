@@ -26,7 +26,19 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["CompileProbe"]
+__all__ = ["CompileProbe", "parse_cpus"]
+
+
+def parse_cpus(text: str | Sequence[int]) -> list[int]:
+    """CPU numbers of this machine from "1" / "0,1" (or a sequence); ValueError naming the allowed range."""
+    count = os.cpu_count() or 1
+    try:
+        cpus = sorted({int(c) for c in (text.split(",") if isinstance(text, str) else text) if str(c).strip()})
+    except ValueError:
+        cpus = []
+    if not cpus or not set(cpus) <= set(range(count)):
+        raise ValueError(f"compile CPUs must be CPU numbers of this machine (0-{count - 1}), comma-separated, got {text!r}")
+    return cpus
 
 
 class CompileProbe:
@@ -36,9 +48,7 @@ class CompileProbe:
         if timeout <= 0:
             raise ValueError(f"a compile timeout must be positive, got {timeout}")
         self.timeout = timeout
-        self.cpus = None if cpus is None else sorted({int(c) for c in cpus})  # the child's CPUs (default: this process's)
-        if self.cpus is not None and (not self.cpus or not set(self.cpus) <= set(range(os.cpu_count() or 1))):
-            raise ValueError(f"compile CPUs must be CPUs of this machine (0-{(os.cpu_count() or 1) - 1}), got {list(cpus or [])}")
+        self.cpus = None if cpus is None else parse_cpus(cpus)  # the child's CPUs (default: this process's)
         self._process: Any = None
         self._pending: tuple[str, tuple[int, ...], str] | None = None  # the submitted call not yet answered
 
