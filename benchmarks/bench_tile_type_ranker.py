@@ -66,10 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         if shape in excluded or args.dtype not in row["labels"]:
             continue
         twin = KernelSpec(row["kind"], tuple(row["dims"])) if "kind" in row else _twin_of(shape)
-        configs = kernel_configs(TileSpace(build_kernel(twin)), seed, len(row["labels"]["float32"]))
+        twin_space = TileSpace(build_kernel(twin))
+        configs = kernel_configs(twin_space, seed, len(row["labels"]["float32"]))
         labels = np.asarray(row["labels"][args.dtype], dtype=np.float64)
         keep = np.isfinite(labels)
-        own = TileSpace(build_kernel(KernelSpec(twin.kind, twin.dims, dtype=args.dtype)))
+        typed = KernelSpec(twin.kind, twin.dims, dtype=args.dtype)
+        own = twin_space if typed == twin else TileSpace(build_kernel(typed))  # float32: the twin itself, built once
         scores = {"shipped, float32 twin (the tuner now)": np.asarray(row["scores"]["twin"])}
         feats, opcodes, _ = kernel_graph(own.kernel)
         rows_by_set: dict[Any, np.ndarray] = {}  # compiled once per code feature set, not per file

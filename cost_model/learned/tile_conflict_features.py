@@ -53,7 +53,7 @@ class CacheGeometry:
 def cache_geometry() -> tuple[CacheGeometry, CacheGeometry]:
     """This machine's L1 data and L2 geometry (sysfs of cpu0, read as `tile_hw_features.host_caches` reads
     it, plus the ways it does not need); a typical x86 core where absent."""
-    from cost_model.learned.tile_hw_features import _size
+    from cost_model.learned.tile_hw_features import sysfs_size_bytes
 
     found: dict[int, CacheGeometry] = {}
     root = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -61,7 +61,7 @@ def cache_geometry() -> tuple[CacheGeometry, CacheGeometry]:
         for index in sorted(root.glob("index*")):
             if (index / "type").read_text().strip() not in ("Data", "Unified"):
                 continue
-            found[int((index / "level").read_text())] = CacheGeometry(_size((index / "size").read_text()), int((index / "ways_of_associativity").read_text()),
+            found[int((index / "level").read_text())] = CacheGeometry(sysfs_size_bytes((index / "size").read_text()), int((index / "ways_of_associativity").read_text()),
                                                                        int((index / "coherency_line_size").read_text()))
     except (OSError, ValueError):
         pass

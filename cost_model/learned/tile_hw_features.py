@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["HW_FEATURES", "HostCaches", "access_pattern", "hardware_features", "host_caches", "working_sets"]
+__all__ = ["HW_FEATURES", "HostCaches", "access_pattern", "hardware_features", "host_caches", "sysfs_size_bytes", "working_sets"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ class HostCaches:
         return cls(**{k: int(v) for k, v in raw.items() if k in cls.__dataclass_fields__})
 
 
-def _size(text: str) -> int:
+def sysfs_size_bytes(text: str) -> int:
+    """Bytes of a sysfs cache size ("48K", "2048K", "30M"); shared with `tile_conflict_features`."""
     text = text.strip().upper()
     scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
     return int(text.rstrip("KMG")) * scale
@@ -91,7 +92,7 @@ def host_caches(threads: int = 1) -> HostCaches:
             kind = (index / "type").read_text().strip()
             if kind not in ("Data", "Unified"):
                 continue
-            sizes[int((index / "level").read_text())] = _size((index / "size").read_text())
+            sizes[int((index / "level").read_text())] = sysfs_size_bytes((index / "size").read_text())
             line = int((index / "coherency_line_size").read_text())
     except (OSError, ValueError) as error:
         logger.info("cache sizes not readable from sysfs (%s): typical values used", error)
