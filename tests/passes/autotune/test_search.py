@@ -301,6 +301,17 @@ ENTRY main {
     assert tuner.skipped == {"matmul(16,8,24), values of type i32": "1 node(s) (ints): the tile kernels build f32, f64, bf16, f16 only"}
 
 
+class _SeenRanker:
+    """A ranker that keeps the signature of every kernel it is asked to rank (in the given order)."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def rank(self, space, configs):  # type: ignore[no-untyped-def]
+        self.shown.append(space.kernel.spec.signature)
+        return np.arange(len(configs), dtype=float)
+
+
 def test_a_ranker_fitted_on_a_type_ranks_that_types_own_kernels(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """`type_rankers`: where a ranker fitted on f16 kernels exists, an f16 kernel's candidates are ranked
     on the f16 kernel itself by it (its code features read the f16 code); other types keep the twin."""
@@ -309,14 +320,6 @@ def test_a_ranker_fitted_on_a_type_ranks_that_types_own_kernels(tmp_path) -> Non
     from cost_model.profiling.cache import ProfileCache
     from graph_ir.io.hlo_import import import_hlo_text
     from passes.autotune.tile import TileTuner
-
-    class Seen:
-        def __init__(self) -> None:
-            self.shown: list[str] = []
-
-        def rank(self, space, configs):  # type: ignore[no-untyped-def]
-            self.shown.append(space.kernel.spec.signature)
-            return np.arange(len(configs), dtype=float)
 
     graph = import_hlo_text("""HloModule typed
 
@@ -330,7 +333,7 @@ ENTRY main {
   ROOT t = (f16[16,8], bf16[16,8]) tuple(half, brain)
 }
 """)
-    main, f16 = Seen(), Seen()
+    main, f16 = _SeenRanker(), _SeenRanker()
     with ProfileCache(tmp_path / "c.sqlite") as cache:
         harness = Harness(cache=cache, backend="tvm-llvm", machine="test", timer=per_call_timer, repeats=2, warmup=1, retest_fraction=0.0)
         tunings = TileTuner(main, harness, budget=4, top_k=2, type_rankers=lambda dtype: f16 if dtype == "float16" else None).tune_graph(graph)
@@ -380,15 +383,7 @@ def test_the_cli_hands_the_packaged_type_rankers_to_the_packaged_default_only(tm
     from compiler_opt.cli.costmodel_lib import autotune_model
     from cost_model.learned import predictor
 
-    class Seen:
-        def __init__(self) -> None:
-            self.shown: list[str] = []
-
-        def rank(self, space, configs):  # type: ignore[no-untyped-def]
-            self.shown.append(space.kernel.spec.signature)
-            return np.arange(len(configs), dtype=float)
-
-    main, f16 = Seen(), Seen()
+    main, f16 = _SeenRanker(), _SeenRanker()
     monkeypatch.setattr(predictor, "load_tile_ranker", lambda kind, path=None: main)
     monkeypatch.setattr(predictor, "packaged_type_ranker", lambda dtype: f16 if dtype == "float16" else None)
     model = tmp_path / "half.hlo"
