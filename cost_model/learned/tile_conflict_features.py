@@ -70,9 +70,9 @@ def cache_geometry() -> tuple[CacheGeometry, CacheGeometry]:
 
 def _lines(indices: Sequence[Any], tile: Sequence[int], shape: Sequence[int], line: int) -> np.ndarray:
     """Distinct cache lines (from the buffer's base) of the elements `indices` reach over the tile."""
-    from cost_model.learned.tile_hw_features import _ranges
+    from cost_model.learned.tile_hw_features import index_spans
 
-    spans = _ranges(indices, tile)
+    spans = index_spans(indices, tile)
     rows = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     inner = spans[-1]
     starts = np.zeros(1, dtype=np.int64)
@@ -105,7 +105,7 @@ def _occupancy(per_buffer: Sequence[np.ndarray], cache: CacheGeometry) -> tuple[
 def conflict_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[int], kind: str, dims: Sequence[int],
                       caches: tuple[CacheGeometry, CacheGeometry] | None = None) -> np.ndarray:
     """The (CONFLICT_FEATURES,) vector of the module docstring; zeros for a kind without an access pattern."""
-    from cost_model.learned.tile_hw_features import _nest, _ranges, access_pattern, working_sets
+    from cost_model.learned.tile_hw_features import access_pattern, index_spans, loop_nest, working_sets
 
     caches = caches or cache_geometry()
     out = np.zeros(CONFLICT_FEATURES, dtype=np.float32)
@@ -113,9 +113,9 @@ def conflict_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
     if pattern is None:
         return out
     loops = len(extents)
-    nest = _nest(config, is_reduce)
+    nest = loop_nest(config, is_reduce)
     sets = working_sets(nest, pattern, loops)
-    shapes = [_ranges(indices, list(extents)) for _, _, indices in pattern]
+    shapes = [index_spans(indices, list(extents)) for _, _, indices in pattern]
     nontrivial = [q for q, n in enumerate(nest) if n[2] > 1]
     inner_q = nontrivial[-2] if len(nontrivial) >= 2 else (nontrivial[-1] if nontrivial else len(nest) - 1)
     f = 0

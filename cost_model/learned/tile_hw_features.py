@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["HW_FEATURES", "HostCaches", "access_pattern", "hardware_features", "host_caches", "sysfs_size_bytes", "working_sets"]
+__all__ = ["HW_FEATURES", "HostCaches", "access_pattern", "hardware_features", "host_caches", "index_spans", "loop_nest", "sysfs_size_bytes", "working_sets"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,12 +131,12 @@ def access_pattern(kind: str, dims: Sequence[int]) -> list[tuple[str, bool, tupl
     return None
 
 
-def _ranges(indices: Sequence[Index], tile: Sequence[int]) -> list[int]:
+def index_spans(indices: Sequence[Index], tile: Sequence[int]) -> list[int]:
     """Elements each index spans when every loop l runs over tile[l] consecutive values."""
     return [1 + sum(coef * (tile[loop] - 1) for loop, coef in index) for index in indices]
 
 
-def _nest(config: Any, is_reduce: Sequence[bool]) -> list[tuple[str, int, int]]:
+def loop_nest(config: Any, is_reduce: Sequence[bool]) -> list[tuple[str, int, int]]:
     """(level, loop, factor) outer to inner, as TileSpace.schedule_object orders the loops."""
     from cost_model.measure.tile.space import ORDERS
 
@@ -155,7 +155,7 @@ def working_sets(nest: Sequence[tuple[str, int, int]], pattern: Sequence[tuple[s
         tile = [1] * loops
         for _, loop, factor in nest[q:]:
             tile[loop] *= factor
-        out.append([_F32 * math.prod(_ranges(indices, tile)) for _, _, indices in pattern])
+        out.append([_F32 * math.prod(index_spans(indices, tile)) for _, _, indices in pattern])
     return out
 
 
@@ -178,7 +178,7 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
     out[-1] = 1.0
     loops = len(extents)
     flops = float(KernelSpec(kind, tuple(int(d) for d in dims)).flops)
-    nest = _nest(config, is_reduce)
+    nest = loop_nest(config, is_reduce)
     sets = working_sets(nest, pattern, loops)
     compulsory = float(sum(sets[0]))
     indexed_by = [{loop for index in indices for loop, _ in index} for _, _, indices in pattern]
@@ -198,7 +198,7 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
         f += 3
     # innermost non-trivial loop: stride of every buffer along it (row-major element strides)
     inner = ([n for n in nest if n[2] > 1] or nest)[-1][1]
-    full = [_ranges(indices, list(extents)) for _, _, indices in pattern]
+    full = [index_spans(indices, list(extents)) for _, _, indices in pattern]
     strides = []
     for (_, _, indices), shape in zip(pattern, full):
         row = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
@@ -223,7 +223,7 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
     tile = [1] * loops
     for _, loop, factor in nest[q1:]:
         tile[loop] *= factor
-    runs = [_F32 * _ranges(indices[-1:], tile)[0] for _, _, indices in pattern]
+    runs = [_F32 * index_spans(indices[-1:], tile)[0] for _, _, indices in pattern]
     out[f : f + 2] = [_log2(min(r for r, (_, is_out, _) in zip(runs, pattern) if not is_out) / host.line),
                       _log2(next(r for r, (_, is_out, _) in zip(runs, pattern) if is_out) / host.line)]
     f += 2
@@ -248,7 +248,7 @@ def hardware_features(config: Any, is_reduce: Sequence[bool], extents: Sequence[
     block = [1] * loops
     for _, loop, factor in body[len(body) - unrolled :] + (nest[-1:] if applied else []):
         block[loop] *= factor
-    elements = [math.prod(_ranges(indices, block)) for _, _, indices in pattern]
+    elements = [math.prod(index_spans(indices, block)) for _, _, indices in pattern]
     accumulators = next(e for e, (_, is_out, _) in zip(elements, pattern) if is_out)
     inputs = sum(e for e, (_, is_out, _) in zip(elements, pattern) if not is_out)
     out[f : f + 3] = [_log2(product), _log2(math.ceil(accumulators / host.lanes) if applied else accumulators),

@@ -74,9 +74,9 @@ def test_conv_window_footprint() -> None:
     # conv2d_nhwc n1 h8 w8 c4 f4 k3 stride 2: a 2x2 output tile with the whole 3x3 window reads (2-1)*2 + 3 = 5 padded rows/columns
     pattern = access_pattern("conv2d_nhwc", (1, 8, 8, 4, 4, 3, 3, 2))
     x_indices = pattern[0][2]
-    from cost_model.learned.tile_hw_features import _ranges
+    from cost_model.learned.tile_hw_features import index_spans
 
-    assert _ranges(x_indices, [1, 2, 2, 1, 4, 3, 3]) == [1, 5, 5, 4]
+    assert index_spans(x_indices, [1, 2, 2, 1, 4, 3, 3]) == [1, 5, 5, 4]
     nest = [("S0", 1, 2), ("S2", 1, 2)]
     sets = working_sets(nest, [pattern[0]], 7)
     # y runs 4, 2, 1 values at one window tap: (4-1)*2 + 1 = 7, 3, 1 input rows
