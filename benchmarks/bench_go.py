@@ -8,7 +8,8 @@
 GO's fine-tune and GO-one rows warm-start by default (compiler_opt/rl/warm_start.py: cheap
 classical placements seed the search, their CPU seconds inside the row's budget; the row records
 its seeds); the `-cold` rows run without a warm start. `go-zero-shot-warm`: zero-shot (no
-training) whose samples edit the best of the same seeds.
+training) whose samples edit the best of the same seeds. `go-zero-shot-polish`: the cold zero-shot
+answer, then `--zero-shot-polish-seconds` CPU seconds of local search from it (no training).
 
 A cell is (workload, devices). Every answer is scored by the same simulator on the same
 `SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
@@ -66,7 +67,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SEARCH_CONTROL = "seeds+polish"  # GO fine-tune without the policy: its seeds and polish only (_seeds_and_polish)
 GO_ROWS = (
     "go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only",
-    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm", "go-zero-shot-placement-only", SEARCH_CONTROL,
+    "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm", "go-zero-shot-placement-only",
+    "go-zero-shot-polish", SEARCH_CONTROL,
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
@@ -316,7 +318,7 @@ class Bench:
             result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
             decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
             curve = [[cpu, step] for _, step, cpu in result.curve]
-        elif method in ("go-zero-shot", "go-zero-shot-warm", "go-zero-shot-placement-only"):
+        elif method in ("go-zero-shot", "go-zero-shot-warm", "go-zero-shot-placement-only", "go-zero-shot-polish"):
             from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS
             from compiler_opt.rl.trainer import JOINT_CANDIDATES
             from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS
@@ -328,7 +330,7 @@ class Bench:
             seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
             # placement-only: the default fusion and flat priorities decode every candidate (no joint variants)
             run_env = env.as_placement_only() if method.endswith("-placement-only") else env
-            found = zero_shot(policy, run_env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES)
+            found = zero_shot(policy, run_env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES, polish_seconds=args.zero_shot_polish_seconds if method.endswith("-polish") else 0.0)
             decisions, seconds, evals = found.decisions, time.process_time() - began, found.evaluations
         elif method == SEARCH_CONTROL:
             decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
@@ -570,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hdp-groups", type=int, default=64)
     parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
     parser.add_argument("--zero-shot-samples", type=int, default=8)
+    parser.add_argument("--zero-shot-polish-seconds", type=float, default=5.0, help="go-zero-shot-polish: CPU seconds of local search from the zero-shot's answer")
     parser.add_argument("--no-partition", action="store_true", help="zero-shot without the partitioned decodings of its answer (the placement distributions cut by METIS, policy/partitioned.py)")
     parser.add_argument("--no-joint", action="store_true", help="zero-shot without the joint variants (merged fusion, bottom-level priorities) of its fastest candidates (rl/joint.py)")
     parser.add_argument("--no-coarsen", action="store_true", help="zero-shot without the coarsened decodings of its answer (fewer stages down to one device, policy/coarsen.py)")

@@ -170,6 +170,7 @@ def zero_shot(
     coarsen: bool = True,
     partition: Sequence[float] = AGREEMENT_EXPONENTS,
     joint: int = JOINT_CANDIDATES,
+    polish_seconds: float = 0.0,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -189,11 +190,18 @@ def zero_shot(
     () turns that off. `joint`: the joint variants (rl/joint.py: fusion merged beyond the default,
     priorities by bottom level) of this many fastest distinct candidates are candidates too; the
     fusion and priority heads are often slower than those (rnnlm-2 2xV100: 0.644x -> 0.536x the
-    expert, RESULTS.md h15); 0 turns that off."""
+    expert, RESULTS.md h15); 0 turns that off. `polish_seconds` > 0: the answer ends with that many
+    CPU seconds of local search from it (rl/polish.py, the fine-tune's last step; the seeds' placements
+    raced beside it when `seeds` are given), still no training: on the held-out cells 5 s took the
+    answer from 1.137x to 1.058x fine-tune's, and the same seconds of classical seeds + local search
+    without a policy to 1.063x (RESULTS.md h17); 0 (default): the policy's answer alone."""
+    if not polish_seconds >= 0:
+        raise ValueError(f"polish_seconds must be >= 0 CPU seconds, got {polish_seconds}")
     generator = torch.Generator().manual_seed(seed)
     # joint variants need a fusion decoder: none on a profiled problem (device arrays scored by another model)
     leaders = _Leaders(joint if isinstance(env, GraphEnvironment) else 0)
     head: Seed | None = None
+    fitting: list[Seed] = []
     if seeds:
         fitting = fitting_seeds(
             warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
@@ -229,7 +237,21 @@ def zero_shot(
     if head is not None:
         if head.score.rank_key <= found.score.rank_key:
             found = BestFound(head.decisions, head.score, env)
+    if polish_seconds > 0 and isinstance(env, GraphEnvironment) and not (found.score.oom or found.score.invalid):
+        found, more = _polished(policy, env, found, polish_seconds, seed, fitting)
+        evaluations += more
     return BestFound(found.decisions, found.score, env, evaluations)
+
+
+def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed]) -> tuple[BestFound, int]:
+    """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
+    fastest distinct seeds' placements, raced; rl/polish.py); and the simulations it took."""
+    others = [np.asarray(s.decisions.device) for s in sorted(seeds, key=lambda s: s.score.step_time_s)]
+    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others[:3],
+                    fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
+    if result.score.rank_key < found.score.rank_key:
+        found = BestFound(result.decisions, result.score, env)
+    return found, result.evaluations
 
 
 class _Leaders:

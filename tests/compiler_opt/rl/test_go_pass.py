@@ -71,7 +71,26 @@ def test_go_decodings_option_picks_zero_shots_candidates(decodings: str, checkpo
     assert np.array_equal(written, expected)
 
 
+def test_go_zero_shot_polish_seconds_reach_the_written_answer(checkpoint: Path) -> None:
+    from cost_model.costs import Target
+    from cost_model.simulator import simulate
+
+    target = Target.resolve(devices="4xV100")
+    steps = {}
+    for seconds in (0, 0.5):
+        graph = import_onnx(random_onnx_dag(80, seed=3))
+        run_pipeline(graph, 'go{mode=zero-shot,budget=2,checkpoint="%s",decodings=off,polish-seconds=%g}' % (checkpoint, seconds), target=target)
+        graph.verify()
+        problem = target.problem(graph)
+        steps[seconds] = simulate(problem, Decisions.from_graph(graph, target.topology, nodes=problem.nodes)).step_time_s
+    assert steps[0.5] < steps[0]  # the untrained policy's own answer (no decodings) leaves moves for the search
+
+
 def test_go_rejects_bad_options() -> None:
+    with pytest.raises(PassError, match="polish_seconds"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{polish-seconds=-1}")
+    with pytest.raises(PassError, match="polish_seconds"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=fine-tune,polish-seconds=2}")
     with pytest.raises(PassError, match="decodings"):
         run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{decodings=some}")
     with pytest.raises(PassError, match="mode"):

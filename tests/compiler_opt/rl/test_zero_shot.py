@@ -160,3 +160,28 @@ def test_joint_variants_of_the_fastest_candidates_are_candidates() -> None:
     assert joint.score.step_time_s == pytest.approx(min(variants))
     assert joint.score.step_time_s < plain.score.step_time_s  # a variant wins here
     assert env.score_decisions(joint.decisions, with_reward=False).step_time_s == pytest.approx(joint.score.step_time_s)
+
+
+def test_polish_seconds_end_the_answer_with_the_local_search_from_it() -> None:
+    from compiler_opt.rl.polish import polish
+
+    torch.set_num_threads(1)
+    env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
+    torch.manual_seed(2)
+    config = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2)
+    policy = GoPolicy(config)
+    raw = {"smoothing": (), "coarsen": False, "partition": (), "joint": 0}  # the policy's own answers, spread over devices
+    plain = zero_shot(policy, env, 3, seed=4, **raw)
+    # An evaluation cap would make the test exact, but the option is CPU seconds: compare with the
+    # same search run by hand for as long, and check it only ever helps.
+    polished = zero_shot(policy, env, 3, seed=4, polish_seconds=0.5, **raw)
+    by_hand = polish(env, plain.decisions, plain.score, cpu_seconds=0.5, seed=4,
+                     fusion_levels=config.fusion_levels, priority_levels=config.priority_levels)
+    assert by_hand.improved  # an untrained policy's answer leaves moves for the search
+    assert polished.score.step_time_s < plain.score.step_time_s
+    assert polished.evaluations > plain.evaluations
+    assert polished.score.step_time_s == pytest.approx(by_hand.score.step_time_s, rel=0.1)  # the same search; CPU seconds cut it
+    assert env.score_decisions(polished.decisions, with_reward=False).step_time_s == pytest.approx(polished.score.step_time_s)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="polish_seconds"):
+            zero_shot(policy, env, 0, polish_seconds=bad)
