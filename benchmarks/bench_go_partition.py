@@ -20,84 +20,58 @@ cells and over `--held-out` workloads. Prints a table, writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
-from pathlib import Path
 from statistics import geometric_mean
 
-import torch
-
-from compiler_opt.policy import load_checkpoint
+from benchmarks._go_cells import add_cell_arguments, cells, load_policy, markdown_table, write_json
 from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS, partitioned_placements
-from compiler_opt.rl import GraphEnvironment, load_graph, zero_shot
+from compiler_opt.rl import zero_shot
 from compiler_opt.rl.rollout import collect_rollouts
-from cost_model.devices.loader import load_topology
-
-ROOT = Path(__file__).resolve().parent.parent
-HELD_OUT = ("inception-v3:inference", "amoebanet:inference", "rnnlm-8:inference", "gnmt-8:inference")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", nargs="+", default=list(HELD_OUT))
-    parser.add_argument("--devices", nargs="+", default=["2xV100", "4xV100", "8xV100"])
-    parser.add_argument("--paper-sizes", action="store_true")
-    parser.add_argument("--checkpoint", default="default")
-    parser.add_argument("--samples", type=int, default=8, help="sampled episodes beside the greedy one (bench_go's default)")
+    add_cell_arguments(parser, json_name="go_partition.json")
     parser.add_argument("--exponents", nargs="+", type=float, default=[0.0, 1.0, 2.0, 4.0])
-    parser.add_argument("--held-out", nargs="*", default=list(HELD_OUT), help="workloads whose geometric mean is also reported")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "go_partition.json"))
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
-    policy.eval()
+    policy = load_policy(args)
     columns = ["zero-shot", "+partition"] + [f"gamma={g:g}" for g in args.exponents]
     rows = []
-    for spec in args.workloads:
-        name, graph = load_graph(spec, paper=args.paper_sizes)
-        for devices in args.devices:
-            env = GraphEnvironment(name, graph, load_topology(devices))
-            ref = env.reference_step_s
-            row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
+    for spec, devices, env in cells(args):
+        ref = env.reference_step_s
+        row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
+        began = time.process_time()
+        row["zero-shot"] = zero_shot(policy, env, args.samples, seed=args.seed, partition=(), joint=0).score.step_time_s / ref
+        row["zero-shot_s"] = time.process_time() - began
+        began = time.process_time()
+        row["+partition"] = zero_shot(policy, env, args.samples, seed=args.seed, joint=0).score.step_time_s / ref
+        row["+partition_s"] = time.process_time() - began
+        rollout = collect_rollouts(policy, [env], 1, greedy_first=True, with_reward=False)[0]
+        last = rollout.actions[-1, 0].numpy()
+        inputs = env.inputs
+        for gamma in args.exponents:
             began = time.process_time()
-            row["zero-shot"] = zero_shot(policy, env, args.samples, seed=args.seed, partition=(), joint=0).score.step_time_s / ref
-            row["zero-shot_s"] = time.process_time() - began
-            began = time.process_time()
-            row["+partition"] = zero_shot(policy, env, args.samples, seed=args.seed, joint=0).score.step_time_s / ref
-            row["+partition_s"] = time.process_time() - began
-            rollout = collect_rollouts(policy, [env], 1, greedy_first=True, with_reward=False)[0]
-            last = rollout.actions[-1, 0].numpy()
-            inputs = env.inputs
-            for gamma in args.exponents:
-                began = time.process_time()
-                placements = partitioned_placements(
-                    rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(), inputs.edge_bytes.numpy(),
-                    inputs.node_time.numpy(), inputs.device_mask.numpy(), last[:, 0], exponents=(gamma,),
-                )
-                best = math.inf
-                for device in placements:
-                    actions = last.copy()
-                    actions[:, 0] = device
-                    best = min(best, env.score(actions, with_reward=False).step_time_s / ref)
-                row[f"gamma={gamma:g}"] = best
-                row[f"gamma={gamma:g}_s"] = time.process_time() - began
-            rows.append(row)
-            print(f"{spec} {devices}: " + " ".join(f"{c} {row[c]:.3f}" for c in columns), flush=True)
-    lines = ["| workload | devices | nodes | " + " | ".join(columns) + " |", "|---|---|---|" + "---|" * len(columns)]
-    for row in rows:
-        lines.append(f"| {row['workload']} | {row['devices']} | {row['nodes']} | " + " | ".join(f"{row[c]:.3f}" for c in columns) + " |")
+            placements = partitioned_placements(
+                rollout.place_log_prob[0].numpy(), inputs.edge_index.numpy(), inputs.edge_bytes.numpy(),
+                inputs.node_time.numpy(), inputs.device_mask.numpy(), last[:, 0], exponents=(gamma,),
+            )
+            best = math.inf
+            for device in placements:
+                actions = last.copy()
+                actions[:, 0] = device
+                best = min(best, env.score(actions, with_reward=False).step_time_s / ref)
+            row[f"gamma={gamma:g}"] = best
+            row[f"gamma={gamma:g}_s"] = time.process_time() - began
+        rows.append(row)
+        print(f"{spec} {devices}: " + " ".join(f"{c} {row[c]:.3f}" for c in columns), flush=True)
+    lines = markdown_table(rows, columns)
     for label, keep in (("held out", lambda r: r["workload"] in args.held_out), ("all", lambda r: True)):
         chosen = [r for r in rows if keep(r)]
         if chosen:
             lines.append(f"| geomean {label} | | {len(chosen)} cells | " + " | ".join(f"{geometric_mean([r[c] for r in chosen]):.3f}" for c in columns) + " |")
     print("\n".join(lines))
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"argv": argv, "default_exponents": list(AGREEMENT_EXPONENTS), "columns": columns, "rows": rows}, indent=1))
-    tmp.replace(out)
+    write_json(args.json, {"argv": argv, "default_exponents": list(AGREEMENT_EXPONENTS), "columns": columns, "rows": rows})
     return 0
 
 

@@ -25,15 +25,9 @@ import time
 from pathlib import Path
 from statistics import geometric_mean
 
-import torch
-
-from compiler_opt.policy import load_checkpoint
-from compiler_opt.rl import GraphEnvironment, load_graph, zero_shot
+from benchmarks._go_cells import add_cell_arguments, cells, load_policy, markdown_table, write_json
+from compiler_opt.rl import zero_shot
 from compiler_opt.rl.polish import seeds_and_polish
-from cost_model.devices.loader import load_topology
-
-ROOT = Path(__file__).resolve().parent.parent
-HELD_OUT = ("inception-v3:inference", "amoebanet:inference", "rnnlm-8:inference", "gnmt-8:inference")
 
 
 def fine_tune_ratios(paths: list[str]) -> dict[str, float]:
@@ -52,55 +46,39 @@ def fine_tune_ratios(paths: list[str]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", nargs="+", default=list(HELD_OUT))
-    parser.add_argument("--devices", nargs="+", default=["2xV100", "4xV100", "8xV100"])
-    parser.add_argument("--paper-sizes", action="store_true")
-    parser.add_argument("--checkpoint", default="default")
-    parser.add_argument("--samples", type=int, default=8, help="sampled episodes beside the greedy one (bench_go's default)")
+    add_cell_arguments(parser, json_name="go_zero_shot_polish.json")
     parser.add_argument("--polish-seconds", nargs="+", type=float, default=[5.0], help="CPU seconds of local search after the zero-shot")
     parser.add_argument("--no-control", action="store_true", help="skip the no-policy control")
     parser.add_argument("--fine-tune", nargs="*", default=[], help="bench_go.py JSON files with go-fine-tune rows for these cells")
-    parser.add_argument("--held-out", nargs="*", default=list(HELD_OUT), help="workloads whose geometric mean is also reported")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "go_zero_shot_polish.json"))
     args = parser.parse_args(argv)
     if any(not s > 0 for s in args.polish_seconds):
         parser.error("--polish-seconds must be > 0")
     fine_tune = fine_tune_ratios(args.fine_tune) if args.fine_tune else {}
-    torch.set_num_threads(1)
-    policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
-    policy.eval()
+    policy = load_policy(args)
     levels = policy.config
     columns = ["zero-shot"] + [f"zero-shot+{s:g}" for s in args.polish_seconds] + ([] if args.no_control else [f"control@{s:g}" for s in args.polish_seconds])
     rows = []
-    for spec in args.workloads:
-        name, graph = load_graph(spec, paper=args.paper_sizes)
-        for devices in args.devices:
-            env = GraphEnvironment(name, graph, load_topology(devices))
-            row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
-            runs = [("zero-shot", 0.0)] + [(f"zero-shot+{s:g}", s) for s in args.polish_seconds]
-            for column, seconds in runs:
+    for spec, devices, env in cells(args):
+        row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
+        runs = [("zero-shot", 0.0)] + [(f"zero-shot+{s:g}", s) for s in args.polish_seconds]
+        for column, seconds in runs:
+            began = time.process_time()
+            found = zero_shot(policy, env, args.samples, seed=args.seed, polish_seconds=seconds)
+            row[column] = found.score.step_time_s / env.reference_step_s
+            row[f"{column}_s"] = time.process_time() - began
+        if not args.no_control:
+            for s in args.polish_seconds:
+                cpu = row[f"zero-shot+{s:g}_s"]  # the control gets what the policy's run took
                 began = time.process_time()
-                found = zero_shot(policy, env, args.samples, seed=args.seed, polish_seconds=seconds)
-                row[column] = found.score.step_time_s / env.reference_step_s
-                row[f"{column}_s"] = time.process_time() - began
-            if not args.no_control:
-                for s in args.polish_seconds:
-                    cpu = row[f"zero-shot+{s:g}_s"]  # the control gets what the policy's run took
-                    began = time.process_time()
-                    done = seeds_and_polish(env, cpu, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels)
-                    row[f"control@{s:g}"] = done.polished.score.step_time_s / env.reference_step_s
-                    row[f"control@{s:g}_s"] = time.process_time() - began
-            cell = f"{spec}@{devices}"
-            if cell in fine_tune:
-                row["fine-tune"] = fine_tune[cell]
-            rows.append(row)
-            print(f"{cell} ({row['nodes']} nodes): " + "  ".join(f"{c} {row[c]:.3f}x ({row[c + '_s']:.1f} s)" for c in columns), flush=True)
-    shown = columns + (["fine-tune"] if fine_tune else [])
-    print("\n| workload | devices | nodes | " + " | ".join(shown) + " |")
-    print("|---|---|---|" + "---|" * len(shown))
-    for row in rows:
-        print(f"| {row['workload']} | {row['devices']} | {row['nodes']} | " + " | ".join(f"{row[c]:.3f}" if c in row else "-" for c in shown) + " |")
+                done = seeds_and_polish(env, cpu, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels)
+                row[f"control@{s:g}"] = done.polished.score.step_time_s / env.reference_step_s
+                row[f"control@{s:g}_s"] = time.process_time() - began
+        cell = f"{spec}@{devices}"
+        if cell in fine_tune:
+            row["fine-tune"] = fine_tune[cell]
+        rows.append(row)
+        print(f"{cell} ({row['nodes']} nodes): " + "  ".join(f"{c} {row[c]:.3f}x ({row[c + '_s']:.1f} s)" for c in columns), flush=True)
+    print("\n" + "\n".join(markdown_table(rows, columns + (["fine-tune"] if fine_tune else []))))
     summary = {}
     for c in columns:
         held = [r for r in rows if r["workload"] in args.held_out]
@@ -115,11 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = f", / fine-tune {entry['over_fine_tune']:.3f} (within 10% on {entry['within_10pct']} of {entry['cells_with_fine_tune']})" if tuned else ""
         held_text = f"held out {entry['held_out_geomean']:.4f}x" if held else "no held-out cells"
         print(f"{c}: geomean {entry['geomean']:.4f}x, {held_text}{extra}")
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps({"argv": argv if argv is not None else sys.argv, "rows": rows, "summary": summary}, indent=1, default=float))
-    tmp.replace(out)
+    write_json(args.json, {"argv": argv if argv is not None else sys.argv, "rows": rows, "summary": summary})
     return 0
 
 
