@@ -95,6 +95,22 @@ def test_kind_weights_redraw_the_mix_and_the_default_mix_is_unchanged() -> None:
             parse_kind_weights(bad)
 
 
+def test_single_row_reductions_are_drawn_on_request_and_the_default_draw_is_unchanged() -> None:
+    weights = {"reduce": 1, "ew_reduce": 1, "matmul": 1}
+    before = [s.signature for s in synthetic_kernels(40, seed=7, kind_weights=weights)]
+    assert [s.signature for s in synthetic_kernels(40, seed=7, kind_weights=weights, single_row=0.0)] == before
+    every = synthetic_kernels(60, seed=7, kind_weights=weights, single_row=1.0)
+    reductions = [s for s in every if s.kind in ("reduce", "ew_reduce")]
+    assert reductions and all(s.dims[0] == 1 for s in reductions)
+    assert max(s.dims[1] for s in reductions) >= 65536  # long rows, the ones the default draw never makes
+    assert all(1e4 <= s.flops <= 8e6 for s in every)
+    half = synthetic_kernels(200, seed=7, kind_weights={"reduce": 1}, single_row=0.5)
+    assert 0.3 < sum(s.dims[0] == 1 for s in half) / len(half) < 0.7
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="single-row share"):
+            synthetic_kernels(5, seed=0, single_row=bad)
+
+
 def test_collect_refuses_bad_kind_weights(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from compiler_opt.cli.main import main
 
@@ -106,6 +122,8 @@ def test_collect_refuses_bad_kind_weights(tmp_path, capsys) -> None:  # type: ig
 
 @pytest.mark.parametrize("flags, message", [(["--synthetic-kinds", "reduce=1"], "need --synthetic N"),
                                             (["--synthetic-seed", "3"], "need --synthetic N"),
+                                            (["--synthetic-single-row", "0.5"], "need --synthetic N"),
+                                            (["--synthetic", "4", "--synthetic-single-row", "2"], "--synthetic-single-row must lie in [0, 1]"),
                                             (["--synthetic", "4", "--task", "fusion"], "--task fusion does not take it"),
                                             (["--synthetic", "4", "--max-flops", "10"], "--synthetic: synthetic kernels need 0 < min_flops"),
                                             (["--synthetic", "4", "--configs", "0"], "--configs must be >= 1"),

@@ -79,11 +79,22 @@ def _dims(rng: np.random.Generator, kind: str) -> tuple[int, ...]:
     return (_size(rng, 1, 4096), _size(rng, 8, 8192))  # reduce / ew_reduce: rows, cols
 
 
+def _single_row_dims(rng: np.random.Generator) -> tuple[int, ...]:
+    """A whole-vector reduction, (1, cols): cols log-uniform up to 8M elements (scaled to the FLOP
+    budget after), the large one-row sums and norms of LLM graphs ([1, 655360] in the suite's HLO)."""
+    return (1, _size(rng, 1024, 1 << 23))
+
+
 def synthetic_kernels(count: int, *, seed: int = 0, max_flops: float = 8e6, min_flops: float = 1e4,
-                      kind_weights: Mapping[str, int] | None = None) -> list[KernelSpec]:
+                      kind_weights: Mapping[str, int] | None = None, single_row: float = 0.0) -> list[KernelSpec]:
     """`count` distinct random kernel specs (module docstring), the same list for the same seed and
-    weights; `kind_weights` (kind -> integer, unnamed kinds 0) replaces `KIND_WEIGHTS`."""
+    weights; `kind_weights` (kind -> integer, unnamed kinds 0) replaces `KIND_WEIGHTS`. `single_row`:
+    the share of reductions (reduce, ew_reduce) drawn as one long row, (1, cols) (`_single_row_dims`):
+    the default draw makes them about 1% of reductions where the suite has 18%; 0 draws exactly
+    what seeds drew before the option existed."""
     draw = _draw_list(KIND_WEIGHTS if kind_weights is None else kind_weights)
+    if not 0.0 <= single_row <= 1.0:
+        raise ValueError(f"synthetic single-row share must lie in [0, 1], got {single_row}")
     if count < 0:
         raise ValueError(f"synthetic kernel count must be >= 0, got {count}")
     if not 0 < min_flops <= max_flops:
@@ -95,7 +106,10 @@ def synthetic_kernels(count: int, *, seed: int = 0, max_flops: float = 8e6, min_
         if len(specs) >= count:
             break
         kind = draw[int(rng.integers(len(draw)))]
-        spec = scale_to_budget(KernelSpec(kind, _dims(rng, kind), source), max_flops, min_flops=min_flops)
+        # the extra draw only when asked: seeds drawn without the option draw the same shapes
+        one_row = single_row > 0 and kind in ("reduce", "ew_reduce") and rng.random() < single_row
+        dims = _single_row_dims(rng) if one_row else _dims(rng, kind)
+        spec = scale_to_budget(KernelSpec(kind, dims, source), max_flops, min_flops=min_flops)
         if spec is not None:
             specs.setdefault(spec.signature, spec)
     if len(specs) < count:
