@@ -57,7 +57,7 @@ class GoPass(Pass):
     seed: int = option(0, "random seed")
     seeds: str = option("auto", "fine-tune/one warm start: placement methods joined by '+', auto or off")
     polish: int = option(300, "fine-tune/one: simulations of the final local search from the best answer (rl/polish.py); 0: off")
-    polish_seconds: float = option(0.0, "zero-shot: CPU seconds of local search from the policy's answer, no training (rl/polish.py; 5 took held-out answers 7% closer to fine-tune's); 0: the answer alone")
+    polish_seconds: float = option(0.0, "zero-shot: CPU seconds of local search from the policy's answer, no training (rl/polish.py; 5 made held-out answers' steps 7% faster); 0: the answer alone")
     decodings: str = option("all", "the greedy answer's extra decodings (smoothed, coarsened, partitioned, joint variants; each one more fusion decode and simulation, ~1 CPU min in all at 100k nodes): all or off")
 
     def __post_init__(self) -> None:

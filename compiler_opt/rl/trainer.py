@@ -192,9 +192,9 @@ def zero_shot(
     fusion and priority heads are often slower than those (rnnlm-2 2xV100: 0.644x -> 0.536x the
     expert, RESULTS.md h15); 0 turns that off. `polish_seconds` > 0: the answer ends with that many
     CPU seconds of local search from it (rl/polish.py, the fine-tune's last step; the seeds' placements
-    raced beside it when `seeds` are given), still no training: on the held-out cells 5 s took the
-    answer from 1.137x to 1.058x fine-tune's, and the same seconds of classical seeds + local search
-    without a policy to 1.063x (RESULTS.md h17); 0 (default): the policy's answer alone."""
+    raced beside it when `seeds` are given), still no training: on the 12 held-out cells 5 s took the
+    answer from 1.146x to 1.063x fine-tune's step time, and the same CPU seconds of classical seeds +
+    local search without a policy score 1.063x too (RESULTS.md h17); 0 (default): the policy's answer alone."""
     if not polish_seconds >= 0:
         raise ValueError(f"polish_seconds must be >= 0 CPU seconds, got {polish_seconds}")
     generator = torch.Generator().manual_seed(seed)

@@ -46,3 +46,13 @@ def test_a_timed_classical_search_fills_the_rows_seconds(bench, tmp_path) -> Non
     assert long["seconds"] < 6 + 3  # the deadline, plus the problem built from the graph and the default fusion
     assert long["step_time_s"] <= short["step_time_s"] * 1.000001  # same seed: more of the same search
     assert bench._is_classical(long["method"], set(bench.classical_methods()))
+
+
+def test_the_zero_shot_polish_row_is_the_zero_shot_searched_further(bench, tmp_path) -> None:
+    out = tmp_path / "go.json"
+    argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--json", str(out), "--zero-shot-polish-seconds", "0.5"]
+    assert bench.main([*argv, "--rows", "go-zero-shot", "go-zero-shot-polish"]) == 0
+    rows = {r["method"]: r for r in json.loads(out.read_text())["rows"]}
+    plain, polished = rows["go-zero-shot"], rows["go-zero-shot-polish"]
+    assert polished["step_time_s"] <= plain["step_time_s"]
+    assert polished["evaluations"] > plain["evaluations"]  # the search's simulations are counted
