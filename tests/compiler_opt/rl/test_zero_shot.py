@@ -129,14 +129,19 @@ def test_smoothing_by_hand() -> None:
         smooth_placement(log_probs, edges, -1.0)
 
 
-def test_joint_variants_of_the_fastest_candidates_are_candidates() -> None:
-    from compiler_opt.rl.joint import joint_variants
-
+def _dag_and_untrained_policy() -> tuple[GraphEnvironment, PolicyConfig, GoPolicy]:
+    """An 80-node random DAG on 4xV100 and a small untrained two-round policy (seeded)."""
     torch.set_num_threads(1)
     env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
     torch.manual_seed(2)
     config = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2)
-    policy = GoPolicy(config)
+    return env, config, GoPolicy(config)
+
+
+def test_joint_variants_of_the_fastest_candidates_are_candidates() -> None:
+    from compiler_opt.rl.joint import joint_variants
+
+    env, config, policy = _dag_and_untrained_policy()
     plain = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=0)
     joint = zero_shot(policy, env, 3, seed=4, smoothing=(), coarsen=False, partition=(), joint=2)
     # By hand: every episode of every round, the two fastest distinct placements (each at its
@@ -165,11 +170,7 @@ def test_joint_variants_of_the_fastest_candidates_are_candidates() -> None:
 def test_polish_seconds_end_the_answer_with_the_local_search_from_it() -> None:
     from compiler_opt.rl.polish import polish
 
-    torch.set_num_threads(1)
-    env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
-    torch.manual_seed(2)
-    config = PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=2)
-    policy = GoPolicy(config)
+    env, config, policy = _dag_and_untrained_policy()
     raw = {"smoothing": (), "coarsen": False, "partition": (), "joint": 0}  # the policy's own answers, spread over devices
     plain = zero_shot(policy, env, 3, seed=4, **raw)
     # An evaluation cap would make the test exact, but the option is CPU seconds: compare with the
