@@ -9,7 +9,10 @@ Per (workload, devices) cell, the shipped checkpoint (or `--checkpoint`), one to
   local search from it (rl/polish.py), no training;
 - `control@S`: no policy at the same CPU seconds as `zero-shot+S` took on that cell: the classical
   warm-start seeds and the same local search from the fastest of them (`rl.polish.seeds_and_polish`,
-  what `bench_go.py`'s `seeds+polish` row runs).
+  what `bench_go.py`'s `seeds+polish` row runs);
+- with `--warm`, `warm+S`: `zero_shot(..., seeds=DEFAULT_SEEDS, polish_seconds=S)` (the seeds run first,
+  the episodes edit the best of them, and the search races the answer against the fastest seeds'
+  placements), and `control@warm+S`, the control at the CPU seconds that took.
 `--fine-tune`: `bench_go.py` JSON files with `go-fine-tune` rows for the same cells (one per run); each
 column is then also read as a ratio to their geometric mean per cell, the issue's "zero-shot within 10%
 of fine-tuned". Ratios to the human-expert reference; geometric means over all cells and over the
@@ -28,6 +31,7 @@ from statistics import geometric_mean
 from benchmarks._go_cells import add_cell_arguments, cells, load_policy, markdown_table, write_json
 from compiler_opt.rl import zero_shot
 from compiler_opt.rl.polish import seeds_and_polish
+from compiler_opt.rl.warm_start import DEFAULT_SEEDS
 
 
 def fine_tune_ratios(paths: list[str]) -> dict[str, float]:
@@ -49,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     add_cell_arguments(parser, json_name="go_zero_shot_polish.json")
     parser.add_argument("--polish-seconds", nargs="+", type=float, default=[5.0], help="CPU seconds of local search after the zero-shot")
     parser.add_argument("--no-control", action="store_true", help="skip the no-policy control")
+    parser.add_argument("--warm", action="store_true", help="also zero-shot with the warm start's seeds + S seconds of search (and its control)")
     parser.add_argument("--fine-tune", nargs="*", default=[], help="bench_go.py JSON files with go-fine-tune rows for these cells")
     args = parser.parse_args(argv)
     if any(not s > 0 for s in args.polish_seconds):
@@ -56,23 +61,26 @@ def main(argv: list[str] | None = None) -> int:
     fine_tune = fine_tune_ratios(args.fine_tune) if args.fine_tune else {}
     policy = load_policy(args)
     levels = policy.config
-    columns = ["zero-shot"] + [f"zero-shot+{s:g}" for s in args.polish_seconds] + ([] if args.no_control else [f"control@{s:g}" for s in args.polish_seconds])
+    searched = [f"zero-shot+{s:g}" for s in args.polish_seconds] + ([f"warm+{s:g}" for s in args.polish_seconds] if args.warm else [])
+    columns = ["zero-shot", *searched] + ([] if args.no_control else [f"control@{c.removeprefix('zero-shot+')}" for c in searched])
     rows = []
     for spec, devices, env in cells(args):
         row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
-        runs = [("zero-shot", 0.0)] + [(f"zero-shot+{s:g}", s) for s in args.polish_seconds]
-        for column, seconds in runs:
+        runs = [("zero-shot", 0.0, ())] + [(f"zero-shot+{s:g}", s, ()) for s in args.polish_seconds]
+        runs += [(f"warm+{s:g}", s, DEFAULT_SEEDS) for s in args.polish_seconds] if args.warm else []
+        for column, seconds, seeds in runs:
             began = time.process_time()
-            found = zero_shot(policy, env, args.samples, seed=args.seed, polish_seconds=seconds)
+            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds)
             row[column] = found.score.step_time_s / env.reference_step_s
             row[f"{column}_s"] = time.process_time() - began
         if not args.no_control:
-            for s in args.polish_seconds:
-                cpu = row[f"zero-shot+{s:g}_s"]  # the control gets what the policy's run took
+            for column in searched:
+                cpu = row[f"{column}_s"]  # the control gets what the policy's run took
                 began = time.process_time()
                 done = seeds_and_polish(env, cpu, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels)
-                row[f"control@{s:g}"] = done.polished.score.step_time_s / env.reference_step_s
-                row[f"control@{s:g}_s"] = time.process_time() - began
+                name = f"control@{column.removeprefix('zero-shot+')}"
+                row[name] = done.polished.score.step_time_s / env.reference_step_s
+                row[f"{name}_s"] = time.process_time() - began
         cell = f"{spec}@{devices}"
         if cell in fine_tune:
             row["fine-tune"] = fine_tune[cell]

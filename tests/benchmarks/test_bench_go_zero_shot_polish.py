@@ -18,7 +18,7 @@ def test_the_polished_zero_shot_is_never_slower_and_is_read_against_fine_tune(tm
     out = tmp_path / "zsp.json"
     with benchmark_script("bench_go_zero_shot_polish") as bench:
         argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--polish-seconds", "0.5",
-                "--held-out", "rnnlm-2:inference", "--fine-tune", str(fine_tune), "--json", str(out)]
+                "--held-out", "rnnlm-2:inference", "--fine-tune", str(fine_tune), "--warm", "--json", str(out)]
         assert bench.main(argv) == 0
         with pytest.raises(SystemExit):
             bench.main(["--polish-seconds", "0", "--json", str(tmp_path / "bad.json")])
@@ -26,6 +26,9 @@ def test_the_polished_zero_shot_is_never_slower_and_is_read_against_fine_tune(tm
     (row,) = data["rows"]
     assert row["zero-shot+0.5"] <= row["zero-shot"]
     assert row["control@0.5"] > 0 and row["control@0.5_s"] > 0
+    # the warm start's seeds include the human expert, and the answer is never slower than the best seed
+    assert 0 < row["warm+0.5"] <= 1.0 + 1e-9
+    assert 0 < row["control@warm+0.5"] <= 1.0 + 1e-9 and "control@warm+0.5" in data["summary"]
     assert row["fine-tune"] == pytest.approx(0.2)  # the geometric mean of the two runs; other rows ignored
     summary = data["summary"]["zero-shot+0.5"]
     assert summary["over_fine_tune"] == pytest.approx(row["zero-shot+0.5"] / 0.2)
