@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--polish-seconds", nargs="+", type=float, default=[5.0], help="CPU seconds of local search after the zero-shot")
     parser.add_argument("--no-control", action="store_true", help="skip the no-policy control")
     parser.add_argument("--warm", action="store_true", help="also zero-shot with the warm start's seeds + S seconds of search (and its control)")
+    parser.add_argument("--warm-seed-seconds", type=float, default=0.0, help="--warm: the seeds' CPU budget (zero_shot seed_seconds; 0: every seed runs)")
     parser.add_argument("--fine-tune", nargs="*", default=[], help="bench_go.py JSON files with go-fine-tune rows for these cells")
     args = parser.parse_args(argv)
     if any(not s > 0 for s in args.polish_seconds):
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         runs += [(f"warm+{s:g}", s, DEFAULT_SEEDS) for s in args.polish_seconds] if args.warm else []
         for column, seconds, seeds in runs:
             began = time.process_time()
-            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds)
+            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds,
+                              seed_seconds=args.warm_seed_seconds if seeds else 0.0)
             row[column] = found.score.step_time_s / env.reference_step_s
             row[f"{column}_s"] = time.process_time() - began
         if not args.no_control:

@@ -12,7 +12,8 @@ weights on this graph alone). `seeds`: the warm start's classical placement meth
 `rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
 the answer is never worse than the best seed (rl/warm_start.py). `polish`: fine-tune and one end
 with that many simulations of local search from the best answer (rl/polish.py);
-`polish-seconds`: zero-shot ends with that many CPU seconds of it (off by default: the policy's answer alone). `decodings=off`:
+`polish-seconds`: zero-shot ends with that many CPU seconds of it (off by default: the policy's answer alone);
+`seed-seconds`: the CPU budget of a zero-shot's seeds (0: all run). `decodings=off`:
 the greedy answer is not decoded again (smoothed, coarsened, partitioned, joint variants: rl/trainer.zero_shot),
 for graphs so large that each extra fusion decode and simulation counts. Zero-shot with seeds samples
 edits of the best seed without training. The best decisions the simulator saw are written onto the nodes'
@@ -58,6 +59,7 @@ class GoPass(Pass):
     seeds: str = option("auto", "fine-tune/one warm start: placement methods joined by '+', auto or off")
     polish: int = option(300, "fine-tune/one: simulations of the final local search from the best answer (rl/polish.py); 0: off")
     polish_seconds: float = option(0.0, "zero-shot: CPU seconds of local search from the policy's answer, no training (rl/polish.py; 5 made held-out answers' steps 7% faster); 0: the answer alone")
+    seed_seconds: float = option(0.0, "zero-shot with seeds: CPU seconds the warm start's seeds may take (no seed starts past them); 0: every seed runs")
     decodings: str = option("all", "the greedy answer's extra decodings (smoothed, coarsened, partitioned, joint variants; each one more fusion decode and simulation, ~1 CPU min in all at 100k nodes): all or off")
 
     def __post_init__(self) -> None:
@@ -69,6 +71,10 @@ class GoPass(Pass):
             raise PassError(f"go: polish_seconds must be >= 0 CPU seconds, got {self.polish_seconds}", pass_name=self.name, field="polish_seconds")
         if self.polish_seconds > 0 and self.mode != "zero-shot":
             raise PassError(f"go: polish_seconds is zero-shot's (mode={self.mode} ends with `polish` simulations instead)", pass_name=self.name, field="polish_seconds")
+        if not self.seed_seconds >= 0:
+            raise PassError(f"go: seed_seconds must be >= 0 CPU seconds, got {self.seed_seconds}", pass_name=self.name, field="seed_seconds")
+        if self.seed_seconds > 0 and self.mode != "zero-shot":
+            raise PassError(f"go: seed_seconds is zero-shot's (mode={self.mode} gives its seeds a share of the training budget)", pass_name=self.name, field="seed_seconds")
         if self.budget < 0 or self.samples < 2:
             raise PassError("go: budget must be >= 0 and samples >= 2", pass_name=self.name, field="budget")
         if self.decodings not in ("all", "off"):
@@ -114,7 +120,8 @@ class GoPass(Pass):
             # a fine-tune starts from the policy's greedy answer only without a warm start (the seeds, the reference first, come sooner and better)
             greedy = mode == "zero-shot" or (mode == "fine-tune" and (not config.seed_methods() or self.budget == 0))
             extra = {} if self.decodings == "all" else {"smoothing": (), "coarsen": False, "partition": (), "joint": 0}
-            candidates = [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds, polish_seconds=self.polish_seconds, **extra)] if greedy else []
+            candidates = [zero_shot(policy, env, self.budget if mode == "zero-shot" else 1, seed=self.seed, seeds=seeds, polish_seconds=self.polish_seconds,
+                                     seed_seconds=self.seed_seconds, **extra)] if greedy else []
             if mode != "zero-shot" and self.budget > 0:
                 result = run_training(config, envs=[env], policy=policy, progress=False, save=False)
                 candidates.extend(result.best.values())

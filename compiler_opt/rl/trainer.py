@@ -171,6 +171,7 @@ def zero_shot(
     partition: Sequence[float] = AGREEMENT_EXPONENTS,
     joint: int = JOINT_CANDIDATES,
     polish_seconds: float = 0.0,
+    seed_seconds: float = 0.0,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -194,9 +195,14 @@ def zero_shot(
     CPU seconds of local search from it (rl/polish.py, the fine-tune's last step; the seeds' placements
     raced beside it when `seeds` are given), still no training: on the 12 held-out cells 5 s took the
     answer from 1.146x to 1.063x fine-tune's step time, and the same CPU seconds of classical seeds +
-    local search without a policy score 1.063x too (RESULTS.md h17); 0 (default): the policy's answer alone."""
+    local search without a policy score 1.063x too (RESULTS.md h17); 0 (default): the policy's answer alone.
+    `seed_seconds` > 0: the warm start's CPU budget (`warm_start_seeds(cpu_budget=)`: no seed starts
+    past it or is predicted to end past it), so a warm zero-shot's time can be bounded on large
+    graphs (rnnlm-8, 10k nodes: the eight default seeds take 4-5 CPU s); 0: every seed runs."""
     if not polish_seconds >= 0:
         raise ValueError(f"polish_seconds must be >= 0 CPU seconds, got {polish_seconds}")
+    if not seed_seconds >= 0:
+        raise ValueError(f"seed_seconds must be >= 0 CPU seconds, got {seed_seconds}")
     generator = torch.Generator().manual_seed(seed)
     # joint variants need a fusion decoder: none on a profiled problem (device arrays scored by another model)
     leaders = _Leaders(joint if isinstance(env, GraphEnvironment) else 0)
@@ -204,7 +210,7 @@ def zero_shot(
     fitting: list[Seed] = []
     if seeds:
         fitting = fitting_seeds(
-            warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
+            warm_start_seeds(env, seeds, fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels, cpu_budget=seed_seconds)
         )
         head = fitting[0] if fitting else None
     start = {env.label: head.actions} if head is not None else None

@@ -89,6 +89,10 @@ def test_go_zero_shot_polish_seconds_reach_the_written_answer(checkpoint: Path) 
 def test_go_rejects_bad_options() -> None:
     with pytest.raises(PassError, match="polish_seconds"):
         run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{polish-seconds=-1}")
+    with pytest.raises(PassError, match="seed_seconds"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{seed-seconds=-1}")
+    with pytest.raises(PassError, match="seed_seconds"):
+        run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=one,seed-seconds=3}")
     with pytest.raises(PassError, match="polish_seconds"):
         run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=fine-tune,polish-seconds=2}")
     with pytest.raises(PassError, match="decodings"):

@@ -186,3 +186,20 @@ def test_polish_seconds_end_the_answer_with_the_local_search_from_it() -> None:
     for bad in (-1.0, float("nan")):
         with pytest.raises(ValueError, match="polish_seconds"):
             zero_shot(policy, env, 0, polish_seconds=bad)
+
+
+def test_seed_seconds_bound_the_warm_start(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    env, _, policy = _dag_and_untrained_policy()
+    methods = ("human-expert", "metis", "scotch")
+    with caplog.at_level(logging.INFO, logger="compiler_opt.rl.warm_start"):
+        bounded = zero_shot(policy, env, 0, seed=4, seeds=methods, seed_seconds=1e-9, joint=0)
+    assert "warm start stops" in caplog.text or "warm start skips" in caplog.text  # the reference ran, then the budget was spent
+    assert bounded.score.step_time_s <= env.reference_step_s * (1 + 1e-9)  # never slower than the seeds that ran
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="compiler_opt.rl.warm_start"):
+        zero_shot(policy, env, 0, seed=4, seeds=methods, joint=0)
+    assert "warm start stops" not in caplog.text and "warm start skips" not in caplog.text
+    with pytest.raises(ValueError, match="seed_seconds"):
+        zero_shot(policy, env, 0, seeds=methods, seed_seconds=-1.0)
