@@ -12,7 +12,9 @@ Per (workload, devices) cell, the shipped checkpoint (or `--checkpoint`), one to
   what `bench_go.py`'s `seeds+polish` row runs);
 - with `--warm`, `warm+S`: `zero_shot(..., seeds=DEFAULT_SEEDS, polish_seconds=S)` (the seeds run first,
   the episodes edit the best of them, and the search races the answer against the fastest seeds'
-  placements), and `control@warm+S`, the control at the CPU seconds that took.
+  placements), and `control@warm+S`, the control at the CPU seconds that took. The control's seeds get
+  half its seconds and a seed predicted to end past them is skipped, which the warm zero-shot (all of
+  its seeds) does run: compare seeds too before reading a gap as the policy's (RESULTS.md h17).
 `--fine-tune`: `bench_go.py` JSON files with `go-fine-tune` rows for the same cells (one per run); each
 column is then also read as a ratio to their geometric mean per cell, the issue's "zero-shot within 10%
 of fine-tuned". Ratios to the human-expert reference; geometric means over all cells and over the
