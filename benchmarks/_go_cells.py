@@ -56,9 +56,8 @@ def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
 
 
 def write_json(path: str, payload: dict) -> None:
-    """`payload` to `path`, through a temporary file renamed over it."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=1, default=float))
-    tmp.replace(out)
+    """`payload` to `path`, written beside it and renamed over it (`graph_ir.io.atomic.atomic_path`)."""
+    from graph_ir.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=1, default=float))

@@ -252,8 +252,8 @@ def zero_shot(
 def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed]) -> tuple[BestFound, int]:
     """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
     fastest distinct seeds' placements, raced; rl/polish.py); and the simulations it took."""
-    others = [np.asarray(s.decisions.device) for s in sorted(seeds, key=lambda s: s.score.step_time_s)]
-    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others[:3],
+    others = start_placements(np.asarray(found.decisions.device), seeds, 3)
+    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others,
                     fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
     if result.score.rank_key < found.score.rank_key:
         found = BestFound(result.decisions, result.score, env)
