@@ -12,9 +12,11 @@ Per (workload, devices) cell, the shipped checkpoint (or `--checkpoint`), one to
   what `bench_go.py`'s `seeds+polish` row runs);
 - with `--warm`, `warm+S`: `zero_shot(..., seeds=DEFAULT_SEEDS, polish_seconds=S)` (the seeds run first,
   the episodes edit the best of them, and the search races the answer against the fastest seeds'
-  placements), and `control@warm+S`, the control at the CPU seconds that took. The control's seeds get
-  half its seconds and a seed predicted to end past them is skipped, which the warm zero-shot (all of
-  its seeds) does run: compare seeds too before reading a gap as the policy's (RESULTS.md h17).
+  placements), and `control@warm+S`, the control at the CPU seconds that took. With several
+  `--warm-seed-seconds` B, one column `warmB+S` per pair. The warm control's seeds get the same
+  budget as the warm zero-shot's (`--control-seeds same`, so the two run the same seeds and a gap is
+  the policy's edits); `half` gives them half the control's seconds, as the cold columns' control and
+  RESULTS.md h17's tables do. `--no-cold-search` skips the `zero-shot+S` columns (and their controls).
 `--fine-tune`: `bench_go.py` JSON files with `go-fine-tune` rows for the same cells (one per run); each
 column is then also read as a ratio to their geometric mean per cell, the issue's "zero-shot within 10%
 of fine-tuned". Ratios to the human-expert reference; geometric means over all cells and over the
@@ -56,32 +58,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--polish-seconds", nargs="+", type=float, default=[5.0], help="CPU seconds of local search after the zero-shot")
     parser.add_argument("--no-control", action="store_true", help="skip the no-policy control")
     parser.add_argument("--warm", action="store_true", help="also zero-shot with the warm start's seeds + S seconds of search (and its control)")
-    parser.add_argument("--warm-seed-seconds", type=float, default=0.0, help="--warm: the seeds' CPU budget (zero_shot seed_seconds; 0: every seed runs)")
+    parser.add_argument("--warm-seed-seconds", nargs="+", type=float, default=[0.0],
+                        help="--warm: the seeds' CPU budgets (zero_shot seed_seconds; 0: every seed runs); several: a column per pair with --polish-seconds")
+    parser.add_argument("--control-seeds", choices=("same", "half"), default="same",
+                        help="the warm control's seed budget: the warm zero-shot's (same) or half the control's seconds (half, RESULTS.md h17)")
+    parser.add_argument("--no-cold-search", action="store_true", help="skip the zero-shot+S columns (the policy's answer alone stays)")
     parser.add_argument("--fine-tune", nargs="*", default=[], help="bench_go.py JSON files with go-fine-tune rows for these cells")
     args = parser.parse_args(argv)
     if any(not s > 0 for s in args.polish_seconds):
         parser.error("--polish-seconds must be > 0")
+    if any(not s >= 0 for s in args.warm_seed_seconds):
+        parser.error("--warm-seed-seconds must be >= 0")
+    if args.no_cold_search and not args.warm:
+        parser.error("--no-cold-search leaves only the zero-shot column without --warm")
     fine_tune = fine_tune_ratios(args.fine_tune) if args.fine_tune else {}
     policy = load_policy(args)
     levels = policy.config
-    searched = [f"zero-shot+{s:g}" for s in args.polish_seconds] + ([f"warm+{s:g}" for s in args.polish_seconds] if args.warm else [])
-    columns = ["zero-shot", *searched] + ([] if args.no_control else [f"control@{c.removeprefix('zero-shot+')}" for c in searched])
+    # (column, search seconds, seeds, seed budget); the seed budget is None for the cold columns
+    runs: list[tuple[str, float, tuple[str, ...], float | None]] = [("zero-shot", 0.0, (), None)]
+    runs += [] if args.no_cold_search else [(f"zero-shot+{s:g}", s, (), None) for s in args.polish_seconds]
+    if args.warm:
+        several = len(args.warm_seed_seconds) > 1
+        runs += [(f"warm{b:g}+{s:g}" if several else f"warm+{s:g}", s, DEFAULT_SEEDS, b) for b in args.warm_seed_seconds for s in args.polish_seconds]
+    searched = [run for run in runs if run[1] > 0]
+    columns = [run[0] for run in runs] + ([] if args.no_control else [f"control@{run[0].removeprefix('zero-shot+')}" for run in searched])
     rows = []
     for spec, devices, env in cells(args):
         row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
-        runs = [("zero-shot", 0.0, ())] + [(f"zero-shot+{s:g}", s, ()) for s in args.polish_seconds]
-        runs += [(f"warm+{s:g}", s, DEFAULT_SEEDS) for s in args.polish_seconds] if args.warm else []
-        for column, seconds, seeds in runs:
+        for column, seconds, seeds, seed_budget in runs:
             began = time.process_time()
-            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds,
-                              seed_seconds=args.warm_seed_seconds if seeds else 0.0)
+            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds, seed_seconds=seed_budget or 0.0)
             row[column] = found.score.step_time_s / env.reference_step_s
             row[f"{column}_s"] = time.process_time() - began
         if not args.no_control:
-            for column in searched:
+            for column, _, _, seed_budget in searched:
                 cpu = row[f"{column}_s"]  # the control gets what the policy's run took
+                same = seed_budget is not None and args.control_seeds == "same"
                 began = time.process_time()
-                done = seeds_and_polish(env, cpu, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels)
+                done = seeds_and_polish(env, cpu, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
+                                        seed_seconds=seed_budget if same else None)
                 name = f"control@{column.removeprefix('zero-shot+')}"
                 row[name] = done.polished.score.step_time_s / env.reference_step_s
                 row[f"{name}_s"] = time.process_time() - began

@@ -188,9 +188,11 @@ def seeds_and_polish(
     starts: int | None = None,
     group_moves: bool = True,
     move_order: str = "random",
+    seed_seconds: float | None = None,
 ) -> SeedsAndPolish:
     """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
-    and joint seeds, within its share of the budget) and the polish from the best fitting seed,
+    and joint seeds, within its share of the budget, or `seed_seconds` when given: 0 runs every
+    seed, as a warm zero-shot with `seed_seconds=0` does) and the polish from the best fitting seed,
     raced against the other seeds' placements, on every second left. `fusion_levels` /
     `priority_levels`: the levels the joint seeds are expressed in; `joint`: the polish scores
     each result's joint variants in those levels too; `starts`: the starts raced (default
@@ -204,7 +206,7 @@ def seeds_and_polish(
     with gc_frozen():
         seeds = warm_start_seeds(
             env, config.seed_methods(), fusion_levels=fusion_levels, priority_levels=priority_levels,
-            cpu_budget=seconds * config.warm_start_fraction,
+            cpu_budget=seconds * config.warm_start_fraction if seed_seconds is None else seed_seconds,
         )
         fitting = fitting_seeds(seeds)
         if not fitting:

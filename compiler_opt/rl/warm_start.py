@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -46,8 +47,9 @@ from graph_ir.errors import CompilerOptError
 if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from cost_model.decisions import Decisions
+    from cost_model.simulator.problem import SimulationProblem
 
-__all__ = ["DEFAULT_SEEDS", "OTHER_SEED_CPU_PER_NODE", "SEED_CPU_PER_NODE", "Seed", "SeedEpisode", "fitting_seeds", "joint_seeds", "seed_actions", "seed_episode", "warm_start_seeds"]
+__all__ = ["DEFAULT_SEEDS", "OTHER_SEED_CPU", "SEED_CPU", "Seed", "SeedCost", "SeedEpisode", "fitting_seeds", "joint_seeds", "mean_ready_width", "predicted_seed_cpu", "seed_actions", "seed_episode", "warm_start_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +60,57 @@ logger = logging.getLogger(__name__)
 # 2-5k nodes (15-146 s on 23-29k). m-sct, dp-ls, sa and cp-sat are left out: tens of CPU seconds
 # per cell (RESULTS.md h1).
 DEFAULT_SEEDS = ("human-expert", "single-device", "metis", "scotch", "critical-path", "m-topo", "dp", "m-etf")
-# A method starts only when it is predicted to end within the warm start's CPU budget: CPU seconds
-# per node, about the most a method took on the paper-size suite here (one thread; RESULTS.md h7:
-# m-etf 0.3-2.4 ms a node, 15 s on 9.5k-node InceptionV3 training, 13 s on 29k-node GNMT; every
-# other default seed at most 0.6 ms).
-SEED_CPU_PER_NODE = {"m-etf": 1.6e-3}
-OTHER_SEED_CPU_PER_NODE = 2e-4
+# A method starts only when it is predicted to end within the warm start's CPU budget
+# (`predicted_seed_cpu`), from CPU seconds measured on the paper-size suite (one thread).
+# m-ETF scans its whole ready set at every step (passes/placement/baechi.py), so its cost grows
+# with the graph's width as well as its size: RESULTS.md h18 measured 0.06-0.69 ms a node on 11
+# graphs, 0.69 on inception-v3 training (mean ready width 759), 0.07 on transformer-xl inference
+# (60); N x (0.3 ms + 0.6 us x width) bounds all 22 (graph, device count) cells, at most 5x over
+# (the flat 1.6 ms a node it replaces was 2.3-27x over and dropped m-etf past ~6k nodes). Every
+# other default seed took at most 0.11 ms a node.
+@dataclass(frozen=True)
+class SeedCost:
+    """Predicted CPU seconds of a seed method: `per_node` + `per_node_width` x the mean ready width,
+    times the node count."""
+
+    per_node: float
+    per_node_width: float = 0.0
+
+
+SEED_CPU = {"m-etf": SeedCost(3e-4, 6e-7)}
+OTHER_SEED_CPU = SeedCost(2e-4)
+
+
+def mean_ready_width(problem: SimulationProblem) -> float:
+    """The mean number of ready nodes over a first-in first-out topological traversal: how many
+    candidates a list scheduler such as m-ETF compares at each step. O(N + E)."""
+    count = problem.num_nodes
+    if not count:
+        return 0.0
+    src, dst = problem.node_edges()
+    waiting = np.bincount(dst, minlength=count).tolist()
+    order = np.argsort(src, kind="stable")
+    starts = np.searchsorted(src[order], np.arange(count + 1)).tolist()
+    succ = dst[order].tolist()
+    ready = deque(n for n in range(count) if waiting[n] == 0)
+    total = 0
+    while ready:
+        total += len(ready)
+        node = ready.popleft()
+        for s in succ[starts[node] : starts[node + 1]]:
+            waiting[s] -= 1
+            if waiting[s] == 0:
+                ready.append(s)
+    return total / count
+
+
+def predicted_seed_cpu(method: str, problem: SimulationProblem, width: float | None = None) -> float:
+    """CPU seconds `method` is predicted to take at most on `problem` (`SEED_CPU`); `width`: its
+    `mean_ready_width`, computed here when the method's cost needs it and none is given."""
+    cost = SEED_CPU.get(method, OTHER_SEED_CPU)
+    if cost.per_node_width and width is None:
+        width = mean_ready_width(problem)
+    return problem.num_nodes * (cost.per_node + cost.per_node_width * (width or 0.0))
 
 
 @dataclass
@@ -107,19 +154,23 @@ def warm_start_seeds(
 ) -> list[Seed]:
     """Run `methods` in order on `env` and score them; no new method starts once `cpu_budget`
     CPU seconds are spent (0: no limit) or when it is predicted to end past them
-    (`SEED_CPU_PER_NODE`). A method that fails is logged and skipped. With
+    (`predicted_seed_cpu`). A method that fails is logged and skipped. With
     `priority_levels` (the policy's), the fitting seeds' joint variants follow (`joint_seeds`)."""
     seeds: list[Seed] = []
     began = time.process_time()
+    width: float | None = None  # computed once, when a prediction needs it
     for method in methods:
         spent = time.process_time() - began
         if cpu_budget and spent >= cpu_budget:
             logger.info("%s: warm start stops after %.1f CPU s (budget %.1f); not run: %s", env.label, spent, cpu_budget, method)
             break
-        predicted = SEED_CPU_PER_NODE.get(method, OTHER_SEED_CPU_PER_NODE) * env.problem.num_nodes
-        if cpu_budget and method != env.reference_name and spent + predicted > cpu_budget:
-            logger.info("%s: warm start skips %s (~%.1f CPU s predicted, %.1f of %.1f left)", env.label, method, predicted, cpu_budget - spent, cpu_budget)
-            continue
+        if cpu_budget and method != env.reference_name:
+            if width is None and SEED_CPU.get(method, OTHER_SEED_CPU).per_node_width:
+                width = mean_ready_width(env.problem)
+            predicted = predicted_seed_cpu(method, env.problem, width)
+            if spent + predicted > cpu_budget:
+                logger.info("%s: warm start skips %s (~%.1f CPU s predicted, %.1f of %.1f left)", env.label, method, predicted, cpu_budget - spent, cpu_budget)
+                continue
         started = time.process_time()
         try:
             decisions = env.reference_decisions if method == env.reference_name else env.classical(method)

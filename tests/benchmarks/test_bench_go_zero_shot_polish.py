@@ -34,3 +34,19 @@ def test_the_polished_zero_shot_is_never_slower_and_is_read_against_fine_tune(tm
     assert summary["over_fine_tune"] == pytest.approx(row["zero-shot+0.5"] / 0.2)
     assert summary["held_out_geomean"] == pytest.approx(row["zero-shot+0.5"])
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_several_warm_seed_budgets_are_columns_and_their_control_runs_the_same_seeds(tmp_path) -> None:
+    out = tmp_path / "zsp.json"
+    with benchmark_script("bench_go_zero_shot_polish") as bench:
+        argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--polish-seconds", "0.3", "--warm",
+                "--warm-seed-seconds", "0", "0.2", "--no-cold-search", "--json", str(out)]
+        assert bench.main(argv) == 0
+        for bad in (["--no-cold-search"], ["--warm", "--warm-seed-seconds", "-1"]):
+            with pytest.raises(SystemExit):
+                bench.main([*bad, "--json", str(tmp_path / "bad.json")])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert "zero-shot+0.3" not in row and 0 < row["zero-shot"] <= 1.0 + 1e-9
+    for column in ("warm0+0.3", "warm0.2+0.3"):
+        assert 0 < row[column] <= 1.0 + 1e-9 and 0 < row[f"control@{column}"] <= 1.0 + 1e-9
+    assert not (tmp_path / "bad.json").exists()

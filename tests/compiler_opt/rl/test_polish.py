@@ -301,3 +301,17 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     torch.manual_seed(0)
     seeds_only = run_training(TrainConfig(**common, policy_starts=0), envs=[env], policy=GoPolicy(TINY), progress=False, save=False)
     assert seeds_only.decoded == {}
+
+
+def test_seeds_and_polish_takes_the_seed_budget_it_is_given(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the seeds get fine-tune's share of the seconds, and a seed predicted past it is
+    skipped; `seed_seconds=0` runs every seed (a warm zero-shot's), the control the same seeds."""
+    import compiler_opt.rl.warm_start as warm_start
+    from compiler_opt.rl.polish import seeds_and_polish
+
+    monkeypatch.setitem(warm_start.SEED_CPU, "m-etf", warm_start.SeedCost(1.0))  # 1 s a node: past any share here
+    methods = lambda done: {s.method for s in done.seeds if "+" not in s.method}  # noqa: E731 - joint seeds aside
+    assert "m-etf" not in methods(seeds_and_polish(env, 0.3, fusion_levels=4, priority_levels=0))
+    every = seeds_and_polish(env, 0.3, fusion_levels=4, priority_levels=0, seed_seconds=0.0)
+    assert methods(every) == set(warm_start.DEFAULT_SEEDS)
+    assert every.polished.score.step_time_s <= every.head.score.step_time_s

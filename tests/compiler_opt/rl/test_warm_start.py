@@ -167,14 +167,46 @@ def test_zero_shot_with_seeds_is_no_worse_than_the_best_seed_and_off_by_default(
 
 
 def test_a_seed_predicted_to_overrun_the_budget_is_skipped(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a CPU budget, a method whose per-node prior predicts it ends past the budget does not
-    start; the reference is free and always runs; without a budget every method runs."""
+    """With a CPU budget, a method whose prior predicts it ends past the budget does not start
+    (a per-node cost, or one that grows with the ready width); the reference is free and always
+    runs; without a budget every method runs."""
     import compiler_opt.rl.warm_start as warm_start
 
-    monkeypatch.setitem(warm_start.SEED_CPU_PER_NODE, "metis", 1.0)  # 1 s a node: never fits 5 s
+    monkeypatch.setitem(warm_start.SEED_CPU, "metis", warm_start.SeedCost(1.0))  # 1 s a node: never fits 5 s
+    seeds = warm_start.warm_start_seeds(env, ["human-expert", "metis", "single-device"], fusion_levels=4, cpu_budget=5.0)
+    assert [s.method for s in seeds] == ["human-expert", "single-device"]
+    width = warm_start.mean_ready_width(env.problem)
+    monkeypatch.setitem(warm_start.SEED_CPU, "metis", warm_start.SeedCost(0.0, 6.0 / (width * env.problem.num_nodes)))  # 6 s
     seeds = warm_start.warm_start_seeds(env, ["human-expert", "metis", "single-device"], fusion_levels=4, cpu_budget=5.0)
     assert [s.method for s in seeds] == ["human-expert", "single-device"]
     assert [s.method for s in warm_start.warm_start_seeds(env, ["metis"], fusion_levels=4)] == ["metis"]
+
+
+def test_mean_ready_width_counts_the_ready_set_at_every_step() -> None:
+    """A chain has one ready node at every step; k independent nodes have k, k-1, ..., 1 (mean
+    (k+1)/2); a diamond a->{b,c}->d has 1, 2, 1, 1; the m-ETF prediction grows with the width."""
+    from onnx import TensorProto, helper
+
+    from compiler_opt.rl.warm_start import mean_ready_width, predicted_seed_cpu
+    from cost_model.devices.loader import load_topology
+    from cost_model.simulator.problem import SimulationProblem
+    from graph_ir.io.onnx_import import import_onnx
+
+    def problem(edges: list[tuple[int, int]], count: int) -> SimulationProblem:
+        nodes = []
+        for n in range(count):
+            inputs = [f"y{a}" for a, b in edges if b == n] or ["x"]
+            nodes.append(helper.make_node("Add" if len(inputs) == 2 else "Relu", inputs, [f"y{n}"], name=f"n{n}"))
+        info = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [4]) for name in ["x"] + [f"y{n}" for n in range(count)]]
+        model = helper.make_model(helper.make_graph(nodes, "g", info[:1], info[1:]), opset_imports=[helper.make_opsetid("", 17)])
+        return SimulationProblem.from_graph(import_onnx(model), load_topology("2xV100"))
+
+    assert mean_ready_width(problem([(0, 1), (1, 2), (2, 3)], 4)) == 1.0
+    assert mean_ready_width(problem([], 5)) == 3.0
+    assert mean_ready_width(problem([(0, 1), (0, 2), (1, 3), (2, 3)], 4)) == 5 / 4
+    wide, chain = problem([], 5), problem([(0, 1), (1, 2), (2, 3), (3, 4)], 5)
+    assert predicted_seed_cpu("m-etf", wide) > predicted_seed_cpu("m-etf", chain) == pytest.approx(5 * (3e-4 + 6e-7))
+    assert predicted_seed_cpu("metis", wide) == predicted_seed_cpu("metis", chain) == pytest.approx(5 * 2e-4)
 
 
 def test_classical_seeds_run_on_the_environments_own_problem(env: GraphEnvironment) -> None:
