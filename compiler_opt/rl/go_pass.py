@@ -9,7 +9,7 @@ Modes: `zero-shot` (the checkpoint's greedy decision and `budget` samples, best 
 no warm start or no budget), `one` (GO-one: `budget` PPO iterations from fresh
 weights on this graph alone). `seeds`: the warm start's classical placement methods,
 `+`-separated (`seeds=metis+critical-path`), `auto` (fine-tune, one: the default list
-`rl/warm_start.DEFAULT_SEEDS`; zero-shot: none) or `off`; the search edits the best of them and
+`rl/warm_start.DEFAULT_SEEDS`; zero-shot: none), `default` (that list in every mode) or `off`; the search edits the best of them and
 the answer is never worse than the best seed (rl/warm_start.py). `polish`: fine-tune and one end
 with that many simulations of local search from the best answer (rl/polish.py);
 `polish-seconds`: zero-shot ends with that many CPU seconds of it (off by default: the policy's answer alone);
@@ -56,7 +56,7 @@ class GoPass(Pass):
     devices: str = option("", "override the target's topology (a preset, NxGPU, or a YAML/JSON file); empty: the target's")
     samples: int = option(8, "episodes per PPO iteration (fine-tune, one)")
     seed: int = option(0, "random seed")
-    seeds: str = option("auto", "fine-tune/one warm start: placement methods joined by '+', auto or off")
+    seeds: str = option("auto", "warm start: placement methods joined by '+'; auto (fine-tune/one: the default list; zero-shot: none), default (the default list in every mode) or off")
     polish: int = option(300, "fine-tune/one: simulations of the final local search from the best answer (rl/polish.py); 0: off")
     polish_seconds: float = option(0.0, "zero-shot: CPU seconds of local search from the policy's answer, no training (rl/polish.py; 5 made held-out answers' steps 7% faster); 0: the answer alone")
     seed_seconds: float = option(0.0, "zero-shot with seeds: CPU seconds the warm start's seeds may take (no seed starts past them); 0: every seed runs")
@@ -79,13 +79,23 @@ class GoPass(Pass):
             raise PassError("go: budget must be >= 0 and samples >= 2", pass_name=self.name, field="budget")
         if self.decodings not in ("all", "off"):
             raise PassError(f"go: decodings must be all or off, got {self.decodings!r}", pass_name=self.name, field="decodings")
-        if self.seeds not in ("auto", "off"):
+        if self.seeds not in ("auto", "off", "default"):
             from compiler_opt.rl.config import unknown_placement_methods
             from passes.placement import METHODS
 
             unknown = unknown_placement_methods(self.seeds.split("+"))
             if unknown:
                 raise PassError(f"go: unknown warm-start methods {unknown} in seeds={self.seeds}; known: {', '.join(METHODS)}", pass_name=self.name, field="seeds")
+
+    def _warm_start(self) -> list[str] | None:
+        """`TrainConfig.warm_start` for the `seeds` option (None: the mode's default)."""
+        if self.seeds == "auto":
+            return None
+        if self.seeds == "default":
+            from compiler_opt.rl.warm_start import DEFAULT_SEEDS
+
+            return list(DEFAULT_SEEDS)
+        return [] if self.seeds == "off" else self.seeds.split("+")
 
     def call(self, graph: Graph, context: PassContext) -> PassResult:
         import torch
@@ -110,7 +120,7 @@ class GoPass(Pass):
             seed=self.seed,
             init_checkpoint="" if mode == "go-one" else (self.checkpoint or "default"),
             out_dir="",
-            warm_start=None if self.seeds == "auto" else [] if self.seeds == "off" else self.seeds.split("+"),
+            warm_start=self._warm_start(),
             polish_evaluations=self.polish,
         )
         policy = make_policy(config)

@@ -146,6 +146,22 @@ def test_go_pass_answer_is_no_worse_than_its_seed(checkpoint: Path) -> None:
     assert step <= seed.score.step_time_s * (1 + 1e-9)
 
 
+def test_go_pass_default_seeds_warm_a_zero_shot(checkpoint: Path) -> None:
+    """`seeds=default` is the default list in every mode; a zero-shot with it (bounded seeds, a short
+    search) answers no slower than the best of those seeds; `auto` leaves a zero-shot cold."""
+    from compiler_opt.rl.go_pass import GoPass
+    from cost_model.costs import SimulationProblem, simulate
+
+    assert GoPass(seeds="default")._warm_start() == list(DEFAULT_SEEDS) and GoPass(seeds="auto")._warm_start() is None
+    graph = import_onnx(random_onnx_dag(60, seed=5))
+    topology = load_topology("4xV100")
+    best = min(s.score.step_time_s for s in warm_start_seeds(GraphEnvironment("g", graph, topology), DEFAULT_SEEDS, fusion_levels=TINY.fusion_levels) if s.fits)
+    run_pipeline(graph, 'go{mode=zero-shot,checkpoint="%s",budget=1,devices=4xV100,seeds=default,seed-seconds=5,polish-seconds=0.2}' % checkpoint)
+    graph.verify()
+    step = simulate(SimulationProblem.from_graph(graph, topology), Decisions.from_graph(graph, topology)).step_time_s
+    assert step <= best * (1 + 1e-9)
+
+
 def test_go_pass_refuses_an_unknown_seed_method() -> None:
     with pytest.raises(PassError, match="seeds"):
         run_pipeline(import_onnx(random_onnx_dag(5, seed=0)), "go{mode=fine-tune,seeds=metis+nope}")
