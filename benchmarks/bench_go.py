@@ -10,6 +10,9 @@ classical placements seed the search, their CPU seconds inside the row's budget;
 its seeds); the `-cold` rows run without a warm start. `go-zero-shot-warm`: zero-shot (no
 training) whose samples edit the best of the same seeds. `go-zero-shot-polish`: the cold zero-shot
 answer, then `--zero-shot-polish-seconds` CPU seconds of local search from it (no training).
+`go-zero-shot-warm-polish`: the ten-second zero-shot (RESULTS.md h18): the same seeds within
+`--zero-shot-seed-seconds`, the policy's edits of the best, then `--zero-shot-warm-polish-seconds`
+of the search (defaults 2 and 3, `rl.trainer.WARM_ZERO_SHOT_*`).
 
 A cell is (workload, devices). Every answer is scored by the same simulator on the same
 `SimulationProblem` (`GraphEnvironment`). Classical placements (all of `bench`'s methods) get the
@@ -57,6 +60,7 @@ import torch
 from compiler_opt.cli._render import Table, render_tables
 from compiler_opt.policy import load_checkpoint
 from compiler_opt.rl import GraphEnvironment, TrainConfig, load_graph, make_policy, run_training, zero_shot
+from compiler_opt.rl.trainer import WARM_ZERO_SHOT_POLISH_SECONDS, WARM_ZERO_SHOT_SEED_SECONDS
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
 from cost_model.lower_bound import step_time_lower_bound
@@ -68,7 +72,7 @@ SEARCH_CONTROL = "seeds+polish"  # GO fine-tune without the policy: its seeds an
 GO_ROWS = (
     "go-one", "go-one-placement-only", "go-zero-shot", "go-fine-tune", "go-fine-tune-placement-only",
     "go-fine-tune-cold", "go-fine-tune-placement-only-cold", "go-one-cold", "go-zero-shot-warm", "go-zero-shot-placement-only",
-    "go-zero-shot-polish", SEARCH_CONTROL,
+    "go-zero-shot-polish", "go-zero-shot-warm-polish", SEARCH_CONTROL,
 )
 ROW_GROUPS = ("classical", "hdp", *GO_ROWS)
 TIMED = ("sa", "random", "sa+fused", "random+fused")
@@ -318,7 +322,7 @@ class Bench:
             result = train_hdp(env, HdpConfig(seed=args.seed, max_cpu_seconds=args.hdp_seconds, samples=args.samples, groups=args.hdp_groups))
             decisions, seconds, evals = result.decisions, time.process_time() - began, result.evaluations
             curve = [[cpu, step] for _, step, cpu in result.curve]
-        elif method in ("go-zero-shot", "go-zero-shot-warm", "go-zero-shot-placement-only", "go-zero-shot-polish"):
+        elif method in ("go-zero-shot", "go-zero-shot-warm", "go-zero-shot-placement-only", "go-zero-shot-polish", "go-zero-shot-warm-polish"):
             from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS
             from compiler_opt.rl.trainer import JOINT_CANDIDATES
             from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS
@@ -327,10 +331,12 @@ class Bench:
             torch.manual_seed(args.seed)
             policy, _ = load_checkpoint(None if args.checkpoint == "default" else args.checkpoint)
             began = time.process_time()
-            seeds = DEFAULT_SEEDS if method.endswith("-warm") else ()
+            seeds = DEFAULT_SEEDS if method.endswith(("-warm", "-warm-polish")) else ()
+            warm_polish = method == "go-zero-shot-warm-polish"
+            polish_seconds = args.zero_shot_warm_polish_seconds if warm_polish else args.zero_shot_polish_seconds if method.endswith("-polish") else 0.0
             # placement-only: the default fusion and flat priorities decode every candidate (no joint variants)
             run_env = env.as_placement_only() if method.endswith("-placement-only") else env
-            found = zero_shot(policy, run_env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES, polish_seconds=args.zero_shot_polish_seconds if method.endswith("-polish") else 0.0)
+            found = zero_shot(policy, run_env, args.zero_shot_samples, seed=args.seed, seeds=seeds, smoothing=() if args.no_smoothing else SMOOTHING_WEIGHTS, coarsen=not args.no_coarsen, partition=() if args.no_partition else AGREEMENT_EXPONENTS, joint=0 if args.no_joint else JOINT_CANDIDATES, polish_seconds=polish_seconds, seed_seconds=args.zero_shot_seed_seconds if warm_polish else 0.0)
             decisions, seconds, evals = found.decisions, time.process_time() - began, found.evaluations
         elif method == SEARCH_CONTROL:
             decisions, seconds, evals, curve, extra = _seeds_and_polish(env, args)
@@ -573,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
     parser.add_argument("--zero-shot-samples", type=int, default=8)
     parser.add_argument("--zero-shot-polish-seconds", type=float, default=5.0, help="go-zero-shot-polish: CPU seconds of local search from the zero-shot's answer")
+    parser.add_argument("--zero-shot-seed-seconds", type=float, default=WARM_ZERO_SHOT_SEED_SECONDS, help="go-zero-shot-warm-polish: CPU seconds of the seeds")
+    parser.add_argument("--zero-shot-warm-polish-seconds", type=float, default=WARM_ZERO_SHOT_POLISH_SECONDS, help="go-zero-shot-warm-polish: CPU seconds of local search")
     parser.add_argument("--no-partition", action="store_true", help="zero-shot without the partitioned decodings of its answer (the placement distributions cut by METIS, policy/partitioned.py)")
     parser.add_argument("--no-joint", action="store_true", help="zero-shot without the joint variants (merged fusion, bottom-level priorities) of its fastest candidates (rl/joint.py)")
     parser.add_argument("--no-coarsen", action="store_true", help="zero-shot without the coarsened decodings of its answer (fewer stages down to one device, policy/coarsen.py)")

@@ -56,3 +56,15 @@ def test_the_zero_shot_polish_row_is_the_zero_shot_searched_further(bench, tmp_p
     plain, polished = rows["go-zero-shot"], rows["go-zero-shot-polish"]
     assert polished["step_time_s"] <= plain["step_time_s"]
     assert polished["evaluations"] > plain["evaluations"]  # the search's simulations are counted
+
+
+def test_the_warm_polish_row_is_no_slower_than_the_warm_row_or_its_best_seed(bench, tmp_path) -> None:
+    """go-zero-shot-warm-polish: the same seeds (within their CPU budget), the policy's edits, then the search."""
+    out = tmp_path / "go.json"
+    argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--json", str(out),
+            "--zero-shot-seed-seconds", "5", "--zero-shot-warm-polish-seconds", "0.5"]
+    assert bench.main([*argv, "--rows", "go-zero-shot-warm", "go-zero-shot-warm-polish"]) == 0
+    rows = {r["method"]: r for r in json.loads(out.read_text())["rows"]}
+    warm, searched = rows["go-zero-shot-warm"], rows["go-zero-shot-warm-polish"]
+    assert searched["step_time_s"] <= warm["step_time_s"] * (1 + 1e-9)  # the seeds all fit 5 s here: the same start
+    assert searched["evaluations"] > warm["evaluations"]
