@@ -57,8 +57,9 @@ __all__ = [
 # 2 CPU s, the policy's edits of the best of them, then 3 CPU s of local search. Chosen among
 # seeds + search = 5 s on the training split's 27 inference cells (2+3: 0.3824x the expert; 1+4,
 # 3+2, 4+1: 0.3843-0.3902x), then held out: 1.043x fine-tune's (12 of 12 cells within 10%),
-# 11.8% faster than the same seeds and search without the policy at equal CPU, 7.1-9.7 CPU s on
-# rnnlm-8's 10k nodes. `go{mode=zero-shot,seeds=default,seed-seconds=2,polish-seconds=3}`.
+# 11.8% faster than the same seeds and search without the policy at equal CPU (but tied with a
+# no-policy search that spends half its CPU on seeds: 0.3850x both), 7.1-9.7 CPU s on rnnlm-8's
+# 10k nodes. `go{mode=zero-shot,seeds=default,seed-seconds=2,polish-seconds=3}`.
 WARM_ZERO_SHOT_SEED_SECONDS = 2.0
 WARM_ZERO_SHOT_POLISH_SECONDS = 3.0
 
