@@ -145,21 +145,17 @@ class GraphEnvironment:
     def label(self) -> str:
         return f"{self.name}@{self.topology.name}"
 
-    def classical(self, method: str, *, deadline: float = math.inf) -> Decisions:
+    def classical(self, method: str) -> Decisions:
         """A classical placement with the default fusion and priorities, found on this
         environment's own problem (its devices and kernel cost source; building the problem again
         from the graph cost ~1 CPU s a method on 29k nodes, and used roofline costs whatever the
-        environment's source). `deadline` (`time.process_time()`): a method that
-        `abandons_at_deadline` raises `DeadlinePassed` past it; others ignore it."""
+        environment's source)."""
         from passes.placement import method_pass
 
         chosen = method_pass(method)
         # a device the topology lacks ("/device:GPU:*" in a GraphDef) counts as unplaced: GO decides them all
         base = Decisions.from_graph(self.graph, self.problem.topology, nodes=self.problem.nodes, unknown_devices="default")
-        ctx = chosen.context_on(self.problem, base=base)
-        if chosen.abandons_at_deadline:  # a search reads the same field as its own stopping time
-            ctx.deadline = deadline
-        device = chosen.run(ctx).decisions.device
+        device = chosen.run(chosen.context_on(self.problem, base=base)).decisions.device
         return Decisions(device, self.default_fusion(device), np.zeros(self.problem.num_nodes))
 
     def decisions(self, actions: np.ndarray) -> Decisions:

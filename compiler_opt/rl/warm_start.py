@@ -43,14 +43,13 @@ import numpy as np
 import torch
 
 from graph_ir.errors import CompilerOptError
-from passes.placement.context_base import DeadlinePassed
 
 if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from cost_model.decisions import Decisions
     from cost_model.simulator.problem import SimulationProblem
 
-__all__ = ["DEADLINE_START_SHARE", "DEFAULT_SEEDS", "OTHER_SEED_CPU", "SEED_CPU", "Seed", "SeedCost", "SeedEpisode", "fitting_seeds", "joint_seeds", "mean_ready_width", "predicted_seed_cpu", "seed_actions", "seed_episode", "warm_start_seeds"]
+__all__ = ["DEFAULT_SEEDS", "OTHER_SEED_CPU", "SEED_CPU", "Seed", "SeedCost", "SeedEpisode", "fitting_seeds", "joint_seeds", "mean_ready_width", "predicted_seed_cpu", "seed_actions", "seed_episode", "warm_start_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +79,6 @@ class SeedCost:
 
 SEED_CPU = {"m-etf": SeedCost(3e-4, 6e-7)}
 OTHER_SEED_CPU = SeedCost(2e-4)
-# A method that `abandons_at_deadline` (m-ETF) also starts when the budget left covers this share of
-# its predicted bound, with the budget's end as its deadline: the median of measured over predicted
-# on the 22 cells above is 0.35, so it often finishes, and when it does not, only the seeds' own
-# share is lost (RESULTS.md h18).
-DEADLINE_START_SHARE = 0.35
 
 
 def mean_ready_width(problem: SimulationProblem) -> float:
@@ -108,13 +102,6 @@ def mean_ready_width(problem: SimulationProblem) -> float:
             if waiting[s] == 0:
                 ready.append(s)
     return total / count
-
-
-def _abandons_at_deadline(method: str) -> bool:
-    from passes.placement import METHODS
-
-    cls = METHODS.get(method)  # an unknown method fails where it runs, with its own message
-    return bool(cls is not None and cls.abandons_at_deadline)
 
 
 def predicted_seed_cpu(method: str, problem: SimulationProblem, width: float | None = None) -> float:
@@ -167,15 +154,12 @@ def warm_start_seeds(
 ) -> list[Seed]:
     """Run `methods` in order on `env` and score them; no new method starts once `cpu_budget`
     CPU seconds are spent (0: no limit) or when it is predicted to end past them
-    (`predicted_seed_cpu`), except one that `abandons_at_deadline` (m-ETF) when the budget left
-    covers `DEADLINE_START_SHARE` of its prediction: it runs with the budget's end as its deadline
-    and is dropped if it passes it. A method that fails is logged and skipped. With
+    (`predicted_seed_cpu`). A method that fails is logged and skipped. With
     `priority_levels` (the policy's), the fitting seeds' joint variants follow (`joint_seeds`)."""
     seeds: list[Seed] = []
     began = time.process_time()
     width: float | None = None  # computed once, when a prediction needs it
     for method in methods:
-        deadline = math.inf
         spent = time.process_time() - began
         if cpu_budget and spent >= cpu_budget:
             logger.info("%s: warm start stops after %.1f CPU s (budget %.1f); not run: %s", env.label, spent, cpu_budget, method)
@@ -185,16 +169,11 @@ def warm_start_seeds(
                 width = mean_ready_width(env.problem)
             predicted = predicted_seed_cpu(method, env.problem, width)
             if spent + predicted > cpu_budget:
-                if not (_abandons_at_deadline(method) and spent + DEADLINE_START_SHARE * predicted <= cpu_budget):
-                    logger.info("%s: warm start skips %s (~%.1f CPU s predicted, %.1f of %.1f left)", env.label, method, predicted, cpu_budget - spent, cpu_budget)
-                    continue
-                deadline = began + cpu_budget
+                logger.info("%s: warm start skips %s (~%.1f CPU s predicted, %.1f of %.1f left)", env.label, method, predicted, cpu_budget - spent, cpu_budget)
+                continue
         started = time.process_time()
         try:
-            decisions = env.reference_decisions if method == env.reference_name else env.classical(method, deadline=deadline)
-        except DeadlinePassed as err:
-            logger.info("%s: warm-start seed %s abandoned at the seeds' budget (%.1f CPU s): %s", env.label, method, cpu_budget, err)
-            continue
+            decisions = env.reference_decisions if method == env.reference_name else env.classical(method)
         except (CompilerOptError, ValueError) as err:
             logger.warning("%s: warm-start seed %s failed: %s", env.label, method, str(err).splitlines()[0])
             continue

@@ -29,7 +29,7 @@ from passes.placement.context import (
     PlacementContext,
     PlacementError,
 )
-from passes.placement.context_base import DeadlinePassed, PlacementContextBase
+from passes.placement.context_base import PlacementContextBase
 from passes.placement.cp_sat import CpSatPlacement
 from passes.placement.critical_path import CriticalPathPlacement
 from passes.placement.dp import ContiguousDpPlacement
@@ -49,7 +49,6 @@ __all__ = [
     "METHODS",
     "OBJECTIVES",
     "BudgetExhausted",
-    "DeadlinePassed",
     "MemoryTracker",
     "PlacementContext",
     "PlacementContextBase",

@@ -24,7 +24,6 @@ and a warning is logged (Baechi fails instead).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +32,6 @@ from passes.infra.base import option
 from passes.infra.registry import register_pass
 from passes.placement.base import PlacementPass
 from passes.placement.context import MemoryTracker
-from passes.placement.context_base import DeadlinePassed
 from passes.placement.context_base import PlacementContextBase as PlacementContext
 from passes.placement.list_schedule import PartialSchedule
 
@@ -96,13 +94,7 @@ def _etf(ctx: PlacementContext, favorite_parent: np.ndarray | None = None) -> np
     ready: list[int] = [n for n in range(ctx.num_nodes) if waiting[n] == 0]
     # Once a node is ready its inputs' arrival times are fixed: compute them once.
     data: dict[int, np.ndarray] = {n: schedule.data_ready_times(n, cand) for n in ready}
-    steps = 0
     while ready:
-        steps += 1
-        # A caller's CPU deadline (the warm start's seed budget) abandons the whole placement: ETF has
-        # no partial answer. Read every 64 steps: a clock read costs about what a small step does.
-        if steps % 64 == 0 and time.process_time() > ctx.deadline:
-            raise DeadlinePassed(f"ETF ran past its CPU deadline after placing {steps - 1} of {ctx.num_nodes} nodes", field="cpu_seconds")
         nodes = np.asarray(ready)
         rows = np.stack([data[n] for n in ready])
         est = np.maximum(rows, schedule.device_ready[cand][None, :])
@@ -145,7 +137,6 @@ class MEtfPlacement(PlacementPass):
     """m-ETF: earliest (node, device) start first, within memory."""
 
     name = "m-etf"
-    abandons_at_deadline = True
 
     def assign(self, ctx: PlacementContext) -> np.ndarray:
         return _etf(ctx)
@@ -222,7 +213,6 @@ class MSctPlacement(PlacementPass):
     """m-SCT: ETF where LP-chosen favourite children follow their parent's device."""
 
     name = "m-sct"
-    abandons_at_deadline = True
     lp_max_nodes: int = option(5000, "largest graph for which the favourite-child LP is solved")
 
     def assign(self, ctx: PlacementContext) -> np.ndarray:

@@ -59,10 +59,6 @@ class PlacementOutcome:
 class PlacementPass(Pass):
     """Common options of the placement methods (each method adds its own)."""
 
-    # A constructive method that checks its context's CPU deadline and raises `DeadlinePassed`
-    # past it (m-ETF, m-SCT): a caller with a CPU budget may start it on a chance of finishing.
-    abandons_at_deadline = False
-
     devices: str = option("", "override the target's topology (a preset, NxGPU, Nxhost or a YAML/JSON file); empty: the target's")
     objective: str = option("", "override the target's objective: latency | throughput | memory; empty: the target's")
     seed: int = option(0, "random seed (methods without randomness ignore it)")

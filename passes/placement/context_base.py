@@ -42,11 +42,6 @@ class BudgetExhausted(PlacementError):
     """A search asked for more objective evaluations than its budget allows."""
 
 
-class DeadlinePassed(PlacementError):
-    """A constructive method (no answer before its end, unlike a search) ran past its context's
-    CPU deadline and was abandoned."""
-
-
 def members_by_group(group_of: np.ndarray) -> list[np.ndarray]:
     """The node indices of each group, by group index (`group_of`: a group index per node)."""
     group_of = np.asarray(group_of)

@@ -198,28 +198,6 @@ def test_a_seed_predicted_to_overrun_the_budget_is_skipped(env: GraphEnvironment
     assert [s.method for s in warm_start.warm_start_seeds(env, ["metis"], fusion_levels=4)] == ["metis"]
 
 
-def test_a_method_that_abandons_at_its_deadline_starts_on_a_chance_of_finishing(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
-    """m-ETF predicted past the budget still starts when what is left covers DEADLINE_START_SHARE of
-    its prediction, with the budget's end as its deadline (here it finishes: 60 nodes); below that
-    share it is skipped; a method that cannot be abandoned is skipped at once. The environment
-    passes a deadline only to a method that reads it, and one that passed drops the placement."""
-    import compiler_opt.rl.warm_start as warm_start
-    from passes.placement import DeadlinePassed
-
-    budget = 5.0
-    bound = budget / (warm_start.DEADLINE_START_SHARE * 2) / env.problem.num_nodes  # predicted: twice the budget / the share
-    for method in ("m-etf", "metis"):
-        monkeypatch.setitem(warm_start.SEED_CPU, method, warm_start.SeedCost(bound))
-    found = [s.method for s in warm_start.warm_start_seeds(env, ["human-expert", "metis", "m-etf"], fusion_levels=4, cpu_budget=budget)]
-    assert found == ["human-expert", "m-etf"]
-    monkeypatch.setitem(warm_start.SEED_CPU, "m-etf", warm_start.SeedCost(4 * bound))
-    assert [s.method for s in warm_start.warm_start_seeds(env, ["human-expert", "m-etf"], fusion_levels=4, cpu_budget=budget)] == ["human-expert"]
-    big = GraphEnvironment("wide", import_onnx(random_onnx_dag(200, seed=1)), load_topology("2xV100"))
-    with pytest.raises(DeadlinePassed):
-        big.classical("m-etf", deadline=0.0)
-    assert big.classical("metis", deadline=0.0).device.shape == (big.problem.num_nodes,)
-
-
 def test_mean_ready_width_counts_the_ready_set_at_every_step() -> None:
     """A chain has one ready node at every step; k independent nodes have k, k-1, ..., 1 (mean
     (k+1)/2); a diamond a->{b,c}->d has 1, 2, 1, 1; the m-ETF prediction grows with the width."""

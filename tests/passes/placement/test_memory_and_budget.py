@@ -7,7 +7,7 @@ import pytest
 
 import passes.placement.context as context_module
 from cost_model.simulator import SimulationProblem, simulate
-from passes.placement import METHODS, BudgetExhausted, DeadlinePassed, MemoryTracker, PlacementContext, place, place_outcome
+from passes.placement import BudgetExhausted, MemoryTracker, PlacementContext, place, place_outcome
 from placement_testlib import Builder, device, topology, two_branches
 
 
@@ -147,18 +147,3 @@ def test_sa_is_never_worse_than_its_single_device_start() -> None:
     single = simulate(problem, place(graph, "single-device", topo)).step_time_s
     annealed = simulate(problem, place(graph, "sa", topo, budget=150)).step_time_s
     assert annealed <= single
-
-
-@pytest.mark.parametrize("method", ["m-etf", "m-sct"])
-def test_etf_abandons_its_placement_past_the_contexts_deadline(method: str) -> None:
-    """ETF has no partial answer: past its context's CPU deadline it raises; with none it ends;
-    the methods that do so say so (`abandons_at_deadline`), the others do not."""
-    graph = wide_graph(branches=8, length=12)  # more than 64 steps: the deadline is read every 64
-    pass_ = METHODS[method]()
-    ctx = pass_.context(graph, topology(2))
-    ctx.deadline = 0.0  # long past
-    with pytest.raises(DeadlinePassed, match="past its CPU deadline"):
-        pass_.run(ctx)
-    ctx.deadline = float("inf")
-    assert pass_.run(ctx).decisions.device.shape == (ctx.num_nodes,)
-    assert pass_.abandons_at_deadline and not METHODS["metis"].abandons_at_deadline and not METHODS["sa"].abandons_at_deadline
