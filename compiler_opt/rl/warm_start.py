@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -83,7 +84,17 @@ OTHER_SEED_CPU = SeedCost(2e-4)
 
 def mean_ready_width(problem: SimulationProblem) -> float:
     """The mean number of ready nodes over a first-in first-out topological traversal: how many
-    candidates a list scheduler such as m-ETF compares at each step. O(N + E)."""
+    candidates a list scheduler such as m-ETF compares at each step. O(N + E), once per problem."""
+    width = _WIDTHS.get(problem)
+    if width is None:
+        width = _WIDTHS[problem] = _mean_ready_width(problem)
+    return width
+
+
+_WIDTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # problem -> mean ready width
+
+
+def _mean_ready_width(problem: SimulationProblem) -> float:
     count = problem.num_nodes
     if not count:
         return 0.0
@@ -104,13 +115,12 @@ def mean_ready_width(problem: SimulationProblem) -> float:
     return total / count
 
 
-def predicted_seed_cpu(method: str, problem: SimulationProblem, width: float | None = None) -> float:
-    """CPU seconds `method` is predicted to take at most on `problem` (`SEED_CPU`); `width`: its
-    `mean_ready_width`, computed here when the method's cost needs it and none is given."""
+def predicted_seed_cpu(method: str, problem: SimulationProblem) -> float:
+    """CPU seconds `method` is predicted to take at most on `problem` (`SEED_CPU`; the graph's
+    `mean_ready_width` read only when the method's cost depends on it)."""
     cost = SEED_CPU.get(method, OTHER_SEED_CPU)
-    if cost.per_node_width and width is None:
-        width = mean_ready_width(problem)
-    return problem.num_nodes * (cost.per_node + cost.per_node_width * (width or 0.0))
+    width = mean_ready_width(problem) if cost.per_node_width else 0.0
+    return problem.num_nodes * (cost.per_node + cost.per_node_width * width)
 
 
 @dataclass
@@ -158,16 +168,13 @@ def warm_start_seeds(
     `priority_levels` (the policy's), the fitting seeds' joint variants follow (`joint_seeds`)."""
     seeds: list[Seed] = []
     began = time.process_time()
-    width: float | None = None  # computed once, when a prediction needs it
     for method in methods:
         spent = time.process_time() - began
         if cpu_budget and spent >= cpu_budget:
             logger.info("%s: warm start stops after %.1f CPU s (budget %.1f); not run: %s", env.label, spent, cpu_budget, method)
             break
         if cpu_budget and method != env.reference_name:
-            if width is None and SEED_CPU.get(method, OTHER_SEED_CPU).per_node_width:
-                width = mean_ready_width(env.problem)
-            predicted = predicted_seed_cpu(method, env.problem, width)
+            predicted = predicted_seed_cpu(method, env.problem)
             if spent + predicted > cpu_budget:
                 logger.info("%s: warm start skips %s (~%.1f CPU s predicted, %.1f of %.1f left)", env.label, method, predicted, cpu_budget - spent, cpu_budget)
                 continue
