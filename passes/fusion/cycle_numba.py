@@ -1,4 +1,5 @@
-"""`FusionGroups`' cycle check compiled with numba: the same search over flat arrays.
+"""`FusionGroups`' cycle check compiled with numba: the same search over flat arrays; and the
+GO decoder's whole by-priority merge loop on the same arrays (`priority_merges_compiled`).
 
 Imported only by `groups.select_cycle_engine` (never at `import passes`), because importing
 numba costs ~0.5 s and it is an optional dependency (`pip install compiler-opt[fast]`).
@@ -8,7 +9,9 @@ cheap skip (every outside predecessor of the consumer side lies in the producer 
 breadth-first order over groups (members in merge order, kept as a linked list), the same count
 of visited nodes against `limit`. So it refuses exactly the merges the Python search refuses,
 `search_limit` refusals included. `cache=True` keeps the machine code in `__pycache__` (or
-`NUMBA_CACHE_DIR`), so the compile (~1 s) is paid once per machine.
+`NUMBA_CACHE_DIR`), so the compile (~1 s) is paid once per machine. The merge loop lives in this
+file, not beside the decoder, because numba's disk cache does not notice a change to a compiled
+function in another file that a cached one calls.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["creates_cycle_compiled"]
+__all__ = [
+    "adopt_groups_compiled", "creates_cycle_compiled", "group_ids_compiled", "group_positions", "merge_if_acyclic_ordered",
+    "priority_merges_compiled",
+]
 
 
 @njit(cache=True)
@@ -85,3 +91,232 @@ def creates_cycle_compiled(
         if _reaches_through_third(src, dst, limit, root, succ_ptr, succ_idx, head, nxt, seen, stamp[0], queue):
             return True
     return False
+
+
+@njit(cache=True)
+def _union(ra: int, rb: int, root: np.ndarray, head: np.ndarray, tail: np.ndarray, nxt: np.ndarray, size: np.ndarray, heroes: np.ndarray) -> int:
+    """`FusionGroups._union` on arrays: the smaller group (ties: `rb`) joins the other, its
+    members appended to the list in order; returns the surviving root."""
+    if size[ra] < size[rb]:
+        ra, rb = rb, ra
+    m = head[rb]
+    while m >= 0:
+        root[m] = ra
+        m = nxt[m]
+    nxt[tail[ra]] = head[rb]
+    tail[ra] = tail[rb]
+    size[ra] += size[rb]
+    heroes[ra] += heroes[rb]
+    return ra
+
+
+@njit(cache=True)
+def adopt_groups_compiled(
+    order: np.ndarray, bounds: np.ndarray, root: np.ndarray, head: np.ndarray, tail: np.ndarray, nxt: np.ndarray,
+    size: np.ndarray, heroes: np.ndarray,
+) -> None:
+    """`FusionGroups.adopt` for each group `order[bounds[k]:bounds[k + 1]]`: joined without
+    legality checks, at most one hero counted."""
+    for k in range(bounds.size - 1):
+        first = order[bounds[k]]
+        for j in range(bounds[k] + 1, bounds[k + 1]):
+            ra, rb = root[first], root[order[j]]
+            if ra != rb:
+                _union(ra, rb, root, head, tail, nxt, size, heroes)
+        r = root[first]
+        if heroes[r] > 1:
+            heroes[r] = 1
+
+
+@njit(cache=True)
+def priority_merges_compiled(
+    visit: np.ndarray, score: np.ndarray, threshold: float, fuse_ptr: np.ndarray, fuse_idx: np.ndarray,
+    epilogue_user: np.ndarray, device: np.ndarray, max_nodes: int, limit: int, root: np.ndarray,
+    head: np.ndarray, tail: np.ndarray, nxt: np.ndarray, size: np.ndarray, heroes: np.ndarray,
+    pred_ptr: np.ndarray, pred_idx: np.ndarray, succ_ptr: np.ndarray, succ_idx: np.ndarray,
+    seen: np.ndarray, stamp: np.ndarray, queue: np.ndarray, position: np.ndarray, backward: np.ndarray,
+) -> int:
+    """`fuse-by-priority`'s visit (`DecisionDecoder._priority_merges`) step for step: nodes in
+    `visit` order while above `threshold`, each merged into its fusible users by descending score
+    (ties: lower index first), then into its epilogue user (`epilogue_user` >= 0). A merge is
+    legal as in `ArrayFusionGroups.legal`: other groups, one device, at most `max_nodes` members,
+    one hero, no cycle (the search above, `limit` visited nodes; or, with a `position` per group
+    (`group_positions`, not empty), exactly by `merge_if_acyclic_ordered`, `queue` and `backward`
+    its scratch). Returns the merges made."""
+    ordered = position.size > 0
+    merges = 0
+    users = np.empty(max(fuse_idx.size, 1), dtype=np.int64)
+    for t in range(visit.size):
+        node = visit[t]
+        if score[node] <= threshold:
+            break
+        count = fuse_ptr[node + 1] - fuse_ptr[node]
+        for j in range(count):  # insertion sort by (-score, index): the Python key
+            u = fuse_idx[fuse_ptr[node] + j]
+            k = j
+            while k > 0 and (score[users[k - 1]] < score[u] or (score[users[k - 1]] == score[u] and users[k - 1] > u)):
+                users[k] = users[k - 1]
+                k -= 1
+            users[k] = u
+        last = count + (1 if epilogue_user[node] >= 0 else 0)
+        for j in range(last):
+            b = users[j] if j < count else epilogue_user[node]
+            ra, rb = root[node], root[b]
+            if ra == rb or device[node] != device[b]:
+                continue
+            if size[ra] + size[rb] > max_nodes or heroes[ra] + heroes[rb] > 1:
+                continue
+            if ordered:
+                if merge_if_acyclic_ordered(ra, rb, position, root, pred_ptr, pred_idx, succ_ptr, succ_idx, head, tail, nxt, size, heroes, seen, stamp, queue, backward):
+                    merges += 1
+                continue
+            if creates_cycle_compiled(ra, rb, limit, root, pred_ptr, pred_idx, succ_ptr, succ_idx, head, nxt, seen, stamp, queue):
+                continue
+            _union(ra, rb, root, head, tail, nxt, size, heroes)
+            merges += 1
+    return merges
+
+
+@njit(cache=True)
+def group_ids_compiled(root: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """`FusionGroups.group_ids`: groups of two or more numbered in order of their first node, else -1."""
+    n = root.size
+    out = np.full(n, -1, dtype=np.int32)
+    ids = np.full(n, -1, dtype=np.int64)
+    count = 0
+    for i in range(n):
+        r = root[i]
+        if size[r] > 1:
+            if ids[r] < 0:
+                ids[r] = count
+                count += 1
+            out[i] = ids[r]
+    return out
+
+
+@njit(cache=True)
+def _sorted_by_position(groups: np.ndarray, position: np.ndarray) -> np.ndarray:
+    keys = np.empty(groups.size, dtype=np.int64)
+    for i in range(groups.size):
+        keys[i] = position[groups[i]]
+    return groups[np.argsort(keys)]
+
+
+@njit(cache=True)
+def merge_if_acyclic_ordered(
+    ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray,
+    succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray, tail: np.ndarray, nxt: np.ndarray, size: np.ndarray,
+    heroes: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray, backward: np.ndarray,
+) -> bool:
+    """Merge groups `ra` and `rb` (roots) unless that creates a cycle, decided exactly with a
+    topological order of the groups kept up to date (`position`, one per root; for every edge
+    between groups g -> h, position[g] < position[h]): with a before b in that order, only a path
+    a -> (third groups) -> b can close a cycle, and it can pass only through groups placed between
+    them, so the search never leaves that window (the unordered search above explores b's whole
+    downstream cone looking for a, and past `limit` nodes refuses as unsure). After a merge the
+    window is reordered as in Pearce and Kelly's dynamic topological sort: the groups that reach b
+    first, then the merged group, then those a reaches, on the same positions. True when merged."""
+    a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
+    low, high = position[a], position[b]
+    stamp[0] += 1
+    mark = stamp[0]
+    seen[a] = mark
+    count = 0
+    front = 0
+    g = a
+    while True:  # forward from a, through groups placed before b
+        m = head[g]
+        while m >= 0:
+            for k in range(succ_ptr[m], succ_ptr[m + 1]):
+                r = root[succ_idx[k]]
+                if r == b:
+                    if g != a:
+                        return False  # a -> third -> b
+                    continue  # a's own edges into b merge
+                if seen[r] != mark and position[r] < high:
+                    seen[r] = mark
+                    forward[count] = r
+                    count += 1
+            m = nxt[m]
+        if front == count:
+            break
+        g = forward[front]
+        front += 1
+    stamp[0] += 1
+    mark = stamp[0]
+    seen[b] = mark
+    back = 0
+    front = 0
+    g = b
+    while True:  # backward from b, through groups placed after a (disjoint from the forward set)
+        m = head[g]
+        while m >= 0:
+            for k in range(pred_ptr[m], pred_ptr[m + 1]):
+                r = root[pred_idx[k]]
+                if r != a and seen[r] != mark and position[r] > low:
+                    seen[r] = mark
+                    backward[back] = r
+                    back += 1
+            m = nxt[m]
+        if front == back:
+            break
+        g = backward[front]
+        front += 1
+    before = _sorted_by_position(backward[:back].copy(), position)
+    after = _sorted_by_position(forward[:count].copy(), position)
+    slots = np.empty(back + count + 2, dtype=np.int64)
+    slots[0], slots[1] = low, high
+    for i in range(back):
+        slots[2 + i] = position[before[i]]
+    for i in range(count):
+        slots[2 + back + i] = position[after[i]]
+    slots.sort()
+    for i in range(back):
+        position[before[i]] = slots[i]
+    merged = _union(ra, rb, root, head, tail, nxt, size, heroes)  # as FusionGroups: ties keep ra
+    position[merged] = slots[back]
+    for i in range(count):
+        position[after[i]] = slots[back + 1 + i]
+    return True
+
+
+@njit(cache=True)
+def group_positions(root: np.ndarray, head: np.ndarray, nxt: np.ndarray, succ_ptr: np.ndarray, succ_idx: np.ndarray) -> np.ndarray:
+    """A topological order of the current groups (Kahn's algorithm on the contracted graph):
+    one position per root, -1 for other nodes. Raises if the groups form a cycle."""
+    n = root.size
+    indegree = np.zeros(n, dtype=np.int64)
+    for m in range(n):
+        for k in range(succ_ptr[m], succ_ptr[m + 1]):
+            r = root[succ_idx[k]]
+            if r != root[m]:
+                indegree[r] += 1
+    position = np.full(n, -1, dtype=np.int64)
+    ready = np.empty(n, dtype=np.int64)
+    count = 0
+    for g in range(n):
+        if root[g] == g and indegree[g] == 0:
+            ready[count] = g
+            count += 1
+    front = 0
+    while front < count:
+        g = ready[front]
+        position[g] = front
+        front += 1
+        m = head[g]
+        while m >= 0:
+            for k in range(succ_ptr[m], succ_ptr[m + 1]):
+                r = root[succ_idx[k]]
+                if r != g:
+                    indegree[r] -= 1
+                    if indegree[r] == 0:
+                        ready[count] = r
+                        count += 1
+            m = nxt[m]
+    groups = 0
+    for g in range(n):
+        if root[g] == g:
+            groups += 1
+    if front != groups:
+        raise ValueError("the fusion groups form a cycle")
+    return position
