@@ -13,7 +13,7 @@ HELD_OUT = ("inception-v3:inference", "amoebanet:inference", "rnnlm-8:inference"
 
 
 def add_cell_arguments(parser: argparse.ArgumentParser, *, json_name: str) -> None:
-    """--workloads, --devices, --paper-sizes, --checkpoint, --samples, --held-out, --seed, --json."""
+    """--workloads, --devices, --paper-sizes, --checkpoint, --samples, --held-out, --seed, --json, --cycle-check."""
     parser.add_argument("--workloads", nargs="+", default=list(HELD_OUT))
     parser.add_argument("--devices", nargs="+", default=["2xV100", "4xV100", "8xV100"])
     parser.add_argument("--paper-sizes", action="store_true")
@@ -22,6 +22,8 @@ def add_cell_arguments(parser: argparse.ArgumentParser, *, json_name: str) -> No
     parser.add_argument("--held-out", nargs="*", default=list(HELD_OUT), help="workloads whose geometric mean is also reported")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / json_name))
+    parser.add_argument("--cycle-check", choices=("limited", "exact"), default="exact",
+                        help="the decoder's fusion cycle check: the 4096-node search (limited) or exact (GraphEnvironment(exact_cycles=))")
 
 
 def load_policy(args: argparse.Namespace) -> Any:
@@ -44,7 +46,7 @@ def cells(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
     for spec in args.workloads:
         name, graph = load_graph(spec, paper=args.paper_sizes)
         for devices in args.devices:
-            yield spec, devices, GraphEnvironment(name, graph, load_topology(devices))
+            yield spec, devices, GraphEnvironment(name, graph, load_topology(devices), exact_cycles=getattr(args, "cycle_check", "exact") == "exact")
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:

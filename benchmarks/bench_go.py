@@ -251,7 +251,7 @@ class Bench:
                     continue
                 if graph is None:
                     name, graph = load_graph(spec, paper=args.paper_sizes)
-                env = GraphEnvironment(name, graph, load_topology(devices))
+                env = GraphEnvironment(name, graph, load_topology(devices), exact_cycles=args.cycle_check == "exact")
                 key = f"{name}@{devices}"
                 if key not in self.cells:
                     began = time.perf_counter()
@@ -573,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-sizes", action="store_true", help="suite workloads at their paper sizes")
     parser.add_argument("--rows", nargs="+", default=list(ROW_GROUPS), choices=ROW_GROUPS)
     parser.add_argument("--checkpoint", default="default")
+    parser.add_argument("--cycle-check", choices=("limited", "exact"), default="exact",
+                        help="GO's fusion decoder: the exact cycle check, or the 4096-node search used before RESULTS.md h19 (limited)")
     parser.add_argument("--seconds", type=float, default=60.0, help="CPU seconds of go-fine-tune, go-one, placement-only, sa, random per cell")
     parser.add_argument("--hdp-seconds", type=float, default=240.0, help="CPU seconds of hdp per cell")
     parser.add_argument("--hdp-groups", type=int, default=64)

@@ -44,7 +44,9 @@ from passes.fusion.rules import can_fuse_into, is_epilogue, is_hero
 if TYPE_CHECKING:
     from cost_model.costs import SimulationProblem
 
-__all__ = ["ArrayFusionGroups", "DecisionDecoder"]
+__all__ = ["SEARCH_LIMIT", "ArrayFusionGroups", "DecisionDecoder"]
+
+SEARCH_LIMIT = 4096  # the `fuse` pass's cycle search limit (FusionGroups' default)
 
 
 class ArrayFusionGroups(FusionGroups):
@@ -79,7 +81,7 @@ class ArrayFusionGroups(FusionGroups):
 class DecisionDecoder:
     """Per-graph precomputation for turning actions into `Decisions` (module docstring)."""
 
-    def __init__(self, problem: SimulationProblem, *, max_nodes: int = 32, search_limit: int | None = 4096) -> None:
+    def __init__(self, problem: SimulationProblem, *, max_nodes: int = 32, search_limit: int | None = SEARCH_LIMIT) -> None:
         self.problem = problem
         self.max_nodes = max_nodes
         self.search_limit = search_limit  # None: exact cycle checks
@@ -178,8 +180,9 @@ class DecisionDecoder:
         return groups.group_ids()
 
     def default_fusion(self, device: np.ndarray) -> np.ndarray:
-        """The `fuse` pass's XLA-like greedy fusion under placement `device` (reference runs)."""
-        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.effective_limit)
+        """The `fuse` pass's XLA-like greedy fusion under placement `device` (reference runs): the
+        pass's own search limit whatever the decoder's, so the groups stay the pass's."""
+        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=SEARCH_LIMIT)
         greedy_fuse(groups)
         return groups.group_ids()
 

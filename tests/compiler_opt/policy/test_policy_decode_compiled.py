@@ -81,3 +81,14 @@ def test_group_positions_refuse_a_cyclic_grouping() -> None:
     root = np.arange(3, dtype=np.int64)  # singletons: positions in topological order
     position = group_positions(root, np.arange(3, dtype=np.int64), np.full(3, -1, dtype=np.int64), succ_ptr, succ_idx)
     assert position.tolist() == [0, 1, 2]
+
+
+def test_environments_decode_exactly_by_default() -> None:
+    from compiler_opt.rl import GraphEnvironment
+
+    graph = import_onnx(random_onnx_dag(60, seed=9))
+    topology = load_topology("2xV100")
+    assert GraphEnvironment("g", graph, topology).decoder.search_limit is None
+    limited = GraphEnvironment("g", graph, topology, exact_cycles=False)
+    assert limited.decoder.search_limit == decode.SEARCH_LIMIT
+    assert limited.as_placement_only().decoder.search_limit == decode.SEARCH_LIMIT  # the ablation keeps the choice
