@@ -60,6 +60,10 @@ class TrainConfig:
     # scored as the environment scores it. With a CPU budget it gets this share of it (PPO stops
     # early to leave it); without one, at most `polish_evaluations` simulations. 0: off.
     polish_fraction: float = 0.5
+    # When the phases before it overran their share (a 29k-node graph's seeds and policy start), the
+    # polish still gets at least this share of max_cpu_seconds (never more than `polish_fraction`),
+    # and otherwise only what is left.
+    polish_min_fraction: float = 0.25
     polish_evaluations: int = 300
     # The polish races this many start placements: the answer's and the fastest distinct warm-start
     # seeds' (rl/polish.py; RESULTS.md h7). 1: the answer's only.
@@ -127,6 +131,8 @@ class TrainConfig:
             raise TrainConfigError(f"warm_start_fraction must be within [0, 1], got {self.warm_start_fraction}", field="warm_start_fraction")
         if not 0.0 <= self.polish_fraction < 1.0:
             raise TrainConfigError(f"polish_fraction must be within [0, 1), got {self.polish_fraction}", field="polish_fraction")
+        if not 0.0 <= self.polish_min_fraction < 1.0:
+            raise TrainConfigError(f"polish_min_fraction must be within [0, 1), got {self.polish_min_fraction}", field="polish_min_fraction")
         if self.polish_evaluations < 0:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
         if self.ppo_cpu_per_node_sample < 0:

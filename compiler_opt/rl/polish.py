@@ -26,7 +26,7 @@ training 2xV100: the answer's search leads after 250 simulations, single-device'
 after 1000), so no start is dropped after one short probe. Only as many starts are raced as can
 get `MIN_SLICE` simulations each in the first round, estimated from one timed simulation. The
 fastest of the answer and every searched result is kept. The search stops at its CPU seconds
-(what the run's budget left, at least `TrainConfig.polish_fraction` of it) or evaluation cap.
+(what the run's budget left, at least `TrainConfig.polish_min_fraction` of it) or evaluation cap.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@
   (rl/imitation.py), `iterations` gradient steps; the answer per graph is the greedy decision.
 
 `go-one` and `fine-tune` end with a polish (rl/polish.py): a local search from the best answer
-and the fastest seeds, kept when faster, on the CPU budget PPO left (at least `polish_fraction`
-of it: PPO stops early to leave it, or sooner when its next iteration would not fit).
+and the fastest seeds, kept when faster, on the CPU budget PPO left (`polish_fraction` of it: PPO
+stops early to leave it, or sooner when its next iteration would not fit; at least
+`polish_min_fraction` when the seeds and the policy's start overran their share).
 
 Seeded: the policy's initial weights, environment choice and every sample come from
 `config.seed` (torch is set to deterministic algorithms where it has them). Progress shows the
@@ -182,6 +183,7 @@ def zero_shot(
     joint: int = JOINT_CANDIDATES,
     polish_seconds: float = 0.0,
     seed_seconds: float = 0.0,
+    deadline: float | None = None,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -208,7 +210,11 @@ def zero_shot(
     local search without a policy score 1.063x too (RESULTS.md h17); 0 (default): the policy's answer alone.
     `seed_seconds` > 0: the warm start's CPU budget (`warm_start_seeds(cpu_budget=)`: no seed starts
     past it or is predicted to end past it), so a warm zero-shot's time can be bounded on large
-    graphs (rnnlm-8, 10k nodes: the eight default seeds take 4-5 CPU s); 0: every seed runs."""
+    graphs (rnnlm-8, 10k nodes: the eight default seeds take 4-5 CPU s); 0: every seed runs.
+    `deadline`: a process CPU time (`time.process_time()`) past which no further candidate is
+    decoded or simulated and the best so far is the answer (the seeds, the sampled episodes and
+    `polish_seconds` still run): fine-tune's start on a graph where the whole zero-shot would crowd
+    out its search (gnmt-8, 29k nodes: 15-18 CPU s)."""
     if not polish_seconds >= 0:
         raise ValueError(f"polish_seconds must be >= 0 CPU seconds, got {polish_seconds}")
     if not seed_seconds >= 0:
@@ -227,28 +233,32 @@ def zero_shot(
     rollout = collect_rollouts(policy, [env], max(samples, 0) + 1, generator=generator, greedy_first=True, with_reward=False, initial=start)[0]
     index, score = rollout.best()
     leaders.offer_episodes(rollout)
-    found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env), leaders)
+    found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env), leaders, deadline)
     evaluations += len(rollout.scores)
     cold = rollout
-    if head is not None:
+    if _past(deadline):
+        smoothing, coarsen, partition, head_cold = (), False, (), False
+    else:
+        head_cold = head is not None
+    if head_cold:
         evaluations += len(seeds)
         cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
         cold_index, cold_score = cold.best()
         leaders.offer_episodes(cold)
         if cold_score.rank_key < found.score.rank_key:
             found = BestFound(cold.decisions[cold_index], cold_score, env)
-        found, more = _best_of_rounds(cold, found, leaders)
+        found, more = _best_of_rounds(cold, found, leaders, deadline)
         evaluations += more + len(cold.scores)
     if smoothing:
-        found, more = _best_smoothed(cold, found, smoothing, leaders)
+        found, more = _best_smoothed(cold, found, smoothing, leaders, deadline)
         evaluations += more
     if coarsen:
-        found, more = _best_coarsened(cold, found, leaders)
+        found, more = _best_coarsened(cold, found, leaders, deadline)
         evaluations += more
-    if partition:
-        found, more = _best_partitioned(cold, found, partition, leaders)
+    if partition and not _past(deadline):
+        found, more = _best_partitioned(cold, found, partition, leaders, deadline)
         evaluations += more
-    found, more = leaders.best_joint(found, policy.config)
+    found, more = leaders.best_joint(found, policy.config, deadline)
     evaluations += more
     if head is not None:
         if head.score.rank_key <= found.score.rank_key:
@@ -296,12 +306,15 @@ class _Leaders:
         for decisions, score in zip(rollout.decisions, rollout.scores):
             self.offer(BestFound(decisions, score, rollout.env))
 
-    def best_joint(self, found: BestFound, levels: PolicyConfig) -> tuple[BestFound, int]:
-        """`found`, or a faster joint variant of a leader; and how many variants were simulated."""
+    def best_joint(self, found: BestFound, levels: PolicyConfig, deadline: float | None = None) -> tuple[BestFound, int]:
+        """`found`, or a faster joint variant of a leader (none started past `deadline`); and how
+        many variants were simulated."""
         from compiler_opt.rl.joint import best_joint_variant
 
         tried = 0
         for leader in self.items:
+            if _past(deadline):
+                break
             _, decisions, score, count = best_joint_variant(
                 leader.env, leader.decisions, leader.score, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels
             )
@@ -309,6 +322,11 @@ class _Leaders:
             if score.rank_key < found.score.rank_key:
                 found = BestFound(decisions, score, leader.env)
         return found, tried
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether the process CPU time has passed `deadline` (None: never)."""
+    return deadline is not None and time.process_time() >= deadline
 
 
 def _faster(env: GraphEnvironment, actions: np.ndarray, found: BestFound, leaders: _Leaders | None = None) -> BestFound:
@@ -322,7 +340,9 @@ def _faster(env: GraphEnvironment, actions: np.ndarray, found: BestFound, leader
     return candidate if score.rank_key < found.score.rank_key else found
 
 
-def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[float], leaders: _Leaders | None = None) -> tuple[BestFound, int]:
+def _best_smoothed(
+    rollout: GraphRollout, found: BestFound, weights: Sequence[float], leaders: _Leaders | None = None, deadline: float | None = None
+) -> tuple[BestFound, int]:
     """`found`, or a faster smoothed decoding (policy/smoothing.py) of `rollout`'s greedy episode
     (episode 0, unseeded): its last round's placement log-probabilities, as sampled (no second
     encoding of the graph), decoded at each weight with that episode's fusion and priority
@@ -333,6 +353,8 @@ def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[fl
     edges = env.inputs.edge_index.numpy()
     seen = {last[:, 0].tobytes()}
     for weight in weights:
+        if _past(deadline):
+            break
         device = smooth_placement(log_probs, edges, weight, start=last[:, 0])
         if device.tobytes() in seen:
             continue
@@ -343,7 +365,7 @@ def _best_smoothed(rollout: GraphRollout, found: BestFound, weights: Sequence[fl
     return found, len(seen) - 1
 
 
-def _best_coarsened(rollout: GraphRollout, found: BestFound, leaders: _Leaders | None = None) -> tuple[BestFound, int]:
+def _best_coarsened(rollout: GraphRollout, found: BestFound, leaders: _Leaders | None = None, deadline: float | None = None) -> tuple[BestFound, int]:
     """`found`, or a faster coarsening (policy/coarsen.py) of `rollout`'s greedy episode or its
     best one, with that episode's fusion and priority levels; each distinct placement simulated
     once. Returns it and how many were simulated."""
@@ -353,6 +375,8 @@ def _best_coarsened(rollout: GraphRollout, found: BestFound, leaders: _Leaders |
     seen: set[bytes] = set()
     for episode in dict.fromkeys((0, rollout.best()[0])):
         for device in coarsened_placements(final[episode, :, 0], mask):
+            if _past(deadline):
+                return found, len(seen)
             if device.tobytes() in seen:
                 continue
             seen.add(device.tobytes())
@@ -362,7 +386,9 @@ def _best_coarsened(rollout: GraphRollout, found: BestFound, leaders: _Leaders |
     return found, len(seen)
 
 
-def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequence[float], leaders: _Leaders | None = None) -> tuple[BestFound, int]:
+def _best_partitioned(
+    rollout: GraphRollout, found: BestFound, exponents: Sequence[float], leaders: _Leaders | None = None, deadline: float | None = None
+) -> tuple[BestFound, int]:
     """`found`, or a faster partitioned decoding (policy/partitioned.py) of `rollout`'s greedy
     episode (episode 0, unseeded): its last round's placement log-probabilities, as sampled,
     with that episode's fusion and priority levels; each distinct placement simulated once.
@@ -370,11 +396,15 @@ def _best_partitioned(rollout: GraphRollout, found: BestFound, exponents: Sequen
     env = rollout.env
     last = rollout.actions[-1, 0].numpy()
     placements = _greedy_partitions(rollout, exponents)
+    tried = 0
     for device in placements:
+        if _past(deadline):
+            break
         actions = last.copy()
         actions[:, 0] = device
         found = _faster(env, actions, found, leaders)
-    return found, len(placements)
+        tried += 1
+    return found, tried
 
 
 def _greedy_partitions(rollout: GraphRollout, exponents: Sequence[float]) -> list[np.ndarray]:
@@ -417,13 +447,15 @@ def policy_decodings(
     return sorted(fitting, key=lambda f: f.score.step_time_s)
 
 
-def _best_of_rounds(rollout: GraphRollout, found: BestFound, leaders: _Leaders | None = None) -> tuple[BestFound, int]:
+def _best_of_rounds(rollout: GraphRollout, found: BestFound, leaders: _Leaders | None = None, deadline: float | None = None) -> tuple[BestFound, int]:
     """`found`, or a faster decision of an earlier refinement round of `rollout`'s episodes
-    (each distinct one simulated once), and how many were simulated."""
+    (each distinct one simulated once; none past `deadline`), and how many were simulated."""
     env = rollout.env
     seen: set[bytes] = set()
     for step in rollout.actions[:-1]:
         for actions in step.numpy():
+            if _past(deadline):
+                return found, len(seen)
             key = actions.tobytes()
             if key in seen:
                 continue
@@ -469,7 +501,9 @@ def run_training(
     seed_began = time.process_time()
     seeds, pending = _warm_start(config, envs, policy, best, initial, replayed)
     seed_cpu = time.process_time() - seed_began
-    decoded = _decoded_starts(config, envs, policy, best)
+    # The policy's start may not eat into the polish's share: past it, the zero-shot keeps what it has.
+    start_deadline = began_cpu + config.max_cpu_seconds * (1 - config.polish_fraction) if config.max_cpu_seconds and config.polishes() else None
+    decoded = _decoded_starts(config, envs, policy, best, start_deadline)
     env_history: list[dict[str, dict[str, list[float]]]] = []
     bar = _progress(config.iterations, progress)
     iteration = 0
@@ -597,18 +631,21 @@ def _run_imitation(
     return TrainResult(policy, best, config.iterations, time.monotonic() - began, history=history)
 
 
-def _decoded_starts(config: TrainConfig, envs: Sequence[GraphEnvironment], policy: GoPolicy, best: dict[str, BestFound]) -> dict[str, list[BestFound]]:
+def _decoded_starts(
+    config: TrainConfig, envs: Sequence[GraphEnvironment], policy: GoPolicy, best: dict[str, BestFound], deadline: float | None = None
+) -> dict[str, list[BestFound]]:
     """Per environment, when the run polishes with `policy_starts` of the policy's answers: the
-    cold zero-shot's answer (`zero_shot` with `zero_shot_samples`: so a fine-tune is never
-    slower than a zero-shot), then with more starts the greedy answer's other decodings
-    (`policy_decodings`), fastest first. The fastest is an answer candidate at once."""
+    cold zero-shot's answer (`zero_shot` with `zero_shot_samples`, no candidate past `deadline`,
+    the end of the CPU share before the polish's: so a fine-tune is never slower than a zero-shot
+    in that time), then with more starts the greedy answer's other decodings (`policy_decodings`),
+    fastest first. The fastest is an answer candidate at once."""
     decoded: dict[str, list[BestFound]] = {}
     if not config.polishes() or config.policy_starts == 0:
         return decoded
     for env in envs:
         if not isinstance(env, GraphEnvironment):
             continue  # a profiled workload: no fusion decode or partitioned cut to polish
-        cold = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed)
+        cold = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed, deadline=deadline)
         found = [cold] if not (cold.score.oom or cold.score.invalid) else []
         if config.policy_starts > 1:
             found = sorted(found + policy_decodings(policy, env, seed=config.seed), key=lambda f: f.score.step_time_s)
@@ -628,13 +665,14 @@ def _polish(
     decoded: dict[str, list[BestFound]] | None = None,
 ) -> dict[str, Polished]:
     """Each environment's best answer polished by local search and joint variants (rl/polish.py),
-    which replaces it when faster; the search gets the CPU budget left after `spent` (PPO may stop
-    early: its next iteration would not have fit), at least `polish_fraction` of it, split evenly
-    between the environments. The search races the answer's placement against the fastest
+    which replaces it when faster; the search gets the CPU budget left after `spent` (PPO stops
+    early to leave it `polish_fraction`), at least `polish_min_fraction` of it when the phases
+    before overran, split evenly between the environments. The search races the answer's placement against the fastest
     distinct placements of `policy_starts` of the policy's `decoded` placements, then of the
     environment's fitting warm-start seeds (`polish_starts` in all)."""
     out: dict[str, Polished] = {}
-    total = max(config.max_cpu_seconds * config.polish_fraction, config.max_cpu_seconds - spent) if config.max_cpu_seconds else 0.0
+    floor = min(config.polish_min_fraction, config.polish_fraction)
+    total = max(config.max_cpu_seconds * floor, config.max_cpu_seconds - spent) if config.max_cpu_seconds else 0.0
     share = total / max(len(envs), 1)
     for env in envs:
         found = best.get(env.label)

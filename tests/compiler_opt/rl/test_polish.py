@@ -315,3 +315,21 @@ def test_seeds_and_polish_takes_the_seed_budget_it_is_given(env: GraphEnvironmen
     every = seeds_and_polish(env, 0.3, fusion_levels=4, priority_levels=0, seed_seconds=0.0)
     assert methods(every) == set(warm_start.DEFAULT_SEEDS)
     assert every.polished.score.step_time_s <= every.head.score.step_time_s
+
+
+@pytest.mark.parametrize(("spent", "share"), [(0.0, 1.0), (1.5, 0.625), (3.5, 0.25), (9.0, 0.25)])
+def test_the_polish_gets_what_is_left_and_at_least_its_floor(env: GraphEnvironment, spent: float, share: float) -> None:
+    """The polish's CPU budget: what the run's budget left after `spent`, at least
+    `polish_min_fraction` of it when the phases before overran (a 29k-node graph's seeds and start)."""
+    from compiler_opt.rl.trainer import BestFound, _polish
+
+    config = TrainConfig(mode="go-one", workloads=["dag"], max_cpu_seconds=4.0, polish_min_fraction=0.25)
+    decisions = env.reference_decisions
+    best = {env.label: BestFound(decisions, env.score_decisions(decisions, with_reward=False), env)}
+    polished = _polish(config, [env], best, TINY, {}, spent)
+    assert polished[env.label].cpu_budget == pytest.approx(4.0 * share)
+    if spent > 4.0:  # the floor never exceeds the polish's own share
+        small = TrainConfig(mode="go-one", workloads=["dag"], max_cpu_seconds=4.0, polish_fraction=0.1, polish_min_fraction=0.25)
+        assert _polish(small, [env], best, TINY, {}, spent)[env.label].cpu_budget == pytest.approx(0.4)
+    with pytest.raises(TrainConfigError, match="polish_min_fraction"):
+        TrainConfig(mode="go-one", workloads=["dag"], polish_min_fraction=1.0)

@@ -203,3 +203,22 @@ def test_seed_seconds_bound_the_warm_start(caplog: pytest.LogCaptureFixture) -> 
     assert "warm start stops" not in caplog.text and "warm start skips" not in caplog.text
     with pytest.raises(ValueError, match="seed_seconds"):
         zero_shot(policy, env, 0, seeds=methods, seed_seconds=-1.0)
+
+
+def test_a_passed_deadline_keeps_the_sampled_episodes_only() -> None:
+    """Fine-tune's start (`zero_shot(deadline=)`): past the deadline no further candidate is decoded,
+    so the answer is the best sampled episode; before it, every candidate kind runs as without one."""
+    import time
+
+    torch.set_num_threads(1)
+    env = GraphEnvironment("dag", import_onnx(random_onnx_dag(80, seed=3)), load_topology("4xV100"))
+    torch.manual_seed(0)
+    policy = GoPolicy(PolicyConfig(hidden=16, heads=2, segment=8, sage_layers=1, attention_layers=1, iterations=3))
+    late = zero_shot(policy, env, 5, seed=4, deadline=0.0)
+    assert late.evaluations == 6
+    rollout = collect_rollouts(policy, [env], 6, generator=torch.Generator().manual_seed(4), greedy_first=True, with_reward=False)[0]
+    assert late.score.step_time_s == rollout.best()[1].step_time_s
+    full = zero_shot(policy, env, 5, seed=4)
+    assert full.evaluations > 6
+    early = zero_shot(policy, env, 5, seed=4, deadline=time.process_time() + 3600.0)
+    assert (early.evaluations, early.score.step_time_s) == (full.evaluations, full.score.step_time_s)
