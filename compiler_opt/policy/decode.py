@@ -7,11 +7,12 @@ index, fusion level, priority level per node) into a `cost_model.decisions.Decis
   levels as priorities and the sampled devices as placement, on arrays: the same visiting
   order, the same `FusionGroups` legality (rules, one hero, size, no cycle between groups),
   only the device check reads the array instead of `node.device`. The producer/consumer
-  structure and the rule checks are computed once per graph. The cycle search keeps the pass's
-  limit (4096 visited nodes): a tighter limit was tried for speed and refused most merges
-  (rnnlm-8 inference, 2xV100, 70% top-level priorities: 327 nodes fused at a 32-node limit and
-  8.1 ms simulated, 1,995 and 1.15 ms at 4096, for 1.0 s vs 1.8 s of decoding). The groups equal
-  `fuse-by-priority`'s exactly (tests/compiler_opt/policy/test_policy_decode.py);
+  structure and the rule checks are computed once per graph. The cycle check is the pass's:
+  exact by default (`search_limit=None`, since RESULTS.md h19: a topological order of the groups
+  is kept, `cycle_numba.merge_if_acyclic_ordered`), or a search capped at `search_limit` visited
+  nodes that refuses a merge as unsure past it (`SEARCH_LIMIT` = 4096 before h19, where about
+  half the merges on gnmt-8's 29k nodes were refused; a 32-node cap refused most merges on
+  rnnlm-8). The groups equal `fuse-by-priority`'s exactly (tests/compiler_opt/policy/test_policy_decode.py);
 - scheduling priority: the priority level.
 So one episode is one `simulate()` call on the problem built once per graph. With numba (the
 cycle check's engine, `select_cycle_engine`) the whole merge loop runs compiled on the same arrays
@@ -46,13 +47,13 @@ if TYPE_CHECKING:
 
 __all__ = ["SEARCH_LIMIT", "ArrayFusionGroups", "DecisionDecoder"]
 
-SEARCH_LIMIT = 4096  # the `fuse` pass's cycle search limit (FusionGroups' default)
+SEARCH_LIMIT = 4096  # the capped cycle search every fusion used before RESULTS.md h19 (`exact_cycles=False`)
 
 
 class ArrayFusionGroups(FusionGroups):
     """`FusionGroups` whose same-device rule reads a device array (decoder's precomputed graph)."""
 
-    def __init__(self, decoder: DecisionDecoder, device: np.ndarray, *, max_nodes: int, search_limit: int) -> None:
+    def __init__(self, decoder: DecisionDecoder, device: np.ndarray, *, max_nodes: int, search_limit: int | None) -> None:
         # Deliberately not calling FusionGroups.__init__: the structure comes precomputed.
         self.nodes = decoder.nodes
         self.index = decoder.index
@@ -81,7 +82,7 @@ class ArrayFusionGroups(FusionGroups):
 class DecisionDecoder:
     """Per-graph precomputation for turning actions into `Decisions` (module docstring)."""
 
-    def __init__(self, problem: SimulationProblem, *, max_nodes: int = 32, search_limit: int | None = SEARCH_LIMIT) -> None:
+    def __init__(self, problem: SimulationProblem, *, max_nodes: int = 32, search_limit: int | None = None) -> None:
         self.problem = problem
         self.max_nodes = max_nodes
         self.search_limit = search_limit  # None: exact cycle checks
@@ -180,9 +181,9 @@ class DecisionDecoder:
         return groups.group_ids()
 
     def default_fusion(self, device: np.ndarray) -> np.ndarray:
-        """The `fuse` pass's XLA-like greedy fusion under placement `device` (reference runs): the
-        pass's own search limit whatever the decoder's, so the groups stay the pass's."""
-        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=SEARCH_LIMIT)
+        """The `fuse` pass's XLA-like greedy fusion under placement `device` (reference runs), with
+        the decoder's cycle check (exact by default, as the pass)."""
+        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.search_limit)
         greedy_fuse(groups)
         return groups.group_ids()
 

@@ -236,11 +236,8 @@ def zero_shot(
     found, evaluations = _best_of_rounds(rollout, BestFound(rollout.decisions[index], score, env), leaders, deadline)
     evaluations += len(rollout.scores)
     cold = rollout
-    if _past(deadline):
-        smoothing, coarsen, partition, head_cold = (), False, (), False
-    else:
-        head_cold = head is not None
-    if head_cold:
+    late = _past(deadline)  # then the sampled episodes are the only candidates
+    if head is not None and not late:
         evaluations += len(seeds)
         cold = collect_rollouts(policy, [env], 1, generator=generator, greedy_first=True, with_reward=False)[0]
         cold_index, cold_score = cold.best()
@@ -249,13 +246,13 @@ def zero_shot(
             found = BestFound(cold.decisions[cold_index], cold_score, env)
         found, more = _best_of_rounds(cold, found, leaders, deadline)
         evaluations += more + len(cold.scores)
-    if smoothing:
+    if smoothing and not late:
         found, more = _best_smoothed(cold, found, smoothing, leaders, deadline)
         evaluations += more
-    if coarsen:
+    if coarsen and not late:
         found, more = _best_coarsened(cold, found, leaders, deadline)
         evaluations += more
-    if partition and not _past(deadline):
+    if partition and not _past(deadline):  # checked again: the METIS cuts themselves take seconds at 29k nodes
         found, more = _best_partitioned(cold, found, partition, leaders, deadline)
         evaluations += more
     found, more = leaders.best_joint(found, policy.config, deadline)

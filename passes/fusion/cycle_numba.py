@@ -21,7 +21,7 @@ from numba import njit
 
 __all__ = [
     "adopt_groups_compiled", "creates_cycle_compiled", "group_ids_compiled", "group_positions", "merge_if_acyclic_ordered",
-    "priority_merges_compiled",
+    "ordered_creates_cycle", "ordered_merge_slot", "priority_merges_compiled",
 ]
 
 
@@ -32,6 +32,19 @@ def _preds_within(target: int, source: int, root: np.ndarray, pred_ptr: np.ndarr
         for k in range(pred_ptr[m], pred_ptr[m + 1]):
             r = root[pred_idx[k]]
             if r != target and r != source:
+                return False
+        m = nxt[m]
+    return True
+
+
+@njit(cache=True)
+def _succs_within(source: int, target: int, root: np.ndarray, succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray) -> bool:
+    """Every successor of `source`'s group outside it lies in `target`'s group."""
+    m = head[source]
+    while m >= 0:
+        for k in range(succ_ptr[m], succ_ptr[m + 1]):
+            r = root[succ_idx[k]]
+            if r != source and r != target:
                 return False
         m = nxt[m]
     return True
@@ -203,35 +216,27 @@ def _sorted_by_position(groups: np.ndarray, position: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def merge_if_acyclic_ordered(
-    ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray,
-    succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray, tail: np.ndarray, nxt: np.ndarray, size: np.ndarray,
-    heroes: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray, backward: np.ndarray,
-) -> bool:
-    """Merge groups `ra` and `rb` (roots) unless that creates a cycle, decided exactly with a
-    topological order of the groups kept up to date (`position`, one per root; for every edge
-    between groups g -> h, position[g] < position[h]): with a before b in that order, only a path
-    a -> (third groups) -> b can close a cycle, and it can pass only through groups placed between
-    them, so the search never leaves that window (the unordered search above explores b's whole
-    downstream cone looking for a, and past `limit` nodes refuses as unsure). After a merge the
-    window is reordered as in Pearce and Kelly's dynamic topological sort: the groups that reach b
-    first, then the merged group, then those a reaches, on the same positions. True when merged."""
-    a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
-    low, high = position[a], position[b]
+def _forward_window(
+    a: int, b: int, position: np.ndarray, root: np.ndarray, succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray,
+    nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray,
+) -> int:
+    """The groups a reaches through groups placed before b (a before b), into `forward`: their
+    count, or -1 when one of them has an edge into b (a -> third -> b: merging would close a cycle)."""
+    high = position[b]
     stamp[0] += 1
     mark = stamp[0]
     seen[a] = mark
     count = 0
     front = 0
     g = a
-    while True:  # forward from a, through groups placed before b
+    while True:
         m = head[g]
         while m >= 0:
             for k in range(succ_ptr[m], succ_ptr[m + 1]):
                 r = root[succ_idx[k]]
                 if r == b:
                     if g != a:
-                        return False  # a -> third -> b
+                        return -1
                     continue  # a's own edges into b merge
                 if seen[r] != mark and position[r] < high:
                     seen[r] = mark
@@ -239,16 +244,26 @@ def merge_if_acyclic_ordered(
                     count += 1
             m = nxt[m]
         if front == count:
-            break
+            return count
         g = forward[front]
         front += 1
+
+
+@njit(cache=True)
+def _backward_window(
+    a: int, b: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, head: np.ndarray,
+    nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, backward: np.ndarray,
+) -> int:
+    """The groups that reach b through groups placed after a, into `backward`: their count
+    (disjoint from the forward window when the merge is legal)."""
+    low = position[a]
     stamp[0] += 1
     mark = stamp[0]
     seen[b] = mark
     back = 0
     front = 0
     g = b
-    while True:  # backward from b, through groups placed after a (disjoint from the forward set)
+    while True:
         m = head[g]
         while m >= 0:
             for k in range(pred_ptr[m], pred_ptr[m + 1]):
@@ -259,13 +274,20 @@ def merge_if_acyclic_ordered(
                     back += 1
             m = nxt[m]
         if front == back:
-            break
+            return back
         g = backward[front]
         front += 1
+
+
+@njit(cache=True)
+def _reorder_window(a: int, b: int, count: int, back: int, position: np.ndarray, forward: np.ndarray, backward: np.ndarray) -> int:
+    """Pearce and Kelly's reorder for merging a and b: on the positions of a, b and both windows,
+    the groups that reach b first, then one slot for the merged group (returned), then those a
+    reaches, each window in its old order."""
     before = _sorted_by_position(backward[:back].copy(), position)
     after = _sorted_by_position(forward[:count].copy(), position)
     slots = np.empty(back + count + 2, dtype=np.int64)
-    slots[0], slots[1] = low, high
+    slots[0], slots[1] = position[a], position[b]
     for i in range(back):
         slots[2 + i] = position[before[i]]
     for i in range(count):
@@ -273,10 +295,64 @@ def merge_if_acyclic_ordered(
     slots.sort()
     for i in range(back):
         position[before[i]] = slots[i]
-    merged = _union(ra, rb, root, head, tail, nxt, size, heroes)  # as FusionGroups: ties keep ra
-    position[merged] = slots[back]
     for i in range(count):
         position[after[i]] = slots[back + 1 + i]
+    return slots[back]
+
+
+@njit(cache=True)
+def ordered_creates_cycle(
+    ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, succ_ptr: np.ndarray,
+    succ_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray,
+) -> bool:
+    """Exactly: would merging groups `ra` and `rb` (roots) create a cycle? `position` is a
+    topological order of the groups (one per root; for every edge between groups g -> h,
+    position[g] < position[h]). With a before b only a path a -> third -> b can close one, and it
+    passes only through groups placed between them, so the search stays inside that window (the
+    unordered search explores b's whole downstream cone looking for a, and refuses as unsure past
+    its limit)."""
+    a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
+    if _preds_within(b, a, root, pred_ptr, pred_idx, head, nxt) or _succs_within(a, b, root, succ_ptr, succ_idx, head, nxt):
+        return False  # no third group can enter b, or none can be left from a
+    return _forward_window(a, b, position, root, succ_ptr, succ_idx, head, nxt, seen, stamp, forward) < 0
+
+
+@njit(cache=True)
+def ordered_merge_slot(
+    ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, succ_ptr: np.ndarray,
+    succ_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray,
+    backward: np.ndarray,
+) -> int:
+    """Before groups `ra` and `rb` merge: the windows between them reordered (`_reorder_window`)
+    and the merged group's position returned; -1 when the merge closes a cycle (`position` is
+    then left as it was)."""
+    a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
+    # The two cheap cases need no search and no reorder: when every predecessor of b outside it is
+    # in a, the merged group can sit at a's place; when every successor of a is in b, at b's.
+    if _preds_within(b, a, root, pred_ptr, pred_idx, head, nxt):
+        return position[a]
+    if _succs_within(a, b, root, succ_ptr, succ_idx, head, nxt):
+        return position[b]
+    count = _forward_window(a, b, position, root, succ_ptr, succ_idx, head, nxt, seen, stamp, forward)
+    if count < 0:
+        return -1
+    back = _backward_window(a, b, position, root, pred_ptr, pred_idx, head, nxt, seen, stamp, backward)
+    return _reorder_window(a, b, count, back, position, forward, backward)
+
+
+@njit(cache=True)
+def merge_if_acyclic_ordered(
+    ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray,
+    succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray, tail: np.ndarray, nxt: np.ndarray, size: np.ndarray,
+    heroes: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray, backward: np.ndarray,
+) -> bool:
+    """Merge groups `ra` and `rb` (roots) unless that creates a cycle, decided exactly and with
+    the order kept (`ordered_creates_cycle`, `ordered_merge_slot`). True when merged."""
+    slot = ordered_merge_slot(ra, rb, position, root, pred_ptr, pred_idx, succ_ptr, succ_idx, head, nxt, seen, stamp, forward, backward)
+    if slot < 0:
+        return False
+    merged = _union(ra, rb, root, head, tail, nxt, size, heroes)  # as FusionGroups: ties keep ra
+    position[merged] = slot
     return True
 
 

@@ -130,7 +130,7 @@ def _default_partition(graph: Graph, name: str, max_nodes: int) -> FusionGroups:
     # refuses the merge, and in an unrolled RNN or a training graph nearly everything lies
     # downstream, so most legal merges of a >4k-node graph were refused (gnmt-4 at b128, 48
     # steps: 11,349 of 18,256 nodes left unfused; exact: 1,137). The compiled search keeps it cheap.
-    groups.search_limit = max(groups.search_limit, len(groups.nodes))
+    groups.search_limit = None
     if name == XLA_GPU:
         greedy_fuse(groups, epilogues=True)
         sibling_fusion(groups)

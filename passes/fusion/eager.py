@@ -211,7 +211,7 @@ def apply_eager_fusion(
     inline_calls(graph)
     sites = rematerialize_batch_norm_residuals(graph)[0] if native_batch_norm else []
     groups = FusionGroups(graph, max_nodes=max_nodes)
-    groups.search_limit = max(groups.search_limit, len(groups.nodes))  # exact cycle checks
+    groups.search_limit = None  # exact cycle checks
     tail = state_tail(graph)
     for node in tail:
         node.meta[OPTIMIZER_META] = True

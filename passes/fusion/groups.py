@@ -10,7 +10,10 @@ indices). `try_merge(a, b)` joins the groups of two nodes only when
   is a breadth-first search over groups from the edges leaving the pair; two cheap cases skip
   it (every outside predecessor of the consumer side is in the producer side, or vice versa),
   and a search that would visit more than `search_limit` nodes refuses the merge, so the
-  answer is never wrong, only sometimes conservative.
+  answer is never wrong, only sometimes conservative. `search_limit=None` checks exactly: with
+  numba a topological order of the groups is kept and the search stays between the two
+  (`cycle_numba.ordered_creates_cycle`, thirty-fifth session), in pure Python the same search
+  without a limit; both merge exactly the same groups.
 The search runs compiled (`cycle_numba.py`, numba over flat arrays: `fuse` 24-36x faster on
 4-10k-node training graphs, benchmarks/RESULTS.md section k) when numba is installed and `COMPILER_OPT_NO_JIT` is not set, else in pure Python below;
 both visit the same groups in the same order and refuse exactly the same merges (the `search_limit`
@@ -98,7 +101,7 @@ def data_edges(nodes: list[Node]) -> tuple[dict[Node, int], list[list[int]], lis
 
 
 class FusionGroups:
-    def __init__(self, graph: Graph, *, max_nodes: int = 32, search_limit: int = 4096) -> None:
+    def __init__(self, graph: Graph, *, max_nodes: int = 32, search_limit: int | None = None) -> None:
         self.nodes: list[Node] = node_order(graph)
         self.index, self.preds, self.succs = data_edges(self.nodes)
         self.heroes = [int(is_hero(node)) for node in self.nodes]  # per root
@@ -126,6 +129,27 @@ class FusionGroups:
         self._seen = np.zeros(n, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
         self._queue = np.empty(n, dtype=np.int64)
+        # the exact check's topological order of the groups (search_limit None): built on first
+        # use, kept through merges, dropped by a split
+        self._position: np.ndarray | None = None
+        self._backward: np.ndarray | None = None
+
+    @property
+    def _ordered(self) -> bool:
+        """Exact checks through the kept group order (compiled engine, `search_limit` None)."""
+        return self.search_limit is None and self._compiled is not None
+
+    def _limit(self) -> int:
+        """The unordered search's node limit; past the node count it never refuses as unsure."""
+        return len(self.nodes) + 1 if self.search_limit is None else self.search_limit
+
+    def _positions(self) -> np.ndarray:
+        if self._position is None:
+            from passes.fusion.cycle_numba import group_positions
+
+            self._position = group_positions(self._root, self._head, self._next, self._adjacency[2], self._adjacency[3])
+            self._backward = np.empty(len(self.nodes), dtype=np.int64)
+        return self._position
 
     # -- union-find ------------------------------------------------------------------------------
     def find(self, i: int) -> int:
@@ -167,10 +191,14 @@ class FusionGroups:
         return True
 
     def _creates_cycle(self, ra: int, rb: int) -> bool:
+        if self._ordered:
+            from passes.fusion.cycle_numba import ordered_creates_cycle
+
+            return bool(ordered_creates_cycle(ra, rb, self._positions(), self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue))
         if self._compiled is not None:
             pred_ptr, pred_idx, succ_ptr, succ_idx = self._adjacency
             return bool(self._compiled(
-                ra, rb, self.search_limit, self._root, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                ra, rb, self._limit(), self._root, pred_ptr, pred_idx, succ_ptr, succ_idx,
                 self._head, self._next, self._seen, self._stamp, self._queue,
             ))
         for src, dst in ((ra, rb), (rb, ra)):
@@ -195,7 +223,7 @@ class FusionGroups:
             g = queue.popleft()
             for m in self.members[g]:
                 visited += 1
-                if visited > self.search_limit:
+                if visited > self._limit():
                     return True
                 for s in self.succs[m]:
                     r = self.find(s)
@@ -228,8 +256,17 @@ class FusionGroups:
         self.heroes[root] = min(self.heroes[root], 1)
 
     def _union(self, ra: int, rb: int) -> None:
+        slot = -1
+        if self._ordered and self._position is not None:
+            from passes.fusion.cycle_numba import ordered_merge_slot
+
+            slot = ordered_merge_slot(ra, rb, self._position, self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue, self._backward)
+            if slot < 0:
+                self._position = None  # an unchecked merge (adopt) closed a cycle: the next check orders anew, and says so
         if len(self.members[ra]) < len(self.members[rb]):
             ra, rb = rb, ra
+        if slot >= 0:
+            self._position[ra] = slot
         self.parent[rb] = ra
         if self._compiled is not None:
             root = self._root
@@ -252,6 +289,7 @@ class FusionGroups:
             if self._compiled is not None:
                 self._root[m] = self._head[m] = self._tail[m] = m
                 self._next[m] = -1
+        self._position = None  # the split members need places of their own: ordered anew on the next check
 
     def write(self) -> bool:
         """Set `node.fusion_group` from the partition; True when any node changed."""

@@ -236,7 +236,7 @@ def test_cycle_check_is_exact_on_graphs_above_the_search_cap() -> None:
     apply_default_fusion(exact)
     capped = build_workload("gnmt-4", "train")
     inline_cheap_calls(capped)
-    groups = FusionGroups(capped)  # the cap the default fusion used to run with
+    groups = FusionGroups(capped, search_limit=4096)  # the cap every fusion used to run with
     greedy_fuse(groups)
     sibling_fusion(groups)
     groups.write()

@@ -51,7 +51,7 @@ def _reference_reaches(groups: FusionGroups, src: int, dst: int) -> bool:
         g = queue.popleft()
         for m in groups.members[g]:
             visited += 1
-            if visited > groups.search_limit:
+            if groups.search_limit is not None and visited > groups.search_limit:
                 return True
             for s in groups.succs[m]:
                 r = groups.find(s)
@@ -100,8 +100,9 @@ def _groups(graph: Graph) -> list[int | None]:
 
 @needs_numba
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("limit", [2, 16, 4096])
-def test_compiled_check_equals_reference_on_random_dags(seed: int, limit: int, engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("limit", [2, 16, 4096, None])
+def test_compiled_check_equals_reference_on_random_dags(seed: int, limit: int | None, engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """None: the exact check through the kept group order against the reference with no limit."""
     _use("numba", monkeypatch)
     graph = import_onnx(random_onnx_dag(220, seed=seed))
     groups = CheckedGroups(graph, max_nodes=12, search_limit=limit)
@@ -131,7 +132,7 @@ def _real_graphs(example_model, onnx_backend_data) -> list[tuple[str, Graph]]:  
 def test_both_engines_give_identical_groups_on_real_graphs(example_model, onnx_backend_data, engine: None, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     fused_any = False
     for label, graph in _real_graphs(example_model, onnx_backend_data):
-        for limit in (8, 4096):
+        for limit in (8, 4096, None):
             _use("numba", monkeypatch)
             checked = CheckedGroups(clone_graph(graph), search_limit=limit)
             greedy_fuse(checked)
