@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cost_model.decisions import Decisions
+from cost_model.decisions import DecisionError, Decisions
 from passes.fusion.fuse import greedy_fuse
 from passes.fusion.groups import FusionGroups, adjacency_arrays, data_edges, select_cycle_engine
 from passes.fusion.rules import can_fuse_into, is_epilogue, is_hero
@@ -132,7 +132,10 @@ class DecisionDecoder:
         visit = np.lexsort((np.arange(score.size), -score)).astype(np.int64)
         pred_ptr, pred_idx, succ_ptr, succ_idx = self.adjacency
         exact = self.search_limit is None
-        position = jit.group_positions(root, head, nxt, succ_ptr, succ_idx) if exact else np.empty(0, dtype=np.int64)
+        try:
+            position = jit.group_positions(root, head, nxt, succ_ptr, succ_idx) if exact else np.empty(0, dtype=np.int64)
+        except ValueError as exc:  # only adopted groups can: a given default fusion that is not a legal partition
+            raise DecisionError(f"the default fusion groups the levels are read against form a cycle ({exc})", field="fusion_group") from exc
         jit.priority_merges_compiled(
             visit, score, float(threshold), fuse_ptr, fuse_idx, epilogue_user, np.asarray(device, dtype=np.int64), self.max_nodes,
             0 if exact else self.search_limit, root, head, tail, nxt, size, heroes, pred_ptr, pred_idx, succ_ptr, succ_idx,

@@ -92,3 +92,18 @@ def test_environments_decode_exactly_by_default() -> None:
     limited = GraphEnvironment("g", graph, topology, exact_cycles=False)
     assert limited.decoder.search_limit == decode.SEARCH_LIMIT
     assert limited.as_placement_only().decoder.search_limit == decode.SEARCH_LIMIT  # the ablation keeps the choice
+
+
+def test_a_cyclic_default_fusion_is_named_not_decoded() -> None:
+    """Groups a graph arrives with (the default the levels are read against) that close a cycle:
+    a clear `DecisionError` on the fusion field, as the simulator gives for the reference."""
+    from cost_model.decisions import DecisionError
+    from passes.fusion.groups import data_edges
+
+    problem, device, levels, _ = _case(1, n=60)
+    _, preds, succs = data_edges(problem.nodes)
+    middle = next(b for b in range(problem.num_nodes) if preds[b] and succs[b])
+    base = np.full(problem.num_nodes, -1, dtype=np.int32)
+    base[[preds[middle][0], succs[middle][0]]] = 0  # a -> b -> c with {a, c} one group
+    with pytest.raises(DecisionError, match="form a cycle"):
+        DecisionDecoder(problem).relative_groups(np.ones(problem.num_nodes), np.ones(problem.num_nodes, dtype=np.int32), base)
