@@ -133,6 +133,9 @@ class FusionGroups:
         # use, kept through merges, dropped by a split
         self._position: np.ndarray | None = None
         self._backward: np.ndarray | None = None
+        from passes.fusion import cycle_numba  # loaded by the engine choice already
+
+        self._jit = cycle_numba
 
     @property
     def _ordered(self) -> bool:
@@ -145,9 +148,7 @@ class FusionGroups:
 
     def _positions(self) -> np.ndarray:
         if self._position is None:
-            from passes.fusion.cycle_numba import group_positions
-
-            self._position = group_positions(self._root, self._head, self._next, self._adjacency[2], self._adjacency[3])
+            self._position = self._jit.group_positions(self._root, self._head, self._next, self._adjacency[2], self._adjacency[3])
             self._backward = np.empty(len(self.nodes), dtype=np.int64)
         return self._position
 
@@ -192,9 +193,7 @@ class FusionGroups:
 
     def _creates_cycle(self, ra: int, rb: int) -> bool:
         if self._ordered:
-            from passes.fusion.cycle_numba import ordered_creates_cycle
-
-            return bool(ordered_creates_cycle(ra, rb, self._positions(), self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue))
+            return bool(self._jit.ordered_creates_cycle(ra, rb, self._positions(), self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue))
         if self._compiled is not None:
             pred_ptr, pred_idx, succ_ptr, succ_idx = self._adjacency
             return bool(self._compiled(
@@ -258,9 +257,7 @@ class FusionGroups:
     def _union(self, ra: int, rb: int) -> None:
         slot = -1
         if self._ordered and self._position is not None:
-            from passes.fusion.cycle_numba import ordered_merge_slot
-
-            slot = ordered_merge_slot(ra, rb, self._position, self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue, self._backward)
+            slot = self._jit.ordered_merge_slot(ra, rb, self._position, self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue, self._backward)
             if slot < 0:
                 self._position = None  # an unchecked merge (adopt) closed a cycle: the next check orders anew, and says so
         if len(self.members[ra]) < len(self.members[rb]):
