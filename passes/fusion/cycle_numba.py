@@ -26,25 +26,14 @@ __all__ = [
 
 
 @njit(cache=True)
-def _preds_within(target: int, source: int, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray) -> bool:
-    m = head[target]
+def _neighbours_within(group: int, other: int, root: np.ndarray, ptr: np.ndarray, idx: np.ndarray, head: np.ndarray, nxt: np.ndarray) -> bool:
+    """Every neighbour of `group`'s members along (`ptr`, `idx`: predecessors or successors)
+    outside the group lies in `other`."""
+    m = head[group]
     while m >= 0:
-        for k in range(pred_ptr[m], pred_ptr[m + 1]):
-            r = root[pred_idx[k]]
-            if r != target and r != source:
-                return False
-        m = nxt[m]
-    return True
-
-
-@njit(cache=True)
-def _succs_within(source: int, target: int, root: np.ndarray, succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray) -> bool:
-    """Every successor of `source`'s group outside it lies in `target`'s group."""
-    m = head[source]
-    while m >= 0:
-        for k in range(succ_ptr[m], succ_ptr[m + 1]):
-            r = root[succ_idx[k]]
-            if r != source and r != target:
+        for k in range(ptr[m], ptr[m + 1]):
+            r = root[idx[k]]
+            if r != group and r != other:
                 return False
         m = nxt[m]
     return True
@@ -98,7 +87,7 @@ def creates_cycle_compiled(
     """Would merging groups `ra` and `rb` (roots) create a cycle (or is the search unsure)?"""
     for direction in range(2):
         src, dst = (ra, rb) if direction == 0 else (rb, ra)
-        if _preds_within(dst, src, root, pred_ptr, pred_idx, head, nxt):
+        if _neighbours_within(dst, src, root, pred_ptr, pred_idx, head, nxt):
             continue
         stamp[0] += 1
         if _reaches_through_third(src, dst, limit, root, succ_ptr, succ_idx, head, nxt, seen, stamp[0], queue):
@@ -216,66 +205,38 @@ def _sorted_by_position(groups: np.ndarray, position: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _forward_window(
-    a: int, b: int, position: np.ndarray, root: np.ndarray, succ_ptr: np.ndarray, succ_idx: np.ndarray, head: np.ndarray,
-    nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray,
+def _window(
+    start: int, other: int, bound: int, later: bool, ptr: np.ndarray, idx: np.ndarray, position: np.ndarray, root: np.ndarray,
+    head: np.ndarray, nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, out: np.ndarray,
 ) -> int:
-    """The groups a reaches through groups placed before b (a before b), into `forward`: their
-    count, or -1 when one of them has an edge into b (a -> third -> b: merging would close a cycle)."""
-    high = position[b]
+    """The groups reached from group `start` along the edges (`ptr`, `idx`: successors or
+    predecessors) through groups placed strictly between `start` and `bound` (`later`: placed
+    after `start`, so below `bound`; else above it), into `out`: their count. Edges into `other`
+    are not followed; from any group but `start` one is a path start -> third -> other, and then
+    -1 is returned (merging the two would close a cycle)."""
     stamp[0] += 1
     mark = stamp[0]
-    seen[a] = mark
+    seen[start] = mark
     count = 0
     front = 0
-    g = a
+    g = start
     while True:
         m = head[g]
         while m >= 0:
-            for k in range(succ_ptr[m], succ_ptr[m + 1]):
-                r = root[succ_idx[k]]
-                if r == b:
-                    if g != a:
+            for k in range(ptr[m], ptr[m + 1]):
+                r = root[idx[k]]
+                if r == other:
+                    if g != start:
                         return -1
-                    continue  # a's own edges into b merge
-                if seen[r] != mark and position[r] < high:
+                    continue  # the pair's own edges merge
+                if seen[r] != mark and (position[r] < bound if later else position[r] > bound):
                     seen[r] = mark
-                    forward[count] = r
+                    out[count] = r
                     count += 1
             m = nxt[m]
         if front == count:
             return count
-        g = forward[front]
-        front += 1
-
-
-@njit(cache=True)
-def _backward_window(
-    a: int, b: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, head: np.ndarray,
-    nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, backward: np.ndarray,
-) -> int:
-    """The groups that reach b through groups placed after a, into `backward`: their count
-    (disjoint from the forward window when the merge is legal)."""
-    low = position[a]
-    stamp[0] += 1
-    mark = stamp[0]
-    seen[b] = mark
-    back = 0
-    front = 0
-    g = b
-    while True:
-        m = head[g]
-        while m >= 0:
-            for k in range(pred_ptr[m], pred_ptr[m + 1]):
-                r = root[pred_idx[k]]
-                if r != a and seen[r] != mark and position[r] > low:
-                    seen[r] = mark
-                    backward[back] = r
-                    back += 1
-            m = nxt[m]
-        if front == back:
-            return back
-        g = backward[front]
+        g = out[front]
         front += 1
 
 
@@ -312,9 +273,9 @@ def ordered_creates_cycle(
     unordered search explores b's whole downstream cone looking for a, and refuses as unsure past
     its limit)."""
     a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
-    if _preds_within(b, a, root, pred_ptr, pred_idx, head, nxt) or _succs_within(a, b, root, succ_ptr, succ_idx, head, nxt):
+    if _neighbours_within(b, a, root, pred_ptr, pred_idx, head, nxt) or _neighbours_within(a, b, root, succ_ptr, succ_idx, head, nxt):
         return False  # no third group can enter b, or none can be left from a
-    return _forward_window(a, b, position, root, succ_ptr, succ_idx, head, nxt, seen, stamp, forward) < 0
+    return _window(a, b, position[b], True, succ_ptr, succ_idx, position, root, head, nxt, seen, stamp, forward) < 0
 
 
 @njit(cache=True)
@@ -329,14 +290,15 @@ def ordered_merge_slot(
     a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
     # The two cheap cases need no search and no reorder: when every predecessor of b outside it is
     # in a, the merged group can sit at a's place; when every successor of a is in b, at b's.
-    if _preds_within(b, a, root, pred_ptr, pred_idx, head, nxt):
+    if _neighbours_within(b, a, root, pred_ptr, pred_idx, head, nxt):
         return position[a]
-    if _succs_within(a, b, root, succ_ptr, succ_idx, head, nxt):
+    if _neighbours_within(a, b, root, succ_ptr, succ_idx, head, nxt):
         return position[b]
-    count = _forward_window(a, b, position, root, succ_ptr, succ_idx, head, nxt, seen, stamp, forward)
+    count = _window(a, b, position[b], True, succ_ptr, succ_idx, position, root, head, nxt, seen, stamp, forward)
     if count < 0:
         return -1
-    back = _backward_window(a, b, position, root, pred_ptr, pred_idx, head, nxt, seen, stamp, backward)
+    # the groups that reach b from after a: disjoint from a's window, and never through a (no path a -> third -> b)
+    back = _window(b, a, position[a], False, pred_ptr, pred_idx, position, root, head, nxt, seen, stamp, backward)
     return _reorder_window(a, b, count, back, position, forward, backward)
 
 
