@@ -39,7 +39,7 @@ import numpy as np
 
 from cost_model.decisions import DecisionError, Decisions
 from passes.fusion.fuse import greedy_fuse
-from passes.fusion.groups import FusionGroups, adjacency_arrays, data_edges, select_cycle_engine
+from passes.fusion.groups import FusionGroups, adjacency_arrays, csr_arrays, data_edges, select_cycle_engine
 from passes.fusion.rules import can_fuse_into, is_epilogue, is_hero
 
 if TYPE_CHECKING:
@@ -97,20 +97,13 @@ class DecisionDecoder:
         self.epilogue = [len(self.succs[i]) == 1 and is_epilogue(nodes[i], nodes[self.succs[i][0]], 1) for i in range(n)]
         self._arrays: tuple[np.ndarray, ...] | None = None  # the compiled loop's per-graph arrays, on first use
 
-    @property
-    def effective_limit(self) -> int:
-        """The unordered search's node limit; past the node count it never refuses as unsure (exact)."""
-        return len(self.nodes) + 1 if self.search_limit is None else self.search_limit
-
     def _compiled_arrays(self) -> tuple[np.ndarray, ...]:
         """(fuse_ptr, fuse_idx, epilogue_user, heroes) for the compiled loop: `fuse_into` as CSR,
         each node's epilogue user or -1."""
         if self._arrays is None:
             if self.adjacency is None:
                 self.adjacency = adjacency_arrays(self.preds, self.succs)
-            ptr = np.zeros(len(self.nodes) + 1, dtype=np.int64)
-            ptr[1:] = np.cumsum([len(users) for users in self.fuse_into])
-            idx = np.fromiter((u for users in self.fuse_into for u in users), dtype=np.int64, count=int(ptr[-1]))
+            ptr, idx = csr_arrays(self.fuse_into)
             epilogue_user = np.array([self.succs[i][0] if e else -1 for i, e in enumerate(self.epilogue)], dtype=np.int64)
             self._arrays = (ptr, idx, epilogue_user, np.asarray(self.heroes, dtype=np.int64))
         return self._arrays
@@ -148,7 +141,7 @@ class DecisionDecoder:
         """`fuse-by-priority` on arrays: int32 (N,) group ids (-1: unfused)."""
         if select_cycle_engine()[1] is not None:
             return self._compiled_groups(np.asarray(fusion_priority, dtype=np.float64), device, threshold, [])
-        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.effective_limit)
+        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.search_limit)
         self._priority_merges(groups, np.asarray(fusion_priority, dtype=np.float64), threshold)
         return groups.group_ids()
 
@@ -177,7 +170,7 @@ class DecisionDecoder:
             adopted = [group for group in np.split(order, bounds) if np.count_nonzero(levels[group] == 0) * 2 <= group.size]
         if select_cycle_engine()[1] is not None:
             return self._compiled_groups(levels, device, 1.0, adopted)
-        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.effective_limit)
+        groups = ArrayFusionGroups(self, device, max_nodes=self.max_nodes, search_limit=self.search_limit)
         for group in adopted:
             groups.adopt(group.tolist())
         self._priority_merges(groups, levels, 1.0)

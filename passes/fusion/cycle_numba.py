@@ -20,8 +20,8 @@ import numpy as np
 from numba import njit
 
 __all__ = [
-    "adopt_groups_compiled", "creates_cycle_compiled", "group_ids_compiled", "group_positions", "merge_if_acyclic_ordered",
-    "ordered_creates_cycle", "ordered_merge_slot", "priority_merges_compiled",
+    "AT_EARLIER", "AT_LATER", "CYCLE", "adopt_groups_compiled", "creates_cycle_compiled", "group_ids_compiled", "group_positions",
+    "merge_if_acyclic_ordered", "ordered_check", "ordered_merge_slot", "priority_merges_compiled",
 ]
 
 
@@ -261,45 +261,50 @@ def _reorder_window(a: int, b: int, count: int, back: int, position: np.ndarray,
     return slots[back]
 
 
+# `ordered_check`'s answers besides a window size: the merge closes a cycle, or a cheap case where
+# the merged group takes the earlier / the later group's place with no search and no reorder.
+CYCLE = -1
+AT_EARLIER = -2
+AT_LATER = -3
+
+
 @njit(cache=True)
-def ordered_creates_cycle(
+def ordered_check(
     ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, succ_ptr: np.ndarray,
     succ_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray,
-) -> bool:
+) -> int:
     """Exactly: would merging groups `ra` and `rb` (roots) create a cycle? `position` is a
     topological order of the groups (one per root; for every edge between groups g -> h,
     position[g] < position[h]). With a before b only a path a -> third -> b can close one, and it
     passes only through groups placed between them, so the search stays inside that window (the
     unordered search explores b's whole downstream cone looking for a, and refuses as unsure past
-    its limit)."""
+    its limit). Returns `CYCLE`; `AT_EARLIER` when every predecessor of b outside it is in a, or
+    `AT_LATER` when every successor of a is in b (no third group can enter b, or be left from a);
+    else the size of a's window, left in `forward` for `ordered_merge_slot`."""
     a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
-    if _neighbours_within(b, a, root, pred_ptr, pred_idx, head, nxt) or _neighbours_within(a, b, root, succ_ptr, succ_idx, head, nxt):
-        return False  # no third group can enter b, or none can be left from a
-    return _window(a, b, position[b], True, succ_ptr, succ_idx, position, root, head, nxt, seen, stamp, forward) < 0
+    if _neighbours_within(b, a, root, pred_ptr, pred_idx, head, nxt):
+        return AT_EARLIER
+    if _neighbours_within(a, b, root, succ_ptr, succ_idx, head, nxt):
+        return AT_LATER
+    return _window(a, b, position[b], True, succ_ptr, succ_idx, position, root, head, nxt, seen, stamp, forward)  # -1: CYCLE
 
 
 @njit(cache=True)
 def ordered_merge_slot(
-    ra: int, rb: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, succ_ptr: np.ndarray,
-    succ_idx: np.ndarray, head: np.ndarray, nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray,
-    backward: np.ndarray,
+    ra: int, rb: int, check: int, position: np.ndarray, root: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray,
+    head: np.ndarray, nxt: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray, backward: np.ndarray,
 ) -> int:
-    """Before groups `ra` and `rb` merge: the windows between them reordered (`_reorder_window`)
-    and the merged group's position returned; -1 when the merge closes a cycle (`position` is
-    then left as it was)."""
+    """Before groups `ra` and `rb` merge, right after `ordered_check` answered `check` (not
+    `CYCLE`) for them: the window between them reordered (`_reorder_window`, with the forward
+    window `ordered_check` left in `forward`) and the merged group's position returned."""
     a, b = (ra, rb) if position[ra] < position[rb] else (rb, ra)
-    # The two cheap cases need no search and no reorder: when every predecessor of b outside it is
-    # in a, the merged group can sit at a's place; when every successor of a is in b, at b's.
-    if _neighbours_within(b, a, root, pred_ptr, pred_idx, head, nxt):
+    if check == AT_EARLIER:
         return position[a]
-    if _neighbours_within(a, b, root, succ_ptr, succ_idx, head, nxt):
+    if check == AT_LATER:
         return position[b]
-    count = _window(a, b, position[b], True, succ_ptr, succ_idx, position, root, head, nxt, seen, stamp, forward)
-    if count < 0:
-        return -1
     # the groups that reach b from after a: disjoint from a's window, and never through a (no path a -> third -> b)
     back = _window(b, a, position[a], False, pred_ptr, pred_idx, position, root, head, nxt, seen, stamp, backward)
-    return _reorder_window(a, b, count, back, position, forward, backward)
+    return _reorder_window(a, b, check, back, position, forward, backward)
 
 
 @njit(cache=True)
@@ -309,10 +314,11 @@ def merge_if_acyclic_ordered(
     heroes: np.ndarray, seen: np.ndarray, stamp: np.ndarray, forward: np.ndarray, backward: np.ndarray,
 ) -> bool:
     """Merge groups `ra` and `rb` (roots) unless that creates a cycle, decided exactly and with
-    the order kept (`ordered_creates_cycle`, `ordered_merge_slot`). True when merged."""
-    slot = ordered_merge_slot(ra, rb, position, root, pred_ptr, pred_idx, succ_ptr, succ_idx, head, nxt, seen, stamp, forward, backward)
-    if slot < 0:
+    the order kept (`ordered_check`, `ordered_merge_slot`). True when merged."""
+    check = ordered_check(ra, rb, position, root, pred_ptr, pred_idx, succ_ptr, succ_idx, head, nxt, seen, stamp, forward)
+    if check == CYCLE:
         return False
+    slot = ordered_merge_slot(ra, rb, check, position, root, pred_ptr, pred_idx, head, nxt, seen, stamp, forward, backward)
     merged = _union(ra, rb, root, head, tail, nxt, size, heroes)  # as FusionGroups: ties keep ra
     position[merged] = slot
     return True

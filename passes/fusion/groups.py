@@ -12,7 +12,7 @@ indices). `try_merge(a, b)` joins the groups of two nodes only when
   and a search that would visit more than `search_limit` nodes refuses the merge, so the
   answer is never wrong, only sometimes conservative. `search_limit=None` checks exactly: with
   numba a topological order of the groups is kept and the search stays between the two
-  (`cycle_numba.ordered_creates_cycle`, thirty-fifth session), in pure Python the same search
+  (`cycle_numba.ordered_check`, thirty-fifth session), in pure Python the same search
   without a limit; both merge exactly the same groups.
 The search runs compiled (`cycle_numba.py`, numba over flat arrays: `fuse` 24-36x faster on
 4-10k-node training graphs, benchmarks/RESULTS.md section k) when numba is installed and `COMPILER_OPT_NO_JIT` is not set, else in pure Python below;
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from graph_ir.core import Node
     from graph_ir.graph import Graph
 
-__all__ = ["NO_JIT_ENV", "FusionGroups", "adjacency_arrays", "cycle_engine_name", "data_edges", "select_cycle_engine"]
+__all__ = ["NO_JIT_ENV", "FusionGroups", "adjacency_arrays", "csr_arrays", "cycle_engine_name", "data_edges", "select_cycle_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,16 +69,17 @@ def cycle_engine_name() -> str:
     return (_engine or select_cycle_engine())[0]
 
 
+def csr_arrays(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, idx): per-node index lists as CSR int64 arrays, in the same order."""
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists])
+    idx = np.fromiter((j for x in lists for j in x), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, idx
+
+
 def adjacency_arrays(preds: list[list[int]], succs: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(pred_ptr, pred_idx, succ_ptr, succ_idx): the edge lists as CSR int64 arrays, same order."""
-
-    def csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        ptr = np.zeros(len(lists) + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(x) for x in lists])
-        idx = np.fromiter((j for x in lists for j in x), dtype=np.int64, count=int(ptr[-1]))
-        return ptr, idx
-
-    return (*csr(preds), *csr(succs))
+    return (*csr_arrays(preds), *csr_arrays(succs))
 
 
 def data_edges(nodes: list[Node]) -> tuple[dict[Node, int], list[list[int]], list[list[int]]]:
@@ -133,6 +134,8 @@ class FusionGroups:
         # use, kept through merges, dropped by a split
         self._position: np.ndarray | None = None
         self._backward: np.ndarray | None = None
+        # the last ordered check (ra, rb, answer): the merge right after it reuses its window
+        self._checked: tuple[int, int, int] | None = None
         from passes.fusion import cycle_numba  # loaded by the engine choice already
 
         self._jit = cycle_numba
@@ -193,21 +196,24 @@ class FusionGroups:
 
     def _creates_cycle(self, ra: int, rb: int) -> bool:
         if self._ordered:
-            return bool(self._jit.ordered_creates_cycle(ra, rb, self._positions(), self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue))
+            check = self._jit.ordered_check(ra, rb, self._positions(), self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue)
+            self._checked = (ra, rb, check)
+            return check == self._jit.CYCLE
         if self._compiled is not None:
             pred_ptr, pred_idx, succ_ptr, succ_idx = self._adjacency
             return bool(self._compiled(
                 ra, rb, self._limit(), self._root, pred_ptr, pred_idx, succ_ptr, succ_idx,
                 self._head, self._next, self._seen, self._stamp, self._queue,
             ))
+        limit = self._limit()
         for src, dst in ((ra, rb), (rb, ra)):
             if self._outside_preds_within(dst, src):
                 continue  # no path can enter `dst` from a third group
-            if self._reaches_through_third(src, dst):
+            if self._reaches_through_third(src, dst, limit):
                 return True
         return False
 
-    def _reaches_through_third(self, src: int, dst: int) -> bool:
+    def _reaches_through_third(self, src: int, dst: int, limit: int) -> bool:
         """Is there a path src -> (a third group) -> ... -> dst? (True also when unsure.)"""
         seen = {src}
         queue: deque[int] = deque()
@@ -222,7 +228,7 @@ class FusionGroups:
             g = queue.popleft()
             for m in self.members[g]:
                 visited += 1
-                if visited > self._limit():
+                if visited > limit:
                     return True
                 for s in self.succs[m]:
                     r = self.find(s)
@@ -257,9 +263,16 @@ class FusionGroups:
     def _union(self, ra: int, rb: int) -> None:
         slot = -1
         if self._ordered and self._position is not None:
-            slot = self._jit.ordered_merge_slot(ra, rb, self._position, self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue, self._backward)
-            if slot < 0:
-                self._position = None  # an unchecked merge (adopt) closed a cycle: the next check orders anew, and says so
+            jit, checked, self._checked = self._jit, self._checked, None
+            if checked is not None and {checked[0], checked[1]} == {ra, rb}:
+                check = checked[2]  # try_merge: the check just made, its window still in `_queue`
+            else:  # an unchecked merge (adopt)
+                check = jit.ordered_check(ra, rb, self._position, self._root, *self._adjacency, self._head, self._next, self._seen, self._stamp, self._queue)
+            if check == jit.CYCLE:
+                self._position = None  # an unchecked merge closed a cycle: the next check orders anew, and says so
+            else:
+                pred_ptr, pred_idx, _, _ = self._adjacency
+                slot = jit.ordered_merge_slot(ra, rb, check, self._position, self._root, pred_ptr, pred_idx, self._head, self._next, self._seen, self._stamp, self._queue, self._backward)
         if len(self.members[ra]) < len(self.members[rb]):
             ra, rb = rb, ra
         if slot >= 0:
@@ -286,7 +299,7 @@ class FusionGroups:
             if self._compiled is not None:
                 self._root[m] = self._head[m] = self._tail[m] = m
                 self._next[m] = -1
-        self._position = None  # the split members need places of their own: ordered anew on the next check
+        self._position = self._checked = None  # the split members need places of their own: ordered anew on the next check
 
     def write(self) -> bool:
         """Set `node.fusion_group` from the partition; True when any node changed."""

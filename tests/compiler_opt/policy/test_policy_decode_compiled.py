@@ -4,7 +4,6 @@ same groups, with the 4096-node search and with the exact ordered check (`search
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -18,13 +17,6 @@ from cost_model.decisions import Decisions
 from graph_ir.io.onnx_import import import_onnx
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba is not installed (pip install compiler-opt[fast])")
-
-
-@pytest.fixture
-def python_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The decoder's Python merge loop (the cycle search inside FusionGroups stays compiled)."""
-    monkeypatch.setattr(decode, "select_cycle_engine", lambda **kwargs: ("python", None))
-    yield
 
 
 def _case(seed: int, n: int = 300) -> tuple[SimulationProblem, np.ndarray, np.ndarray, np.ndarray]:
