@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["event_loop_compiled"]
+__all__ = ["event_loop_compiled", "scatter_max_compiled"]
 
 
 @njit(cache=True, inline="always")
@@ -192,3 +192,13 @@ def event_loop_compiled(
         if left[task] != 0:  # as the Python loop's `any(pending)`
             stuck += 1
     return start, end, stuck
+
+
+@njit(cache=True, nogil=True)
+def scatter_max_compiled(target: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+    """`np.maximum.at(target, index, values)` (`scatter.scatter_max` checks the bounds)."""
+    for i in range(index.shape[0]):
+        j = index[i]
+        v = values[i]
+        if v > target[j] or v != v:  # NaN wins, as in np.maximum
+            target[j] = v

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from cost_model.simulator.problem import VALUE_CONSTANT, SimulationProblem
+from cost_model.simulator.scatter import scatter_max
 from cost_model.simulator.tasks import TaskGraph
 
 __all__ = ["peak_memory"]
@@ -48,9 +49,9 @@ def peak_memory(
     alloc = np.where(has_kernel, np.append(kstart, 0.0)[origin_kernel], 0.0)
     free = np.where(has_kernel, np.append(kend, 0.0)[origin_kernel], 0.0)
     local = tasks.local_use
-    np.maximum.at(free, uv[local], kend[tasks.local_dst_kernel])
+    scatter_max(free, uv[local], kend[tasks.local_dst_kernel])
     if tasks.xfer_value.size:
-        np.maximum.at(free, tasks.xfer_value, end[tasks.xfer_first_hop])
+        scatter_max(free, tasks.xfer_value, end[tasks.xfer_first_hop])
     free[problem.value_is_output] = step_time
     # Skip constants and values that never leave their fused kernel.
     leaves = np.zeros(num_values, dtype=bool)
@@ -74,7 +75,7 @@ def peak_memory(
         is_last = hop_task == tasks.xfer_last_hop[xfer]
         hop_free = np.where(is_last, end[hop_task], end[np.minimum(hop_task + 1, start.size - 1)])
         last_free = end[tasks.xfer_last_hop].copy()
-        np.maximum.at(last_free, tasks.xc_xfer, kend[tasks.xc_kernel])
+        scatter_max(last_free, tasks.xc_xfer, kend[tasks.xc_kernel])
         hop_free = np.where(is_last, last_free[xfer], hop_free)
         dev_parts.append(links_dst[tasks.hop_link])
         alloc_parts.append(start[hop_task])

@@ -72,7 +72,7 @@ class SimulationProblem:
     value_is_output: np.ndarray  # bool (V,): a graph output
     value_first_consumer: np.ndarray  # int64 (V,): lowest consuming node index, -1 if unused
     value_num_uses: np.ndarray  # int64 (V,): distinct consumer nodes
-    use_value: np.ndarray  # int64 (U,)
+    use_value: np.ndarray  # int64 (U,): uses sorted by (value, node)
     use_node: np.ndarray  # int64 (U,)
     build_seconds: float = 0.0
     kernel_costs: Any = None  # KernelCostSource or None (roofline everywhere)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from graph_ir.kernel_pieces import spanning_groups
 from graph_ir.op_kinds import OpKind
 from graph_ir.types import TensorType
 from passes.fusion.fuse import greedy_fuse
@@ -253,19 +254,9 @@ def colocated_groups(fusion_group: np.ndarray, device: np.ndarray) -> np.ndarray
     graph acyclic: the remaining groups were legal groups of the original graph.
     """
     out = np.asarray(fusion_group, dtype=np.int32).copy()
-    grouped = out >= 0
-    if not grouped.any():
-        return out
-    ids, first = np.unique(out[grouped], return_inverse=True)
-    devs = np.asarray(device)[grouped]
-    low = np.full(len(ids), np.iinfo(np.int64).max)
-    high = np.full(len(ids), np.iinfo(np.int64).min)
-    np.minimum.at(low, first, devs)
-    np.maximum.at(high, first, devs)
-    split = (low != high)[first]
-    values = out[grouped]
-    values[split] = -1
-    out[grouped] = values
+    split = spanning_groups(out, np.asarray(device))
+    if split.size:
+        out[np.isin(out, split)] = -1
     return out
 
 
