@@ -42,18 +42,19 @@ def spanning_groups(group: np.ndarray, device: np.ndarray) -> np.ndarray:
     if grouped.size == 0:
         return np.empty(0, dtype=np.int64)
     ids = group[grouped].astype(np.int64)
-    where = device[grouped].astype(np.float64)
+    where = device[grouped].astype(np.int64)
     # Every simulation asks this, so no sort (a unique over (group, device) pairs was 60% of a
-    # 29k-node simulation): a group sits on one device iff its members' devices have zero
-    # variance, count * sum(d^2) == sum(d)^2, exact in float64 for any graph that fits memory.
+    # 29k-node simulation): each group takes one of its members' devices (whichever write lands
+    # last; any member's will do), and it spans devices iff some member sits elsewhere.
     labels = None
     if int(ids.max()) >= 4 * ids.size + 1024:  # sparse ids: number them densely first
         labels, ids = np.unique(ids, return_inverse=True)
     size = int(ids.max()) + 1
-    count = np.bincount(ids, minlength=size)
-    total = np.bincount(ids, weights=where, minlength=size)
-    squares = np.bincount(ids, weights=where * where, minlength=size)
-    spanning = np.flatnonzero(count * squares != total * total)
+    some_member = np.zeros(size, dtype=np.int64)
+    some_member[ids] = where
+    spans = np.zeros(size, dtype=bool)
+    spans[ids[where != some_member[ids]]] = True
+    spanning = np.flatnonzero(spans)
     return spanning if labels is None else labels[spanning]
 
 

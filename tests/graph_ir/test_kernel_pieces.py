@@ -36,3 +36,6 @@ def test_spanning_groups_empty_and_ungrouped() -> None:
     assert spanning_groups(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).size == 0
     assert spanning_groups(np.array([3, 3, 3]), np.array([1, 1, 1])).size == 0
     assert spanning_groups(np.array([3, -1, 3]), np.array([1, 0, 2])).tolist() == [3]
+    # Large values are compared exactly (no arithmetic on them).
+    big = 2**40
+    assert spanning_groups(np.array([5, 5, 7, 7]), np.array([big, big + 1, big, big])).tolist() == [5]
