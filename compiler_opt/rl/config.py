@@ -79,6 +79,10 @@ class TrainConfig:
     ppo_cpu_per_node_sample: float = 3.5e-4
     polish_group_moves: bool = True  # the polish's local search moves whole fusion groups (else single nodes)
     polish_move_order: str = "random"  # the polish's local-search move order (local_search.MOVE_ORDERS)
+    # Warm-start seeds whose placements the polish races right after the policy's starts, before
+    # the fastest seeds (rl/polish.start_placements), whatever their own score: a start's score
+    # says little about where its search ends (RESULTS.md h20).
+    polish_first_seeds: tuple[str, ...] = ()
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -161,6 +165,12 @@ class TrainConfig:
             raise TrainConfigError(f"policy_starts must be >= 0, got {self.policy_starts}", field="policy_starts")
         if self.seed_replay < 0:
             raise TrainConfigError(f"seed_replay must be >= 0, got {self.seed_replay}", field="seed_replay")
+        self.polish_first_seeds = tuple(self.polish_first_seeds)  # a list from a checkpoint's JSON
+        unknown = unknown_placement_methods(list(self.polish_first_seeds))
+        if unknown:
+            from passes.placement import METHODS
+
+            raise TrainConfigError(f"unknown placement methods {unknown} in polish_first_seeds; known: {', '.join(METHODS)}", field="polish_first_seeds")
         unknown = unknown_placement_methods(self.warm_start or [])
         if unknown:
             from passes.placement import METHODS

@@ -189,6 +189,7 @@ def seeds_and_polish(
     group_moves: bool = True,
     move_order: str = "random",
     seed_seconds: float | None = None,
+    first_seeds: Sequence[str] | None = None,
 ) -> SeedsAndPolish:
     """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
     and joint seeds, within its share of the budget, or `seed_seconds` when given: 0 runs every
@@ -196,7 +197,8 @@ def seeds_and_polish(
     raced against the other seeds' placements, on every second left. `fusion_levels` /
     `priority_levels`: the levels the joint seeds are expressed in; `joint`: the polish scores
     each result's joint variants in those levels too; `starts`: the starts raced (default
-    `TrainConfig.polish_starts`). `bench_go`'s `seeds+polish` control and imitation targets."""
+    `TrainConfig.polish_starts`), `first_seeds` the seeds raced first (default
+    `TrainConfig.polish_first_seeds`). `bench_go`'s `seeds+polish` control and imitation targets."""
     from compiler_opt.rl.config import TrainConfig
     from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
     from graph_ir._gc import gc_frozen
@@ -216,18 +218,25 @@ def seeds_and_polish(
         done = polish(
             env, head.decisions, head.score, cpu_seconds=max(seconds - seed_cpu, 1e-3), seed=seed,
             fusion_levels=fusion_levels if joint else 0, priority_levels=priority_levels if joint else 0,
-            others=start_placements(head.decisions.device, seeds, (config.polish_starts if starts is None else starts) - 1),
+            others=start_placements(
+                head.decisions.device, seeds, (config.polish_starts if starts is None else starts) - 1, prefer=config.polish_first_seeds if first_seeds is None else first_seeds
+            ),
             group_moves=group_moves, move_order=move_order,
         )
     return SeedsAndPolish(seeds, head, done, seed_cpu)
 
 
-def start_placements(answer: np.ndarray, seeds: Sequence[Seed], count: int, first: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
+def start_placements(
+    answer: np.ndarray, seeds: Sequence[Seed], count: int, first: Sequence[np.ndarray] = (), prefer: Sequence[str] = ()
+) -> list[np.ndarray]:
     """Up to `count` distinct placements other than `answer`: the polish's other starts. `first`
-    (the policy's decodings) come before the fitting warm-start seeds' (fastest first)."""
+    (the policy's decodings) come before the fitting warm-start seeds': those of the methods in
+    `prefer` (in that order), then the rest, fastest first."""
     from compiler_opt.rl.warm_start import fitting_seeds
 
-    placements = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in fitting_seeds(seeds))])
+    fitting = fitting_seeds(seeds)
+    preferred = [s for method in prefer for s in fitting if s.method == method]
+    placements = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in preferred + fitting)])
     return placements[1 : count + 1]
 
 

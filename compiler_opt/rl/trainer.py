@@ -269,7 +269,7 @@ def zero_shot(
 def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed]) -> tuple[BestFound, int]:
     """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
     fastest distinct seeds' placements, raced; rl/polish.py); and the simulations it took."""
-    others = start_placements(np.asarray(found.decisions.device), seeds, 3)
+    others = start_placements(np.asarray(found.decisions.device), seeds, 3, prefer=TrainConfig.polish_first_seeds)
     result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others,
                     fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
     if result.score.rank_key < found.score.rank_key:
@@ -678,7 +678,7 @@ def _polish(
         answer = np.asarray(found.decisions.device)
         mine = [np.asarray(d.decisions.device) for d in (decoded or {}).get(env.label, [])]
         mine = [d for d in mine if not np.array_equal(d, answer)][: config.policy_starts]
-        others = start_placements(answer, seeds.get(env.label, []), config.polish_starts - 1, first=mine)
+        others = start_placements(answer, seeds.get(env.label, []), config.polish_starts - 1, first=mine, prefer=config.polish_first_seeds)
         result = polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
             fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, group_moves=config.polish_group_moves,

@@ -333,3 +333,20 @@ def test_the_polish_gets_what_is_left_and_at_least_its_floor(env: GraphEnvironme
         assert _polish(small, [env], best, TINY, {}, spent)[env.label].cpu_budget == pytest.approx(0.4)
     with pytest.raises(TrainConfigError, match="polish_min_fraction"):
         TrainConfig(mode="go-one", workloads=["dag"], polish_min_fraction=1.0)
+
+
+def test_preferred_seeds_come_after_the_policys_starts_whatever_their_score(env: GraphEnvironment) -> None:
+    seeds = warm_start_seeds(env, ["metis", "single-device", "round-robin"], fusion_levels=4, priority_levels=8)
+    fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
+    answer = fitting[0].decisions.device
+    slowest = next(s for s in reversed(fitting) if not np.array_equal(s.decisions.device, answer))
+    mine = (np.arange(env.problem.num_nodes) % 2).astype(np.int32)
+    got = start_placements(answer, seeds, 3, first=[mine], prefer=[slowest.method, "not-a-seed-here"])
+    assert np.array_equal(got[0], mine) and np.array_equal(got[1], slowest.decisions.device)
+    assert np.array_equal(got[2], start_placements(answer, seeds, 1)[0])  # then the fastest other seed's
+    # a preferred seed placed like the answer is no extra start
+    same = start_placements(answer, seeds, 2, prefer=[fitting[0].method])
+    assert all(not np.array_equal(d, answer) for d in same)
+    assert TrainConfig(mode="go-one", workloads=["dag"], polish_first_seeds=["dp"]).polish_first_seeds == ("dp",)
+    with pytest.raises(TrainConfigError, match="polish_first_seeds"):
+        TrainConfig(mode="go-one", workloads=["dag"], polish_first_seeds=("no-such-method",))
