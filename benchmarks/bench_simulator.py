@@ -229,11 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     problem = SimulationProblem.from_graph(graph, topology)
     plain = pipeline_decisions(problem, seed=1)
     target = _median_time(lambda: simulate(problem, plain), max(repeats, 5), "simulate_target")
+    # Fused too: what every search evaluates (RESULTS.md (n): a cost only fused decisions pay went
+    # unseen while this row timed unfused ones alone).
+    fused = pipeline_decisions(problem, seed=1, fuse=True)
+    target_fused = _median_time(lambda: simulate(problem, fused), max(repeats, 5), "simulate_target_fused")
     scattered = random_decisions(problem, seed=1)
     target_random = _median_time(lambda: simulate(problem, scattered), max(repeats, 5), "simulate_target_random")
     print(
         f"{target_name} ({problem.num_nodes} nodes): {1 / target:.1f} simulations/s with a pipeline split, "
-        f"{1 / target_random:.1f}/s with random placement (goal >= 50)"
+        f"{1 / target_fused:.1f}/s with it fused, {1 / target_random:.1f}/s with random placement (goal >= 50)"
     )
     payload = {
         "devices": args.devices,
@@ -245,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         "target": target_name,
         "target_nodes": problem.num_nodes,
         "sims_per_s_target": 1 / target,
+        "sims_per_s_target_fused": 1 / target_fused,
         "sims_per_s_target_random": 1 / target_random,
         "wall_medians_s": WALL,
         "timing": "median process (CPU) time per call; wall_medians_s has wall-clock medians",
