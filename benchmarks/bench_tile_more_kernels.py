@@ -7,7 +7,8 @@ same test kernels; several split seeds.
     PYTHONPATH=. python benchmarks/bench_tile_more_kernels.py out/tile_s13 --extra out/tile_syn \
         --code-features out/tile_s13_code --extra-code-features out/tile_syn_code --seeds 0,1,2,3,4 --json more.json
 
-`--prefixes 0,2,5` fits one row per prefix of the `--extra` folders (the training kernels plus the first
+With no `--extra`, the one fitted row is the training kernels alone (for `--fixed` / `--warm-from` on a new host's
+folder, thirty-seventh session). `--prefixes 0,2,5` fits one row per prefix of the `--extra` folders (the training kernels plus the first
 k folders: a data-size curve on the same test kernels); `--by-kind` adds the per-kind means of top-1 and tau;
 `--by-gap` the share of test pairs each row orders right, per kind and per bin of the pair's measured
 runtime gap (`metrics.pair_agreement_by_gap`), summed over the seeds.
@@ -41,9 +42,11 @@ import numpy as np
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", help="the dataset whose splits are scored (TpuGraphs-style tile .npz folder)")
-    parser.add_argument("--extra", required=True, action="append", help="another tile dataset folder (repeatable): every kernel joins the training set")
+    parser.add_argument("--extra", action="append", default=[],
+                        help="another tile dataset folder (repeatable): every kernel joins the training set (none: the training kernels alone, "
+                             "beside --fixed and --warm-from rows)")
     parser.add_argument("--code-features", metavar="CACHE", help="compiled-code feature cache of DATA (tile_code_features)")
-    parser.add_argument("--extra-code-features", metavar="CACHE", action="append", help="compiled-code feature cache of each --extra, in order")
+    parser.add_argument("--extra-code-features", metavar="CACHE", action="append", default=[], help="compiled-code feature cache of each --extra, in order")
     parser.add_argument("--code-feature-set", default="s16", help="which compiled-code block (tile_code_features feature sets; default s16)")
     parser.add_argument("--ranker", default="gbdt-ens",
                         help="a tile_rankers.TILE_RANKER_NAMES entry (default gbdt-ens, the shipped kind); several, comma-separated, fit one row each")
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 2 for n in config_counts):
         parser.error(f"--train-configs: a ranker needs at least 2 configurations of a kernel, got {args.train_configs}")
     try:
-        prefixes = [int(k) for k in args.prefixes.split(",")] if args.prefixes else [len(args.extra)] if args.only_extra else [0, len(args.extra)]
+        prefixes = [int(k) for k in args.prefixes.split(",")] if args.prefixes else [len(args.extra)] if args.only_extra else sorted({0, len(args.extra)})
     except ValueError:
         parser.error(f"--prefixes takes integers, got {args.prefixes!r}")
     if any(not 0 <= k <= len(args.extra) for k in prefixes):
@@ -81,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     splits = [s for s in args.splits.split(",") if s]
     if not splits or set(splits) - {"random", "program"}:
         parser.error(f"--splits takes random and/or program, got {args.splits!r}")
-    if bool(args.code_features) != bool(args.extra_code_features) or (args.extra_code_features and len(args.extra_code_features) != len(args.extra)):
+    if args.extra_code_features and not args.code_features:
+        parser.error("--extra-code-features needs --code-features (every fit reads the same columns)")
+    if args.code_features and len(args.extra_code_features) != len(args.extra):
         parser.error("--code-features takes one --extra-code-features per --extra (both fits need the same columns)")
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))

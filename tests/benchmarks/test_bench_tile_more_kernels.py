@@ -44,3 +44,50 @@ def test_fewer_configs_keeps_a_seeded_subset_of_every_column() -> None:
     np.testing.assert_array_equal(fewer.config_feat[:, 0], np.array(kept, dtype=float))
     assert again.config_text == fewer.config_text and other.config_text != fewer.config_text
     assert record.num_configs == 10  # the record itself is untouched
+
+
+def _matmul_folder(folder, programs: int = 3, per_program: int = 2, configs: int = 8) -> None:  # type: ignore[no-untyped-def]
+    """Real matmul kernels of `programs` programs, each with `configs` of its schedule space; a made-up runtime that a
+    ranker can learn (it grows with the first config feature)."""
+    from cost_model.learned.tpugraphs import KernelRecord, save_npz
+    from cost_model.measure.tile.collect import kernel_configs
+    from cost_model.measure.tile.dataset import kernel_graph
+    from cost_model.measure.tile.kernels import KernelSpec, build_kernel
+    from cost_model.measure.tile.space import TileSpace
+
+    folder.mkdir()
+    for k in range(programs * per_program):
+        dims = (32 * (1 + k % 3), 64, 32 * (1 + k % 2))
+        space = TileSpace(build_kernel(KernelSpec("matmul", dims)))
+        chosen = kernel_configs(space, k, configs)
+        feats, opcodes, edges = kernel_graph(space.kernel)
+        config_feat = np.stack([space.features(c) for c in chosen])
+        runtime = 1e-5 * (1.0 + config_feat[:, 0] - config_feat[:, 0].min()) + 1e-9 * np.arange(len(chosen))
+        program = f"p{k // per_program}"
+        save_npz(KernelRecord(feats, opcodes, edges, runtime, np.full_like(runtime, runtime.min()), config_feat=config_feat,
+                              config_text=[c.text() for c in chosen], meta={"kind": "matmul", "dims": list(dims), "program": program}),
+                 folder / f"{program}:matmul:{k}.npz")
+
+
+def test_no_extra_folder_fits_the_training_kernels_beside_fixed_and_warm_rows(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+    from cost_model.learned.tpugraphs import load_dir
+
+    _matmul_folder(tmp_path / "host")
+    _matmul_folder(tmp_path / "other", programs=2)
+    fixed = GbdtEnsembleTilePredictor.train(load_dir(tmp_path / "other"), rounds=5).save(tmp_path / "other.json")
+    with benchmark_script("bench_tile_more_kernels") as bench:
+        assert bench.main([str(tmp_path / "host"), "--ranker", "rank-all-d10", "--seeds", "3", "--splits", "program", "--fixed", str(fixed),
+                           "--warm-from", str(fixed), "--json", str(tmp_path / "rows.json")]) == 0
+    rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
+    assert set(rows) == {"training kernels", "training kernels, warm", "fixed other.json"}  # one fitted row: no --extra prefix
+    train_kernels = rows["training kernels"]["program"][0]["train_kernels"]
+    assert train_kernels == 6 - rows["training kernels"]["program"][0]["test_kernels"] and train_kernels > 0
+    assert "--extra" not in capsys.readouterr().out
+
+
+def test_extra_code_features_need_code_features(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with benchmark_script("bench_tile_more_kernels") as bench, pytest.raises(SystemExit):
+        bench.main([str(tmp_path), "--extra-code-features", str(tmp_path / "cache")])
