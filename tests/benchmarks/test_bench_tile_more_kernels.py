@@ -88,6 +88,8 @@ def test_no_extra_folder_fits_the_training_kernels_beside_fixed_and_warm_rows(tm
     assert "--extra" not in capsys.readouterr().out
 
 
-def test_extra_code_features_need_code_features(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_extra_code_features_need_code_features(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     with benchmark_script("bench_tile_more_kernels") as bench, pytest.raises(SystemExit):
         bench.main([str(tmp_path), "--extra-code-features", str(tmp_path / "cache")])
+    # this refusal, not another argument error (a missing --extra exited the same way before it was optional)
+    assert "--extra-code-features needs --code-features" in capsys.readouterr().err
