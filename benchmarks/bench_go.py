@@ -60,6 +60,7 @@ import torch
 from compiler_opt.cli._render import Table, render_tables
 from compiler_opt.policy import load_checkpoint
 from compiler_opt.rl import GraphEnvironment, TrainConfig, load_graph, make_policy, run_training, zero_shot
+from compiler_opt.rl.config import START_ORDERS
 from compiler_opt.rl.trainer import WARM_ZERO_SHOT_POLISH_SECONDS, WARM_ZERO_SHOT_SEED_SECONDS
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
@@ -173,7 +174,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         mode=mode, workloads=[env.name], devices=["cell"], iterations=100000, samples_per_graph=args.samples,
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, policy_starts=args.policy_starts, polish_group_moves=not args.polish_node_moves,
-        polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds),
+        polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds), polish_start_order=args.polish_start_order,
     )
     policy = make_policy(config)
     # As the `go` pass: the policy's greedy answer starts a fine-tune only without a warm start
@@ -364,6 +365,7 @@ def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[
     found = seeds_and_polish(
         env, args.seconds, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
         starts=args.polish_starts, group_moves=not args.polish_node_moves, move_order=args.polish_move_order, first_seeds=args.polish_first_seeds,
+        start_order=args.polish_start_order,
     )
     seeds, head, done, seed_cpu = found.seeds, found.head, found.polished, found.seed_cpu_seconds
     curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
@@ -596,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--polish-move-order", choices=MOVE_ORDERS, default=TrainConfig.polish_move_order, help="the final local search's move order (slack: least-slack groups first)")
     parser.add_argument("--polish-first-seeds", nargs="*", default=list(TrainConfig.polish_first_seeds),
                         help="warm-start seeds whose placements the polish races right after the policy's starts, before the fastest seeds (RESULTS.md h20)")
+    parser.add_argument("--polish-start-order", choices=START_ORDERS, default=TrainConfig.polish_start_order,
+                        help="which seeds the polish races: the fastest by their own scores (seed) or as its search scores their placements (polish; RESULTS.md h22)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")
     parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")
     parser.add_argument("--threads", type=int, default=1)

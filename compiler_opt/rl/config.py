@@ -20,6 +20,9 @@ RATIOS = ("decision", "episode")  # where PPO takes its importance ratio (rl/ppo
 WARM_START_MODES = ("fine-tune", "go-one")
 # Modes that end with a local-search polish of the best answer (rl/polish.py; RESULTS.md h6).
 POLISH_MODES = ("fine-tune", "go-one")
+# How the polish picks the warm-start seeds it races (rl/polish.start_candidates): by the seeds'
+# own scores, or by the polish's own scoring of their placements.
+START_ORDERS = ("seed", "polish")
 
 
 def unknown_placement_methods(methods: list[str]) -> list[str]:
@@ -83,6 +86,10 @@ class TrainConfig:
     # the fastest seeds (rl/polish.start_placements), whatever their own score: a start's score
     # says little about where its search ends (RESULTS.md h20).
     polish_first_seeds: tuple[str, ...] = ()
+    # How the polish picks the seeds it races (rl/polish.START_ORDERS): "seed", the fastest by
+    # their own scores (each seed's own fusion and priorities); "polish", the fastest as the
+    # polish's search scores their placements (RESULTS.md h22).
+    polish_start_order: str = "seed"
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -158,6 +165,10 @@ class TrainConfig:
         if self.polish_move_order not in MOVE_ORDERS:
             raise TrainConfigError(
                 f"polish_move_order must be one of {', '.join(MOVE_ORDERS)}, got {self.polish_move_order!r}", field="polish_move_order"
+            )
+        if self.polish_start_order not in START_ORDERS:
+            raise TrainConfigError(
+                f"polish_start_order must be one of {', '.join(START_ORDERS)}, got {self.polish_start_order!r}", field="polish_start_order"
             )
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from compiler_opt.rl.config import START_ORDERS
 from cost_model.decisions import DecisionError, Decisions
 from passes.placement.context import PlacementContext
 from passes.placement.context_base import BudgetExhausted
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
     from compiler_opt.rl.warm_start import Seed
 
-__all__ = ["MIN_SLICE", "Polished", "SeedsAndPolish", "polish", "seeds_and_polish", "start_placements"]
+__all__ = ["MIN_SLICE", "Polished", "SeedsAndPolish", "polish", "seeds_and_polish", "start_candidates", "start_placements"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,15 +119,18 @@ def polish(
     fusion_levels: int = 0,
     priority_levels: int = 0,
     others: Sequence[np.ndarray] = (),
+    pool: Sequence[np.ndarray] = (),
+    max_starts: int | None = None,
     group_moves: bool = True,
     move_order: str = "random",
 ) -> Polished:
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
     placement when `fusion_levels` (the policy's levels; 0: none) is given. `others`: more start
-    placements ((N,) device arrays, fastest first) raced against `start`'s; `group_moves`: the
-    search moves whole fusion groups, else single nodes (module docstring); `move_order`: the
-    local search's (`local_search.MOVE_ORDERS`)."""
+    placements ((N,) device arrays) raced against `start`'s, as given; `pool`: more candidates,
+    of which the fastest under this search's own scoring fill the race up to `max_starts` starts
+    (one simulation each; `_fill_from_pool`); `group_moves`: the search moves whole fusion groups,
+    else single nodes (module docstring); `move_order`: the local search's (`local_search.MOVE_ORDERS`)."""
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
     began = time.process_time()
@@ -136,6 +140,8 @@ def polish(
 
     base = _base(env, start)
     ctx = _PolishContext(env, base, deadline=end, evaluations=evaluations)
+    if pool:
+        starts = _fill_from_pool(ctx, starts, pool, len(starts) + len(pool) if max_starts is None else max_starts)
     if len(starts) > 1:
         starts = starts[: _affordable_starts(ctx, starts[0], len(starts), cpu_seconds, evaluations)]
     race = _Race(env, ctx, fusion_levels, priority_levels, fusion_units(base.fusion_group) if group_moves else None, move_order)
@@ -190,6 +196,7 @@ def seeds_and_polish(
     move_order: str = "random",
     seed_seconds: float | None = None,
     first_seeds: Sequence[str] | None = None,
+    start_order: str | None = None,
 ) -> SeedsAndPolish:
     """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
     and joint seeds, within its share of the budget, or `seed_seconds` when given: 0 runs every
@@ -198,7 +205,8 @@ def seeds_and_polish(
     `priority_levels`: the levels the joint seeds are expressed in; `joint`: the polish scores
     each result's joint variants in those levels too; `starts`: the starts raced (default
     `TrainConfig.polish_starts`), `first_seeds` the seeds raced first (default
-    `TrainConfig.polish_first_seeds`). `bench_go`'s `seeds+polish` control and imitation targets."""
+    `TrainConfig.polish_first_seeds`), `start_order` how the other seeds are picked (default
+    `TrainConfig.polish_start_order`). `bench_go`'s `seeds+polish` control and imitation targets."""
     from compiler_opt.rl.config import TrainConfig
     from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
     from graph_ir._gc import gc_frozen
@@ -215,13 +223,15 @@ def seeds_and_polish(
             raise ValueError(f"{env.label}: no warm-start seed fits in memory")
         seed_cpu = time.process_time() - began
         head = fitting[0]
+        count = config.polish_starts if starts is None else starts
+        others, pool = start_candidates(
+            head.decisions.device, seeds, count - 1, prefer=config.polish_first_seeds if first_seeds is None else first_seeds,
+            order=config.polish_start_order if start_order is None else start_order,
+        )
         done = polish(
             env, head.decisions, head.score, cpu_seconds=max(seconds - seed_cpu, 1e-3), seed=seed,
             fusion_levels=fusion_levels if joint else 0, priority_levels=priority_levels if joint else 0,
-            others=start_placements(
-                head.decisions.device, seeds, (config.polish_starts if starts is None else starts) - 1, prefer=config.polish_first_seeds if first_seeds is None else first_seeds
-            ),
-            group_moves=group_moves, move_order=move_order,
+            others=others, pool=pool, max_starts=count, group_moves=group_moves, move_order=move_order,
         )
     return SeedsAndPolish(seeds, head, done, seed_cpu)
 
@@ -240,6 +250,25 @@ def start_placements(
     return placements[1 : count + 1]
 
 
+def start_candidates(
+    answer: np.ndarray, seeds: Sequence[Seed], count: int, first: Sequence[np.ndarray] = (), prefer: Sequence[str] = (), *, order: str = "seed"
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The polish's other starts as (`others`, `pool`) for `polish`, up to `count` in all.
+    `order="seed"`: `start_placements`' list, no pool (the fitting seeds fastest by their own
+    scores). `order="polish"`: `first` and the `prefer` seeds raced as given, the other fitting
+    seeds' placements a pool that `polish` orders by its own scoring (`_fill_from_pool`)."""
+    if order == "seed":
+        return start_placements(answer, seeds, count, first, prefer), []
+    if order != "polish":
+        raise ValueError(f"start order {order!r}: expected one of {', '.join(START_ORDERS)}")
+    from compiler_opt.rl.warm_start import fitting_seeds
+
+    fitting = fitting_seeds(seeds)
+    preferred = [s for method in prefer for s in fitting if s.method == method]
+    raced = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in preferred)])[1 : count + 1]
+    return raced, [np.asarray(s.decisions.device) for s in fitting]
+
+
 def _key(score: EpisodeScore) -> tuple[bool, float]:
     """Fitting answers first, then the faster."""
     return (bool(score.oom or score.invalid), score.step_time_s)
@@ -248,6 +277,24 @@ def _key(score: EpisodeScore) -> tuple[bool, float]:
 def _rounds(starts: int) -> int:
     """Successive halving's rounds for `starts` starts (4 -> 2 -> 1: three)."""
     return math.ceil(math.log2(starts)) + 1 if starts > 1 else 1
+
+
+def _fill_from_pool(ctx: _PolishContext, starts: list[np.ndarray], pool: Sequence[np.ndarray], cap: int) -> list[np.ndarray]:
+    """`starts` and, up to `cap` starts in all, the pool's distinct placements fastest first as the
+    search itself scores them: the framework's default groups kept within each device and the
+    answer's priorities. A seed's own score uses its own fusion and priorities, which can rank a
+    placement the search would start well from last (gnmt-2 inference 8xV100: single-device,
+    slowest seed of six by its own score and fastest of six here; RESULTS.md h22)."""
+    extra = [p for p in _distinct([np.asarray(p, dtype=np.int64) for p in pool]) if not any(np.array_equal(p, s) for s in starts)]
+    room = cap - len(starts)
+    if room <= 0 or not extra:
+        return starts
+    try:
+        keys = [ctx.evaluate_key(p) for p in extra]
+    except BudgetExhausted:
+        return starts
+    order = sorted(range(len(extra)), key=lambda i: keys[i])
+    return [*starts, *(extra[i] for i in order[:room])]
 
 
 def _affordable_starts(ctx: _PolishContext, first: np.ndarray, count: int, cpu_seconds: float, evaluations: int | None) -> int:

@@ -38,7 +38,7 @@ from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS, partitioned_pla
 from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS, smooth_placement
 from compiler_opt.rl.config import TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
-from compiler_opt.rl.polish import Polished, polish, start_placements
+from compiler_opt.rl.polish import Polished, polish, start_candidates
 from compiler_opt.rl.ppo import PPOTrainer
 from compiler_opt.rl.rollout import GraphRollout, collect_rollouts, replay_episode
 from compiler_opt.rl.saver import CheckpointSaver
@@ -269,8 +269,10 @@ def zero_shot(
 def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed]) -> tuple[BestFound, int]:
     """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
     fastest distinct seeds' placements, raced; rl/polish.py); and the simulations it took."""
-    others = start_placements(np.asarray(found.decisions.device), seeds, 3, prefer=TrainConfig.polish_first_seeds)
-    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others,
+    others, pool = start_candidates(
+        np.asarray(found.decisions.device), seeds, 3, prefer=TrainConfig.polish_first_seeds, order=TrainConfig.polish_start_order
+    )
+    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others, pool=pool, max_starts=4,
                     fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
     if result.score.rank_key < found.score.rank_key:
         found = BestFound(result.decisions, result.score, env)
@@ -678,11 +680,13 @@ def _polish(
         answer = np.asarray(found.decisions.device)
         mine = [np.asarray(d.decisions.device) for d in (decoded or {}).get(env.label, [])]
         mine = [d for d in mine if not np.array_equal(d, answer)][: config.policy_starts]
-        others = start_placements(answer, seeds.get(env.label, []), config.polish_starts - 1, first=mine, prefer=config.polish_first_seeds)
+        others, pool = start_candidates(
+            answer, seeds.get(env.label, []), config.polish_starts - 1, first=mine, prefer=config.polish_first_seeds, order=config.polish_start_order
+        )
         result = polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
-            fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, group_moves=config.polish_group_moves,
-            move_order=config.polish_move_order,
+            fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, pool=pool,
+            max_starts=config.polish_starts, group_moves=config.polish_group_moves, move_order=config.polish_move_order,
         )
         out[env.label] = result
         if result.improved:

@@ -11,7 +11,7 @@ import compiler_opt.rl.go_pass  # noqa: F401 - registers `go` (the shared venv p
 from compiler_opt.policy import PolicyConfig
 from compiler_opt.rl import GraphEnvironment, TrainConfig, TrainConfigError, run_training
 from compiler_opt.rl.joint import joint_variants, rank_priority_levels
-from compiler_opt.rl.polish import MIN_SLICE, polish, start_placements
+from compiler_opt.rl.polish import MIN_SLICE, polish, start_candidates, start_placements
 from compiler_opt.rl.warm_start import warm_start_seeds
 from compiler_opt.workloads.synthetic import random_onnx_dag
 from cost_model.decisions import Decisions
@@ -350,3 +350,60 @@ def test_preferred_seeds_come_after_the_policys_starts_whatever_their_score(env:
     assert TrainConfig(mode="go-one", workloads=["dag"], polish_first_seeds=["dp"]).polish_first_seeds == ("dp",)
     with pytest.raises(TrainConfigError, match="polish_first_seeds"):
         TrainConfig(mode="go-one", workloads=["dag"], polish_first_seeds=("no-such-method",))
+
+
+def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(env: GraphEnvironment) -> None:
+    """`polish_start_order="polish"`: the seeds' placements are ranked by the search's own scoring
+    (default groups within each device, the answer's priorities), not by the seeds' own scores."""
+    import math
+
+    from compiler_opt.rl.polish import _base, _fill_from_pool, _PolishContext
+
+    seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
+    fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
+    answer = fitting[0].decisions
+    others, pool = start_candidates(answer.device, seeds, 2, order="polish")
+    assert others == [] and len(pool) == len(fitting)
+    ctx = _PolishContext(env, _base(env, answer), deadline=math.inf, evaluations=None)
+    starts = [np.asarray(answer.device, dtype=np.int64)]
+    filled = _fill_from_pool(ctx, starts, pool, 3)
+    distinct = []
+    for p in pool:
+        if not np.array_equal(p, answer.device) and not any(np.array_equal(p, d) for d in distinct):
+            distinct.append(np.asarray(p))
+    assert len(distinct) >= 3
+    keys = [ctx.evaluate_key(d) for d in distinct]
+    expected = [distinct[i] for i in sorted(range(len(distinct)), key=lambda i: keys[i])[:2]]
+    assert len(filled) == 3 and np.array_equal(filled[0], starts[0])
+    assert all(np.array_equal(a, b) for a, b in zip(filled[1:], expected))
+    assert _fill_from_pool(ctx, starts, pool, 1) == starts  # no room: no simulation, no change
+    # the race then takes them: three starts, never slower than the answer
+    score = env.score_decisions(answer)
+    out = polish(env, answer, score, cpu_seconds=0, evaluations=3 * 3 * MIN_SLICE + 10, seed=1, others=others, pool=pool, max_starts=3)
+    assert out.starts == 3 and out.score.step_time_s <= score.step_time_s
+
+
+def test_start_candidates_keep_the_policys_and_preferred_starts_first(env: GraphEnvironment) -> None:
+    seeds = warm_start_seeds(env, ["metis", "single-device", "round-robin"], fusion_levels=4, priority_levels=8)
+    fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
+    answer = fitting[0].decisions.device
+    slowest = next(s for s in reversed(fitting) if not np.array_equal(s.decisions.device, answer))
+    mine = (np.arange(env.problem.num_nodes) % 2).astype(np.int32)
+    by_seed, none = start_candidates(answer, seeds, 3, first=[mine], prefer=[slowest.method])
+    assert none == [] and all(np.array_equal(a, b) for a, b in zip(by_seed, start_placements(answer, seeds, 3, first=[mine], prefer=[slowest.method])))
+    raced, pool = start_candidates(answer, seeds, 3, first=[mine], prefer=[slowest.method], order="polish")
+    assert len(raced) == 2 and np.array_equal(raced[0], mine) and np.array_equal(raced[1], slowest.decisions.device)
+    assert len(pool) == len(fitting)
+    assert len(start_candidates(answer, seeds, 1, first=[mine], order="polish")[0]) == 1
+    with pytest.raises(ValueError, match="start order"):
+        start_candidates(answer, seeds, 3, order="fastest")
+    with pytest.raises(TrainConfigError, match="polish_start_order"):
+        TrainConfig(mode="go-one", workloads=["dag"], polish_start_order="fastest")
+
+
+def test_seeds_and_polish_by_the_polish_start_order(env: GraphEnvironment) -> None:
+    from compiler_opt.rl.polish import seeds_and_polish
+
+    out = seeds_and_polish(env, 3.0, seed=0, start_order="polish", seed_seconds=0)
+    assert 1 <= out.polished.starts <= TrainConfig.polish_starts
+    assert out.polished.score.step_time_s <= out.head.score.step_time_s
