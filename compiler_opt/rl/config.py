@@ -86,10 +86,11 @@ class TrainConfig:
     # the fastest seeds (rl/polish.start_placements), whatever their own score: a start's score
     # says little about where its search ends (RESULTS.md h20).
     polish_first_seeds: tuple[str, ...] = ()
-    # How the polish picks the seeds it races (rl/polish.START_ORDERS): "seed", the fastest by
-    # their own scores (each seed's own fusion and priorities); "polish", the fastest as the
-    # polish's search scores their placements (RESULTS.md h22).
-    polish_start_order: str = "seed"
+    # How the polish picks the seeds it races (START_ORDERS): "polish", the fastest as the polish's
+    # search scores their placements (the default since RESULTS.md h22: 27 training cells 0.32%
+    # faster, 5 faster by > 1% and 2 slower; held out a tie); "seed", the fastest by their own
+    # scores (each seed's own fusion and priorities), the order before the thirty-eighth session.
+    polish_start_order: str = "polish"
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update

@@ -275,9 +275,11 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     from compiler_opt.rl import zero_shot
 
     others: list[list[np.ndarray]] = []
+    pools: list[list[np.ndarray]] = []
 
     def spy(*args, **kwargs):  # the real polish, its other starts recorded
         others.append(kwargs["others"])
+        pools.append(kwargs["pool"])
         return polish(*args, **kwargs)
 
     monkeypatch.setattr(trainer, "polish", spy)
@@ -298,6 +300,8 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     answer = result.polished[env.label].start_step_s
     mine = [np.asarray(d.decisions.device) for d in decoded if d.score.step_time_s != answer][:2]
     assert result.polished[env.label].starts >= 2 and np.array_equal(others[0][0], mine[0])
+    # the seeds come as a pool the polish orders by its own scoring (the default start order, h22)
+    assert TrainConfig.polish_start_order == "polish" and len(pools[0]) >= 2
     torch.manual_seed(0)
     seeds_only = run_training(TrainConfig(**common, policy_starts=0), envs=[env], policy=GoPolicy(TINY), progress=False, save=False)
     assert seeds_only.decoded == {}
