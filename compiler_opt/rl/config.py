@@ -69,7 +69,7 @@ class TrainConfig:
     polish_min_fraction: float = 0.25
     polish_evaluations: int = 300
     # The polish races this many start placements: the answer's and the fastest distinct warm-start
-    # seeds' (rl/polish.py; RESULTS.md h7). 1: the answer's only.
+    # seeds' (fastest as `polish_start_order` ranks them; rl/polish.py; RESULTS.md h7). 1: the answer's only.
     polish_starts: int = 4
     # Of those starts, up to this many are the policy's own answers, before the seeds: the cold
     # zero-shot's answer (so a fine-tune is never slower than a zero-shot), then the greedy

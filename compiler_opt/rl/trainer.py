@@ -268,7 +268,8 @@ def zero_shot(
 
 def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed]) -> tuple[BestFound, int]:
     """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
-    fastest distinct seeds' placements, raced; rl/polish.py); and the simulations it took."""
+    fastest distinct seeds' placements as `TrainConfig.polish_start_order` ranks them, raced;
+    rl/polish.py); and the simulations it took."""
     others, pool = start_candidates(
         np.asarray(found.decisions.device), seeds, 3, prefer=TrainConfig.polish_first_seeds, order=TrainConfig.polish_start_order
     )
