@@ -339,12 +339,19 @@ def test_the_polish_gets_what_is_left_and_at_least_its_floor(env: GraphEnvironme
         TrainConfig(mode="go-one", workloads=["dag"], polish_min_fraction=1.0)
 
 
-def test_preferred_seeds_come_after_the_policys_starts_whatever_their_score(env: GraphEnvironment) -> None:
+def _three_seeds(env: GraphEnvironment) -> tuple[list, list, np.ndarray, object, np.ndarray]:
+    """Three seeds' runs, the fitting ones fastest first, the answer (the fastest's placement), the
+    slowest seed placed unlike it, and a placement of the policy's (alternate devices)."""
     seeds = warm_start_seeds(env, ["metis", "single-device", "round-robin"], fusion_levels=4, priority_levels=8)
     fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
     answer = fitting[0].decisions.device
     slowest = next(s for s in reversed(fitting) if not np.array_equal(s.decisions.device, answer))
     mine = (np.arange(env.problem.num_nodes) % 2).astype(np.int32)
+    return seeds, fitting, answer, slowest, mine
+
+
+def test_preferred_seeds_come_after_the_policys_starts_whatever_their_score(env: GraphEnvironment) -> None:
+    seeds, fitting, answer, slowest, mine = _three_seeds(env)
     got = start_placements(answer, seeds, 3, first=[mine], prefer=[slowest.method, "not-a-seed-here"])
     assert np.array_equal(got[0], mine) and np.array_equal(got[1], slowest.decisions.device)
     assert np.array_equal(got[2], start_placements(answer, seeds, 1)[0])  # then the fastest other seed's
@@ -388,11 +395,7 @@ def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(e
 
 
 def test_start_candidates_keep_the_policys_and_preferred_starts_first(env: GraphEnvironment) -> None:
-    seeds = warm_start_seeds(env, ["metis", "single-device", "round-robin"], fusion_levels=4, priority_levels=8)
-    fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
-    answer = fitting[0].decisions.device
-    slowest = next(s for s in reversed(fitting) if not np.array_equal(s.decisions.device, answer))
-    mine = (np.arange(env.problem.num_nodes) % 2).astype(np.int32)
+    seeds, fitting, answer, slowest, mine = _three_seeds(env)
     by_seed, none = start_candidates(answer, seeds, 3, first=[mine], prefer=[slowest.method])
     assert none == [] and all(np.array_equal(a, b) for a, b in zip(by_seed, start_placements(answer, seeds, 3, first=[mine], prefer=[slowest.method])))
     raced, pool = start_candidates(answer, seeds, 3, first=[mine], prefer=[slowest.method], order="polish")
