@@ -243,12 +243,17 @@ def start_placements(
     """Up to `count` distinct placements other than `answer`: the polish's other starts. `first`
     (the policy's decodings) come before the fitting warm-start seeds': those of the methods in
     `prefer` (in that order), then the rest, fastest first."""
+    fitting, preferred = _fitting_and_preferred(seeds, prefer)
+    placements = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in preferred + fitting)])
+    return placements[1 : count + 1]
+
+
+def _fitting_and_preferred(seeds: Sequence[Seed], prefer: Sequence[str]) -> tuple[list[Seed], list[Seed]]:
+    """The fitting seeds fastest first, and those of the methods in `prefer` (in that order)."""
     from compiler_opt.rl.warm_start import fitting_seeds
 
     fitting = fitting_seeds(seeds)
-    preferred = [s for method in prefer for s in fitting if s.method == method]
-    placements = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in preferred + fitting)])
-    return placements[1 : count + 1]
+    return fitting, [s for method in prefer for s in fitting if s.method == method]
 
 
 def start_candidates(
@@ -262,10 +267,7 @@ def start_candidates(
         return start_placements(answer, seeds, count, first, prefer), []
     if order != "polish":
         raise ValueError(f"start order {order!r}: expected one of {', '.join(START_ORDERS)}")
-    from compiler_opt.rl.warm_start import fitting_seeds
-
-    fitting = fitting_seeds(seeds)
-    preferred = [s for method in prefer for s in fitting if s.method == method]
+    fitting, preferred = _fitting_and_preferred(seeds, prefer)
     raced = _distinct([np.asarray(answer), *(np.asarray(p) for p in first), *(np.asarray(s.decisions.device) for s in preferred)])[1 : count + 1]
     return raced, [np.asarray(s.decisions.device) for s in fitting]
 

@@ -270,10 +270,11 @@ def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_sec
     """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
     fastest distinct seeds' placements as `TrainConfig.polish_start_order` ranks them, raced;
     rl/polish.py); and the simulations it took."""
+    starts = TrainConfig.polish_starts
     others, pool = start_candidates(
-        np.asarray(found.decisions.device), seeds, 3, prefer=TrainConfig.polish_first_seeds, order=TrainConfig.polish_start_order
+        np.asarray(found.decisions.device), seeds, starts - 1, prefer=TrainConfig.polish_first_seeds, order=TrainConfig.polish_start_order
     )
-    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others, pool=pool, max_starts=4,
+    result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others, pool=pool, max_starts=starts,
                     fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
     if result.score.rank_key < found.score.rank_key:
         found = BestFound(result.decisions, result.score, env)
