@@ -394,6 +394,28 @@ def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(e
     assert out.starts == 3 and out.score.step_time_s <= score.step_time_s
 
 
+def test_the_pool_ranking_gives_up_whole_when_the_budget_runs_out(env: GraphEnvironment) -> None:
+    """A budget spent while the pool is being scored leaves the race's starts as they were: a
+    half-ranked pool would race whichever seeds happened to be scored first."""
+    import math
+
+    from compiler_opt.rl.polish import _base, _fill_from_pool, _PolishContext
+
+    seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
+    answer = min((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s).decisions
+    _, pool = start_candidates(answer.device, seeds, 2, order="polish")
+    starts = [np.asarray(answer.device, dtype=np.int64)]
+    assert sum(not np.array_equal(p, answer.device) for p in pool) >= 2
+    by_count = _PolishContext(env, _base(env, answer), deadline=math.inf, evaluations=1)  # room to score one
+    assert _fill_from_pool(by_count, starts, pool, 3) == starts
+    by_time = _PolishContext(env, _base(env, answer), deadline=time.process_time() - 1, evaluations=None)
+    assert _fill_from_pool(by_time, starts, pool, 3) == starts
+    # and the polish as a whole still answers, never slower than its start
+    score = env.score_decisions(answer)
+    out = polish(env, answer, score, cpu_seconds=0, evaluations=2, seed=1, pool=pool, max_starts=3)
+    assert out.starts == 1 and out.score.step_time_s <= score.step_time_s
+
+
 def test_start_candidates_keep_the_policys_and_preferred_starts_first(env: GraphEnvironment) -> None:
     seeds, fitting, answer, slowest, mine = _three_seeds(env)
     by_seed, none = start_candidates(answer, seeds, 3, first=[mine], prefer=[slowest.method])
