@@ -91,6 +91,10 @@ class TrainConfig:
     # faster, 5 faster by > 1% and 2 slower; held out a tie); "seed", the fastest by their own
     # scores (each seed's own fusion and priorities), the order before the thirty-eighth session.
     polish_start_order: str = "polish"
+    # With a CPU budget and a polish, PPO stops once no iteration has improved any environment's
+    # best answer for this many CPU seconds (counted from its first iteration), and the polish gets
+    # the rest. 0: off (PPO runs to its share). RESULTS.md h23.
+    ppo_patience_cpu: float = 0.0
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -171,6 +175,8 @@ class TrainConfig:
             raise TrainConfigError(
                 f"polish_start_order must be one of {', '.join(START_ORDERS)}, got {self.polish_start_order!r}", field="polish_start_order"
             )
+        if not (math.isfinite(self.ppo_patience_cpu) and self.ppo_patience_cpu >= 0):
+            raise TrainConfigError(f"ppo_patience_cpu must be a finite number >= 0, got {self.ppo_patience_cpu}", field="ppo_patience_cpu")
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
         if self.policy_starts < 0:

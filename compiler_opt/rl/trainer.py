@@ -510,6 +510,9 @@ def run_training(
     iteration = 0
     ppo_cpu = config.max_cpu_seconds * (1.0 - config.polish_share())  # PPO stops here (the polish has the rest)
     last_cost: float | None = None  # the last iteration's CPU seconds
+    # PPO's patience (h23): the CPU time of its last improvement, or of its start
+    patience = config.ppo_patience_cpu if config.max_cpu_seconds and config.polishes() else 0.0
+    improved_cpu = time.process_time()
     try:
         for iteration in range(1, config.iterations + 1):
             started = time.monotonic()
@@ -529,6 +532,7 @@ def run_training(
                 kept = replayed.get(label)
                 seeded = rollout.initial is not None
                 if _update_best(best, rollout.env, rollout.decisions[index], score):
+                    improved_cpu = time.process_time()
                     first = rollout.initial[index].clone() if rollout.initial is not None else None
                     replayed[label] = SeedEpisode("sampled", rollout.actions[:, index : index + 1].clone(), score, rollout.decisions[index], first)
                     if seeded:
@@ -572,6 +576,9 @@ def run_training(
             last_cost = time.process_time() - started_cpu
             if config.max_cpu_seconds and time.process_time() - began_cpu >= ppo_cpu:
                 logger.info("stopping after %.0f CPU s (max_cpu_seconds, %.0f%% left to the polish)", time.process_time() - began_cpu, 100 * config.polish_share())
+                break
+            if patience and time.process_time() - improved_cpu >= patience:
+                logger.info("PPO stops after %d iterations: no better answer in %.1f CPU s (ppo_patience_cpu); the polish gets the rest", iteration, patience)
                 break
     finally:
         if bar is not None:

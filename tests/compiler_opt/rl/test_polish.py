@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -222,6 +223,25 @@ def test_ppo_starts_an_iteration_only_when_it_fits_the_cpu_budget(env: GraphEnvi
     assert fast.iterations >= 1
     with pytest.raises(TrainConfigError, match="ppo_cpu_per_node_sample"):
         TrainConfig(mode="go-one", workloads=["dag"], ppo_cpu_per_node_sample=-1.0)
+
+
+def test_ppo_patience_hands_the_rest_of_the_budget_to_the_polish(env: GraphEnvironment) -> None:
+    """`ppo_patience_cpu`: PPO stops once no iteration has found a better answer for that many CPU
+    seconds, and the polish gets what PPO left. A patience shorter than one iteration's update
+    stops PPO after its first iteration, improved or not."""
+    common = dict(
+        mode="go-one", workloads=["dag"], devices=["4xV100"], iterations=50, samples_per_graph=2, warm_start=["metis"],
+        max_cpu_seconds=4.0, policy=TINY.to_dict(), ppo_cpu_per_node_sample=0.0,
+    )
+    patient = run_training(TrainConfig(**common), envs=[env], progress=False, save=False)
+    assert patient.iterations > 1
+    hasty = run_training(TrainConfig(**common, ppo_patience_cpu=1e-6), envs=[env], progress=False, save=False)
+    assert hasty.iterations == 1
+    assert hasty.polished[env.label].cpu_budget > 4.0 * TrainConfig.polish_fraction
+    assert hasty.polished[env.label].cpu_budget > patient.polished[env.label].cpu_budget
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(TrainConfigError, match="ppo_patience_cpu"):
+            TrainConfig(mode="go-one", workloads=["dag"], ppo_patience_cpu=bad)
 
 
 def test_the_placement_only_view_shares_what_the_environment_computed(env: GraphEnvironment) -> None:
