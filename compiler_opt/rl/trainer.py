@@ -10,8 +10,9 @@
 
 `go-one` and `fine-tune` end with a polish (rl/polish.py): a local search from the best answer
 and the fastest seeds, kept when faster, on the CPU budget PPO left (`polish_fraction` of it: PPO
-stops early to leave it, or sooner when its next iteration would not fit; at least
-`polish_min_fraction` when the seeds and the policy's start overran their share).
+stops early to leave it, or sooner when its next iteration would not fit or it has found no better
+answer in `ppo_patience_cpu` CPU seconds; at least `polish_min_fraction` when the seeds and the
+policy's start overran their share).
 
 Seeded: the policy's initial weights, environment choice and every sample come from
 `config.seed` (torch is set to deterministic algorithms where it has them). Progress shows the

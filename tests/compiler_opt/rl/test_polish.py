@@ -233,7 +233,7 @@ def test_ppo_patience_hands_the_rest_of_the_budget_to_the_polish(env: GraphEnvir
         mode="go-one", workloads=["dag"], devices=["4xV100"], iterations=50, samples_per_graph=2, warm_start=["metis"],
         max_cpu_seconds=4.0, policy=TINY.to_dict(), ppo_cpu_per_node_sample=0.0,
     )
-    patient = run_training(TrainConfig(**common), envs=[env], progress=False, save=False)
+    patient = run_training(TrainConfig(**common, ppo_patience_cpu=0.0), envs=[env], progress=False, save=False)
     assert patient.iterations > 1
     hasty = run_training(TrainConfig(**common, ppo_patience_cpu=1e-6), envs=[env], progress=False, save=False)
     assert hasty.iterations == 1
