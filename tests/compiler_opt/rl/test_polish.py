@@ -386,8 +386,6 @@ def test_preferred_seeds_come_after_the_policys_starts_whatever_their_score(env:
 def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(env: GraphEnvironment) -> None:
     """`polish_start_order="polish"`: the seeds' placements are ranked by the search's own scoring
     (default groups within each device, the answer's priorities), not by the seeds' own scores."""
-    import math
-
     from compiler_opt.rl.polish import _base, _fill_from_pool, _PolishContext
 
     seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
@@ -417,8 +415,6 @@ def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(e
 def test_the_pool_ranking_gives_up_whole_when_the_budget_runs_out(env: GraphEnvironment) -> None:
     """A budget spent while the pool is being scored leaves the race's starts as they were: a
     half-ranked pool would race whichever seeds happened to be scored first."""
-    import math
-
     from compiler_opt.rl.polish import _base, _fill_from_pool, _PolishContext
 
     seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
