@@ -94,8 +94,8 @@ class TrainConfig:
     # With a CPU budget and a polish, PPO stops once no iteration has improved any environment's
     # best answer for this many CPU seconds (counted from its first iteration), and the polish gets
     # the rest. 0: off (PPO runs to its share, the default before RESULTS.md h23: 27 training cells
-    # 0.18% faster, 2 faster by > 1% and none slower; held out 0.23% slower; both within the rows'
-    # own run-to-run spread).
+    # 0.18% faster, 2 faster by > 1% and none slower; held out a tie; both within the rows' own
+    # run-to-run spread).
     ppo_patience_cpu: float = 4.0
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
