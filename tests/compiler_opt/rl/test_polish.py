@@ -31,6 +31,12 @@ def env() -> GraphEnvironment:
     return GraphEnvironment("dag", import_onnx(random_onnx_dag(60, seed=3)), load_topology("4xV100"))
 
 
+@pytest.fixture(scope="module")
+def five_seeds(env: GraphEnvironment) -> list:
+    """Five warm-start seeds' runs on `env`, shared by the pool tests (each runs dp and metis)."""
+    return warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
+
+
 def _round_robin(env: GraphEnvironment) -> Decisions:
     """A poor start: consecutive nodes on different devices (a transfer on most edges)."""
     device = (np.arange(env.problem.num_nodes) % 4).astype(np.int32)
@@ -383,12 +389,12 @@ def test_preferred_seeds_come_after_the_policys_starts_whatever_their_score(env:
         TrainConfig(mode="go-one", workloads=["dag"], polish_first_seeds=("no-such-method",))
 
 
-def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(env: GraphEnvironment) -> None:
+def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(env: GraphEnvironment, five_seeds: list) -> None:
     """`polish_start_order="polish"`: the seeds' placements are ranked by the search's own scoring
     (default groups within each device, the answer's priorities), not by the seeds' own scores."""
     from compiler_opt.rl.polish import _base, _fill_from_pool, _PolishContext
 
-    seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
+    seeds = five_seeds
     fitting = sorted((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s)
     answer = fitting[0].decisions
     others, pool = start_candidates(answer.device, seeds, 2, order="polish")
@@ -412,12 +418,12 @@ def test_the_pool_fills_the_race_fastest_first_as_the_search_scores_placements(e
     assert out.starts == 3 and out.score.step_time_s <= score.step_time_s
 
 
-def test_the_pool_ranking_gives_up_whole_when_the_budget_runs_out(env: GraphEnvironment) -> None:
+def test_the_pool_ranking_gives_up_whole_when_the_budget_runs_out(env: GraphEnvironment, five_seeds: list) -> None:
     """A budget spent while the pool is being scored leaves the race's starts as they were: a
     half-ranked pool would race whichever seeds happened to be scored first."""
     from compiler_opt.rl.polish import _base, _fill_from_pool, _PolishContext
 
-    seeds = warm_start_seeds(env, ["round-robin", "metis", "single-device", "dp", "critical-path"], fusion_levels=4, priority_levels=8)
+    seeds = five_seeds
     answer = min((s for s in seeds if s.fits), key=lambda s: s.score.step_time_s).decisions
     _, pool = start_candidates(answer.device, seeds, 2, order="polish")
     starts = [np.asarray(answer.device, dtype=np.int64)]
