@@ -195,12 +195,16 @@ def code_feature_set_read(extra: dict[str, Any]) -> str | None:
 def training_hosts(records: Sequence[KernelRecord]) -> dict[str, list[str]]:
     """The LLVM targets (`hosts`) and tile timing protocols the training kernels were measured with, from
     their machine records: a ranker reads compiled code and ranks labels of one CPU, so `autotune` warns
-    on another (`predictor.host_mismatch`)."""
+    on another (`predictor.host_mismatch`). Also their `element_types`: every file written since the
+    fortieth session records them, and with them that its kernels' node features carry each stage's
+    element type (`features.DTYPE_COLUMNS`, written since the thirty-second session), so only such a
+    file may split on those columns (tests/cost_model/learned/test_host_mismatch.py)."""
     from cost_model.measure.tile.collect import protocol_of
 
     machines = [r.meta.get("machine", {}) for r in records]
     return {"hosts": sorted({str(m["target"]) for m in machines if m.get("target")}),
-            "timing_protocols": sorted({protocol_of(m).name for m in machines})}
+            "timing_protocols": sorted({protocol_of(m).name for m in machines}),
+            "element_types": sorted({str(r.meta.get("dtype", "float32")) for r in records})}
 
 
 def ranked_last_if_uncompiled(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -22,7 +22,9 @@ def test_training_hosts_read_the_machine_records() -> None:
     from cost_model.learned.gbdt_predictor import training_hosts
 
     records = [_record({"target": "llvm -mcpu=znver4"}), _record({"target": "llvm -mcpu=znver4", "timing_protocol": "long"}), _record({})]
-    assert training_hosts(records) == {"hosts": ["llvm -mcpu=znver4"], "timing_protocols": ["long", "short"]}
+    assert training_hosts(records) == {"hosts": ["llvm -mcpu=znver4"], "timing_protocols": ["long", "short"], "element_types": ["float32"]}
+    records[0].meta["dtype"] = "float16"  # a typed dataset's kernels name their type; float32 ones name none
+    assert training_hosts(records)["element_types"] == ["float16", "float32"]
 
 
 def test_autotune_warns_when_the_ranker_was_fitted_on_another_host(caplog) -> None:  # type: ignore[no-untyped-def]
@@ -69,10 +71,13 @@ def test_the_package_ships_a_ranker_per_host_and_falls_back_to_the_default() -> 
     assert default.extra["hosts"] == ["llvm -mcpu=znver4"]
 
 
-def test_no_shipped_tile_ranker_splits_on_the_element_type_columns() -> None:
+def test_no_shipped_tile_ranker_splits_on_the_element_type_columns_unless_fitted_on_typed_features() -> None:
     """Datasets before the thirty-second session recorded every stage as float32, so a ranker fitted
     on them must not read the type columns that typed kernels now fill: its order of a typed kernel
-    would then depend on which way the features were written."""
+    would then depend on which way the features were written. A file that records its training
+    kernels' `element_types` (written since the fortieth session, when every dataset's features are
+    typed) was fitted on the features the tuner writes, and may read them; a per-type file's kernels
+    are all of its type."""
     from cost_model.learned.features import DTYPE_COLUMNS, NODE_FEATURES
     from cost_model.learned.gbdt_ensemble import PACKAGED_GBDT_ENSEMBLE, GbdtEnsembleTilePredictor
 
@@ -81,6 +86,10 @@ def test_no_shipped_tile_ranker_splits_on_the_element_type_columns() -> None:
     files = sorted(PACKAGED_GBDT_ENSEMBLE.parent.glob("tile_gbdt_ens*.json"))
     assert files
     for path in files:
-        for member in GbdtEnsembleTilePredictor.load(path).members:
+        ranker = GbdtEnsembleTilePredictor.load(path)
+        typed = ranker.extra.get("element_types")
+        if path.name.count(".") == 3:  # tile_gbdt_ens.<cpu>.<dtype>.json
+            assert typed in (None, [path.name.split(".")[2]]), path.name
+        for member in ranker.members:
             used = set(member.gbdt.booster.get_score(importance_type="weight"))
-            assert used and not used & type_columns, path.name
+            assert used and (typed is not None or not used & type_columns), path.name
