@@ -16,7 +16,7 @@ the share of free memory a job may plan on (`host_memory.RESERVE`). Kernels are 
 element types (float32, float64, bf16, f16; thirty-first session: before, only float32 was tuned);
 the main ranker was fitted on float32 kernels, so another type's candidates are ranked as the float32
 twin of the kernel (the same loop nest and knobs), unless a ranker fitted on that type ships for this
-CPU (`type_rankers`: f16 on rocketlake), which ranks the kernel's own code; all are measured as they
+CPU (`type_rankers`: f16 on rocketlake, f16 and bf16 on znver5), which ranks the kernel's own code; all are measured as they
 are. A kernel with more than `max_gflop` of work per run is left untuned and named too.
 
 A ranker that compiles every candidate for its code features (the gbdt-ens host files: 0.2-0.5 s a
