@@ -339,6 +339,8 @@ ENTRY main {
         tunings = TileTuner(main, harness, budget=4, top_k=2, type_rankers=lambda dtype: f16 if dtype == "float16" else None).tune_graph(graph)
     assert sorted(t.spec.signature for t in tunings) == ["tvm-tile:matmul(16,8,24):bfloat16", "tvm-tile:matmul(16,8,24):float16"]
     assert f16.shown == ["tvm-tile:matmul(16,8,24):float16"] and main.shown == ["tvm-tile:matmul(16,8,24):float32"]
+    # what `autotune` prints beside each kernel: how it was ranked
+    assert {t.spec.dtype: t.ranked_as for t in tunings} == {"float16": "its own float16 code, by the float16 ranker", "bfloat16": "as its float32 twin"}
 
 
 def test_a_kernel_past_the_work_limit_is_left_untuned_and_named(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
