@@ -471,7 +471,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
         gate = (f" (+{t.outcome.extra_measured}: the top {t.outcome.measurements - t.outcome.extra_measured} measured disagreed with the ranker, "
                 f"tau {t.outcome.agreement:.2f})") if t.outcome.extra_measured else ""
         print(f"{t.spec.signature}: {t.outcome.best_seconds * 1e6:.1f} us, {t.outcome.measurements} of {len(t.outcome.predicted)} candidates measured{gate}, "
-              f"{len(t.nodes)} node(s); ranking {t.rank_s:.1f} s{'' if t.ranked_as == 'own code' else f' ({t.ranked_as})'}, measuring {t.measure_s:.1f} s")
+              f"{len(t.nodes)} node(s); ranking {t.rank_s:.1f} s{f' ({t.ranked_as})' if t.ranked_as else ''}, measuring {t.measure_s:.1f} s")
     for signature, why in skipped.items():
         print(f"{signature}: not tuned: {why}")
     left = f", {len(skipped)} left untuned (above)" if skipped else ""

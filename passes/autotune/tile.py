@@ -137,7 +137,7 @@ class KernelTuning:
     nodes: list[str] = field(default_factory=list)
     rank_s: float = 0.0  # wall seconds ranking the candidates (a compiling ranker compiles each one)
     measure_s: float = 0.0  # wall seconds compiling, checking and timing the measured ones
-    ranked_as: str = "own code"  # or "as its float32 twin" (another type, no ranker for it), or "its own <type> code, by the <type> ranker"
+    ranked_as: str = ""  # "" (its own code, the main ranker), "as its float32 twin" (another type, no ranker for it) or "its own <type> code, by the <type> ranker"
 
 
 class TileTuner:
@@ -170,7 +170,7 @@ class TileTuner:
         self._prefilter_ranker: Any = None  # the code-blind model, loaded on first use
         self._checked: tuple[str, Any, Any] | None = None  # (signature, inputs, unscheduled output) of the kernel being tuned
         self.seconds: dict[str, float] = {}  # wall seconds of the last `tune` call's steps: rank_s, measure_s
-        self.ranked_as = "own code"  # how the last `tune` call ranked (`KernelTuning.ranked_as`)
+        self.ranked_as = ""  # how the last `tune` call ranked (`KernelTuning.ranked_as`)
         self._store: Any = None  # compiled-code features kept beside the measurement cache (opened on first use)
         self.skipped: dict[str, str] = {}  # what the last `tune_graph` left untuned (a signature, or "kernel, values of type i32") -> why
 
@@ -237,7 +237,7 @@ class TileTuner:
         twin = space if spec == spec.float32_twin else TileSpace(build_kernel(spec.float32_twin))
         typed = self.type_rankers(spec.dtype) if twin is not space and self.type_rankers is not None else None
         ranked_space, ranker = (twin, self.predictor) if typed is None else (space, typed)
-        self.ranked_as = "own code" if twin is space else "as its float32 twin" if typed is None else f"its own {spec.dtype} code, by the {spec.dtype} ranker"
+        self.ranked_as = "" if twin is space else "as its float32 twin" if typed is None else f"its own {spec.dtype} code, by the {spec.dtype} ranker"
         candidates = kernel_configs(twin, self.seed, self.budget)
         outcome = tune_candidates(candidates, rank=lambda cs: self._timed("rank_s", self.rank, ranked_space, cs, ranker),
                                   measure=lambda cs: self._timed("measure_s", self.measure, space, cs), top_k=self.top_k, extra_k=self.extra_k)
