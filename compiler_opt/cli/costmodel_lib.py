@@ -316,10 +316,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
-        from cost_model.learned.gbdt_ensemble import MEMBERS, parse_members
+        from cost_model.learned.gbdt_ensemble import MEMBER_WEIGHTS, MEMBERS, member_weights, parse_members
 
         try:
             members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
+            weights = member_weights(args.gbdt_members) if args.gbdt_members else MEMBER_WEIGHTS
         except ValueError as error:
             print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
             return 2
@@ -328,7 +329,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, warm_from=args.warm_from, rerank_top=args.rerank_top, **depth)
+                                              extra=extra, members=members, weights=weights, warm_from=args.warm_from, rerank_top=args.rerank_top,
+                                              **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
     if args.model == "gbdt":
@@ -595,9 +597,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="gbdt-ens: add a pairwise re-ranker of the ensemble's top K candidates, fitted on the ensemble's cross-fitted "
                             "top K of every training kernel (tile_cascade; about 5 fits instead of 1; default 0: none)")
     train.add_argument("--gbdt-members", metavar="OBJ,...",
-                       help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations) and/or "
-                            "relative (log runtime over the kernel's median); a name given again adds another model seed (default rank; until the nineteenth "
-                            "session rank,relative at depth 6)")
+                       help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations), "
+                            "ndcg (LambdaMART: the top of each kernel's list weighted most) and/or relative (log runtime over the kernel's median), "
+                            "each optionally :WEIGHT in the z-scored sum (default 1); a name given again adds another model seed (default rank; until "
+                            "the nineteenth session rank,relative at depth 6)")
     train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--mse-weight", type=_non_negative_float, metavar="W",

@@ -9,7 +9,9 @@
   `objective="regression"` fits log runtime, `objective="relative"` the per-kernel target
   log(runtime / the kernel's median runtime) (what ranking within a kernel needs, without the
   across-kernel scale), `objective="rank"` XGBoost's pairwise rank loss within each kernel (what
-  MetaSchedule's XGBModel does with its own features); `objective="residual"` (fusion files
+  MetaSchedule's XGBModel does with its own features); `objective="ndcg"` (forty-first session) LambdaMART
+  within each kernel, relevance (t_best / t)^`NDCG_SHARPNESS`, so the pairs at the top of a kernel's list
+  weigh most (a second member beside `rank`; its scores compare as rank's do); `objective="residual"` (fusion files
   only) the simulator's error: target log(runtime / roofline_s), features the flat ones plus
   log roofline_s and the configuration's `fusion_terms` (log, and per kernel), prediction
   log roofline_s + the fitted residual;
@@ -29,7 +31,7 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import KernelRecord
 
-__all__ = ["GbdtBaseline", "flat_features", "flat_rows", "roofline_predictions"]
+__all__ = ["NDCG_SHARPNESS", "RANK_FAMILY", "GbdtBaseline", "continues", "flat_features", "flat_rows", "ndcg_relevance", "roofline_predictions"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,28 +71,35 @@ def flat_features(record: KernelRecord) -> np.ndarray:
     return flat_rows(record.node_feat, record.node_opcode, configs)
 
 
+# ndcg: a configuration's relevance is (t_best / t) ** NDCG_SHARPNESS within its kernel: 1 for the best, 0.61 at 5%
+# slower, 0.39 at 10%, 0.16 at 20% (forty-first session, RESULTS (i)).
+NDCG_SHARPNESS = 10.0
+# Objectives whose scores order a kernel's configurations (higher = faster): a warm start may continue one with another.
+RANK_FAMILY = ("rank", "ndcg")
+
+
 class GbdtBaseline:
     """XGBoost regression of log runtime on `flat_features`."""
 
     def __init__(self, *, seed: int = 0, rounds: int = 400, depth: int = 8, threads: int = 1, objective: str = "regression",
                  rank_pairs: int | None = None) -> None:
-        if objective not in ("regression", "relative", "rank", "residual"):
-            raise ValueError(f"objective must be 'regression', 'relative', 'rank' or 'residual', got {objective!r}")
-        if rank_pairs is not None and (objective != "rank" or rank_pairs < 1):
-            raise ValueError(f"rank_pairs (>= 1) is for the rank objective, got {rank_pairs} with {objective!r}")
+        if objective not in ("regression", "relative", "rank", "ndcg", "residual"):
+            raise ValueError(f"objective must be 'regression', 'relative', 'rank', 'ndcg' or 'residual', got {objective!r}")
+        if rank_pairs is not None and (objective not in RANK_FAMILY or rank_pairs < 1):
+            raise ValueError(f"rank_pairs (>= 1) is for the rank and ndcg objectives, got {rank_pairs} with {objective!r}")
         self.seed, self.rounds, self.depth, self.threads, self.objective = seed, rounds, depth, threads, objective
         # rank: XGBoost pairs each configuration with the model's top `rank_pairs` of its kernel (None: XGBoost's default, 32)
         self.rank_pairs = rank_pairs
         self.booster = None
 
     def fit(self, records: Sequence[KernelRecord], *, init: GbdtBaseline | None = None) -> GbdtBaseline:
-        """`init`: a fitted model of the same objective whose trees this one's boosting continues
-        from (e.g. a ranker fitted on another CPU's kernels), its feature width kept."""
+        """`init`: a fitted model of the same objective (or, for ndcg, a rank model: both score higher = faster) whose
+        trees this one's boosting continues from (e.g. a ranker fitted on another CPU's kernels), its feature width kept."""
         import xgboost as xgb
 
         width = max(flat_features(r).shape[1] for r in records)
         if init is not None:
-            if init.booster is None or init.objective != self.objective:
+            if init.booster is None or not continues(init.objective, self.objective):
                 raise ValueError(f"a warm start needs a fitted {self.objective} model, got a {'fitted ' if init.booster is not None else 'unfitted '}{init.objective} one")
             if width > init.width:
                 raise ValueError(f"the records have {width} flat feature columns, the warm start's model {init.width}")
@@ -105,9 +114,11 @@ class GbdtBaseline:
         return self
 
     def params(self) -> dict[str, object]:
-        objective = "rank:pairwise" if self.objective == "rank" else "reg:squarederror"
+        objective = {"rank": "rank:pairwise", "ndcg": "rank:ndcg"}.get(self.objective, "reg:squarederror")
         params = {"max_depth": self.depth, "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": self.threads,
                   "objective": objective}
+        if self.objective == "ndcg":  # relevance is continuous in (0, 1]: NDCG's gain is the relevance itself, not 2^relevance - 1
+            params["ndcg_exp_gain"] = False
         if self.rank_pairs is not None:
             params |= {"lambdarank_pair_method": "topk", "lambdarank_num_pair_per_sample": self.rank_pairs}
         return params
@@ -117,6 +128,8 @@ class GbdtBaseline:
 
         if self.objective == "rank":  # relevance = minus log runtime, compared only within a kernel (qid)
             return xgb.DMatrix(x, label=-log_runtime, qid=qid)
+        if self.objective == "ndcg":
+            return xgb.DMatrix(x, label=ndcg_relevance(log_runtime, qid), qid=qid)
         if self.objective == "relative":  # log(runtime / the kernel's median runtime)
             medians = {q: np.median(log_runtime[qid == q]) for q in np.unique(qid)}
             return xgb.DMatrix(x, label=log_runtime - np.array([medians[q] for q in qid]))
@@ -185,4 +198,18 @@ class GbdtBaseline:
         if self.booster is None:
             raise RuntimeError("fit() first")
         out = self.booster.predict(xgb.DMatrix(self._pad(rows))).astype(np.float64)
-        return -out if self.objective == "rank" else out  # rank scores: higher = faster
+        return -out if self.objective in RANK_FAMILY else out  # rank scores: higher = faster
+
+
+def continues(start: str, objective: str) -> bool:
+    """Whether a fitted `start` model's trees may be continued under `objective` (a warm start)."""
+    return start == objective or (start in RANK_FAMILY and objective in RANK_FAMILY)
+
+
+def ndcg_relevance(log_runtime: np.ndarray, qid: np.ndarray) -> np.ndarray:
+    """(t_best / t) ** NDCG_SHARPNESS per configuration, t_best the fastest of its kernel (`qid`)."""
+    log_runtime = np.asarray(log_runtime, dtype=np.float64)
+    kernels, index = np.unique(np.asarray(qid), return_inverse=True)
+    fastest = np.full(kernels.size, np.inf)
+    np.minimum.at(fastest, index, log_runtime)
+    return np.exp(-NDCG_SHARPNESS * (log_runtime - fastest[index]))

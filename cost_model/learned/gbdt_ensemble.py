@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import zlib
 from pathlib import Path
@@ -26,13 +27,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cost_model.learned.baselines import flat_features, flat_rows
+from cost_model.learned.baselines import RANK_FAMILY, continues, flat_features, flat_rows
 from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker, ranked_last_if_uncompiled
 from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitted_scores
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBER_OBJECTIVES", "MEMBER_WEIGHTS", "MEMBERS", "MEMBERS_S14", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "member_weights", "members_mismatch", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
@@ -42,8 +43,10 @@ PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
 # regression of log runtime over the kernel's median, depth 6 (`MEMBERS_S14`). Nineteenth session,
 # with 926 training kernels: the rank model alone at depth 10 (pre-registered test, RESULTS (i)).
 MEMBERS: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50),)
+MEMBER_WEIGHTS: tuple[float, ...] | None = None  # None: every member weighs 1
 DEPTH = 10
 MEMBERS_S14: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("relative", 0, None))  # with depth 6
+MEMBER_OBJECTIVES = ("rank", "ndcg", "relative")
 
 
 def packaged_host_ensemble(cpu: str) -> Path:
@@ -82,20 +85,22 @@ class GbdtEnsembleTilePredictor:
     @classmethod
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
               depth: int = DEPTH, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False,
-              code_feature_set: str = "s16", init: GbdtEnsembleTilePredictor | None = None) -> GbdtEnsembleTilePredictor:
+              code_feature_set: str = "s16", init: GbdtEnsembleTilePredictor | None = None,
+              weights: Sequence[float] | None = None) -> GbdtEnsembleTilePredictor:
         """`code_features`: the records' config features end with the compiled-code block of
         `code_feature_set` (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it.
-        `init`: a fitted ensemble of the same members whose trees each member's boosting continues from
-        (twenty-fourth session: a host's ranker boosted on top of another CPU's, RESULTS (i))."""
+        `init`: a fitted ensemble whose trees each member's boosting continues from (twenty-fourth session: a host's
+        ranker boosted on top of another CPU's, RESULTS (i)): the member at the same place, or its only member
+        (`members_mismatch`). `weights`: each member's weight in the z-scored sum (default 1 each)."""
         flag = ({"code_features": True} | ({"code_feature_set": code_feature_set} if code_feature_set != "s16" else {})) if code_features else {}
         mismatch = None if init is None else members_mismatch(init, members)
         if mismatch:
             raise ValueError(mismatch)
         fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs,
-                                          extra=flag, init=None if init is None else init.members[i])
+                                          extra=flag, init=None if init is None else init.members[min(i, len(init.members) - 1)])
                   for i, (objective, offset, pairs) in enumerate(members)]
         info = {"seed": seed, "rounds": rounds, "depth": depth, "members": [list(m) for m in members], "train_kernels": len(records)}
-        return cls(fitted, extra=(extra or {}) | flag | {"train": info})
+        return cls(fitted, weights, extra=(extra or {}) | flag | {"train": info})
 
     def with_reranker(self, records: Sequence[KernelRecord], refit: Callable[[list[KernelRecord]], GbdtEnsembleTilePredictor], *,
                       top: int = TOP, folds: int = FOLDS, seed: int = 0, threads: int = 1) -> GbdtEnsembleTilePredictor:
@@ -227,9 +232,13 @@ def _member_ubj(entry: dict[str, Any]) -> bytes:
 
 
 def members_mismatch(init: GbdtEnsembleTilePredictor, members: Sequence[tuple[str, int, int | None]]) -> str | None:
-    """Why `init` cannot start an ensemble of `members` (each member continues the one at its place), or None."""
+    """Why `init` cannot start an ensemble of `members`, or None. Each member continues the one at its place, or
+    the warm start's only member (a one-member file starts every member); rank and ndcg may continue each other."""
     have, want = [m.gbdt.objective for m in init.members], [objective for objective, _, _ in members]
-    return None if have == want else f"the warm start's members are {have}, this ensemble's {want}"
+    starts = have if len(have) == len(want) else have * len(want) if len(have) == 1 else None
+    if starts is None or not all(continues(a, b) for a, b in zip(starts, want)):
+        return f"the warm start's members are {have}, this ensemble's {want}"
+    return None
 
 
 def check_depth(depth: int) -> int:
@@ -241,24 +250,42 @@ def check_depth(depth: int) -> int:
 
 def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
     """`costmodel train --gbdt-members`: comma-separated objectives, `rank` (pairwise over all pairs of a
-    kernel's configurations) or `relative` (log runtime over the kernel's median); an objective named
-    again gets the next model seed (`rank,rank` = two rank models bagged)."""
-    names = [t.strip() for t in text.split(",") if t.strip()]
+    kernel's configurations), `ndcg` (LambdaMART over all pairs, the top of each kernel's list weighted most) or
+    `relative` (log runtime over the kernel's median), each optionally `:WEIGHT` (`member_weights`); an objective
+    named again gets the next model seed (`rank,rank` = two rank models bagged)."""
+    names = [t.split(":", 1)[0].strip() for t in text.split(",") if t.strip()]
     if not names:
-        raise ValueError("no members given (e.g. rank or rank,relative)")
+        raise ValueError("no members given (e.g. rank or rank,ndcg:0.5)")
     members, seen = [], {}
     for name in names:
-        if name not in ("rank", "relative"):
-            raise ValueError(f"unknown member {name!r} (rank or relative)")
-        members.append((name, seen.get(name, 0), 50 if name == "rank" else None))
+        if name not in MEMBER_OBJECTIVES:
+            raise ValueError(f"unknown member {name!r} ({', '.join(MEMBER_OBJECTIVES)})")
+        members.append((name, seen.get(name, 0), 50 if name in RANK_FAMILY else None))
         seen[name] = seen.get(name, 0) + 1
+    member_weights(text)  # the weights are checked with the names
     return tuple(members)
+
+
+def member_weights(text: str) -> tuple[float, ...]:
+    """The weights of `parse_members`' text (`rank,ndcg:0.5` -> (1.0, 0.5)); a member without one weighs 1."""
+    weights = []
+    for token in (t.strip() for t in text.split(",") if t.strip()):
+        name, _, weight = token.partition(":")
+        try:
+            value = float(weight) if weight.strip() else 1.0
+        except ValueError:
+            raise ValueError(f"member {name.strip()!r}: weight {weight.strip()!r} is not a number") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"member {name.strip()!r}: a weight must be a positive number, got {weight.strip()}")
+        weights.append(value)
+    return tuple(weights)
 
 
 def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,
                                  rounds: int = 400, depth: int = DEPTH, threads: int = 1, code_features: str | None = None,
                                  code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
-                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS, warm_from: str | None = None,
+                                 members: Sequence[tuple[str, int, int | None]] = MEMBERS, weights: Sequence[float] | None = None,
+                                 warm_from: str | None = None,
                                  rerank_top: int = 0) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
@@ -279,7 +306,9 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
         mismatch = members_mismatch(init, members)
         if mismatch:
             raise DatasetError(f"{mismatch} (--gbdt-members)", file=warm_from)
-    config = {"model": "gbdt-ens", "members": [list(m) for m in members], "split": split, "test_fraction": test_fraction, "seed": seed,
+    if weights is not None and len(weights) != len(members):
+        raise ValueError(f"{len(members)} members but {len(weights)} weights")
+    config = {"model": "gbdt-ens", "members": [list(m) for m in members]} | ({"weights": list(weights)} if weights is not None else {}) | {"split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})
     if init is not None:  # what the trees it starts from were fitted on
@@ -290,7 +319,7 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
 
     def fit(train: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
         return GbdtEnsembleTilePredictor.train(train, members=members, seed=seed, rounds=rounds, depth=depth, threads=threads,
-                                               code_features=bool(code_features), code_feature_set=code_feature_set, init=init)
+                                               code_features=bool(code_features), code_feature_set=code_feature_set, init=init, weights=weights)
 
     def fit_with_reranker(train: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
         return fit(train).with_reranker(train, fit, top=rerank_top, seed=seed, threads=threads)
