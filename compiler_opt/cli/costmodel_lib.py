@@ -599,8 +599,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--gbdt-members", metavar="OBJ,...",
                        help="gbdt-ens: its XGBoost members, comma-separated: rank (pairwise over all pairs of a kernel's configurations), "
                             "ndcg (LambdaMART: the top of each kernel's list weighted most) and/or relative (log runtime over the kernel's median), "
-                            "each optionally :WEIGHT in the z-scored sum (default 1); a name given again adds another model seed (default rank; until "
-                            "the nineteenth session rank,relative at depth 6)")
+                            "each optionally :WEIGHT in the z-scored sum (default 1); a name given again adds another model seed (default rank,ndcg:0.5; "
+                            "sessions 19-40 rank; until the nineteenth session rank,relative at depth 6)")
     train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--mse-weight", type=_non_negative_float, metavar="W",

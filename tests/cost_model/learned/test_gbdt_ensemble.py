@@ -152,8 +152,11 @@ def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRe
     from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
+    from cost_model.learned.gbdt_ensemble import member_weights
+
     assert parse_members("rank") == (("rank", 0, 50),)
     assert parse_members("rank, relative,rank") == (("rank", 0, 50), ("relative", 0, None), ("rank", 1, 50))
+    assert parse_members("rank,ndcg:0.5") == (("rank", 0, 50), ("ndcg", 0, 50)) and member_weights("rank,ndcg:0.5") == (1.0, 0.5)
     data = tmp_path / "data"
     for i, record in enumerate(records):
         save_npz(record, data / f"k{i}.npz")
@@ -165,6 +168,7 @@ def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRe
     assert loaded.extra["train_config"]["members"] == [["rank", 0, 50], ["rank", 1, 50]] and loaded.extra["train_config"]["depth"] == 4
     capsys.readouterr()
     for bad, message in ((["--gbdt-members", "rank,lambdamart"], "unknown member 'lambdamart'"), (["--gbdt-members", ","], "no members given"),
+                         (["--gbdt-members", "rank,ndcg:x"], "weight 'x' is not a number"), (["--gbdt-members", "rank:0"], "a positive number"),
                          (["--gbdt-depth", "0"], "a tree depth from 1 to 16, got 0")):
         out.unlink(missing_ok=True)
         assert main([*common, *bad]) == 2
@@ -313,3 +317,25 @@ def test_costmodel_train_warm_from_continues_a_ranker(tmp_path, records: list[Ke
     assert not (tmp_path / "x.json").exists()
     assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "y.ubj"), "--model", "gbdt", "--warm-from", str(start)]) == 2
     assert "--warm-from" in capsys.readouterr().err and not (tmp_path / "y.ubj").exists()
+
+
+def test_costmodel_train_rank_and_ndcg_members_from_a_one_member_start(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    start, both = tmp_path / "start.json", tmp_path / "both.json"
+    common = ["--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "4"]
+    assert main(["costmodel", "train", str(data), "-o", str(start), *common]) == 0
+    assert main(["costmodel", "train", str(data), "-o", str(both), *common, "--gbdt-members", "rank,ndcg:0.5", "--warm-from", str(start)]) == 0
+    first, ranker = load_tile_ranker("gbdt-ens", start), load_tile_ranker("gbdt-ens", both)
+    assert [m.gbdt.objective for m in ranker.members] == ["rank", "ndcg"] and ranker.weights == [1.0, 0.5]
+    rounds = first.members[0].gbdt.booster.num_boosted_rounds()
+    assert [m.gbdt.booster.num_boosted_rounds() for m in ranker.members] == [2 * rounds, 2 * rounds]  # each continues the start's trees
+    assert ranker.extra["train_config"]["weights"] == [1.0, 0.5]
+    r = records[1]
+    scores = [m.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for m in ranker.members]
+    expected = sum(w * (s - s.mean()) / s.std() for w, s in zip((1.0, 0.5), scores))
+    np.testing.assert_allclose(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), expected, rtol=1e-9)

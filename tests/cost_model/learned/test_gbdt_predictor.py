@@ -177,3 +177,31 @@ def test_a_warm_start_continues_the_given_trees(records: list[KernelRecord]) -> 
         GbdtBaseline(objective="rank").fit(records[4:], init=GbdtBaseline(objective="relative", rounds=5).fit(records[:2]))
     with pytest.raises(ValueError, match="unfitted"):
         GbdtBaseline(objective="rank").fit(records[4:], init=GbdtBaseline(objective="rank"))
+
+
+def test_ndcg_relevance_is_the_speed_ratio_to_the_kernels_best_sharpened() -> None:
+    from cost_model.learned.baselines import NDCG_SHARPNESS, ndcg_relevance
+
+    assert NDCG_SHARPNESS == 10.0
+    seconds = np.array([2.0, 1.0, 1.05, 4.0, 5.0])
+    qid = np.array([7, 7, 7, 3, 3])  # two kernels, ids in any order
+    got = ndcg_relevance(np.log(seconds), qid)
+    np.testing.assert_allclose(got, [0.5**10, 1.0, (1 / 1.05) ** 10, 1.0, 0.8**10], rtol=1e-12)
+
+
+def test_the_ndcg_objective_ranks_and_continues_a_rank_model(records: list[KernelRecord]) -> None:
+    from scipy.stats import kendalltau
+
+    from cost_model.learned.baselines import GbdtBaseline
+
+    model = GbdtBaseline(objective="ndcg", rank_pairs=50, rounds=80, depth=4).fit(records[:4])
+    assert model.params()["objective"] == "rank:ndcg" and model.params()["ndcg_exp_gain"] is False
+    for r in records[:4]:  # lower = predicted faster, as for rank; the top of the list is what it is fitted to get right
+        pred, seconds = model.predict(r), np.asarray(r.config_runtime)
+        assert kendalltau(pred, seconds).statistic > 0.3
+        assert seconds[int(np.argmin(pred))] <= 1.05 * seconds.min()
+    start = GbdtBaseline(objective="rank", rounds=30, depth=4).fit(records[:4])
+    warm = GbdtBaseline(objective="ndcg", rank_pairs=50, rounds=20, depth=4).fit(records[4:], init=start)
+    assert warm.booster.num_boosted_rounds() == 50
+    with pytest.raises(ValueError, match="warm start needs a fitted ndcg model"):
+        GbdtBaseline(objective="ndcg").fit(records[4:], init=GbdtBaseline(objective="relative", rounds=5).fit(records[:2]))
