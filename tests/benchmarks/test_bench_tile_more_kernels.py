@@ -72,12 +72,13 @@ def _matmul_folder(folder, programs: int = 3, per_program: int = 2, configs: int
 def test_no_extra_folder_fits_the_training_kernels_beside_fixed_and_warm_rows(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+    from cost_model.learned.gbdt_ensemble import MEMBERS_S19, GbdtEnsembleTilePredictor
     from cost_model.learned.tpugraphs import load_dir
 
     _matmul_folder(tmp_path / "host")
     _matmul_folder(tmp_path / "other", programs=2)
-    fixed = GbdtEnsembleTilePredictor.train(load_dir(tmp_path / "other"), rounds=5).save(tmp_path / "other.json")
+    # --warm-from takes a one-member file (the bench's rankers are single models)
+    fixed = GbdtEnsembleTilePredictor.train(load_dir(tmp_path / "other"), members=MEMBERS_S19, rounds=5).save(tmp_path / "other.json")
     with benchmark_script("bench_tile_more_kernels") as bench:
         assert bench.main([str(tmp_path / "host"), "--ranker", "rank-all-d10", "--seeds", "3", "--splits", "program", "--fixed", str(fixed),
                            "--warm-from", str(fixed), "--json", str(tmp_path / "rows.json")]) == 0
