@@ -279,7 +279,7 @@ def _ranked(ranker: object, space: object, candidates: list, shared: dict[str, n
     if key not in shared:
         shared[key] = members[0].config_rows(space, candidates)
     feats, opcodes, _ = kernel_graph(space.kernel)
-    return ranker.rank_rows(feats, opcodes, shared[key])
+    return ranker.rank_rows(feats, opcodes, shared[key], kind=space.kernel.spec.kind)
 
 
 def _retest(harness, signature: str, config: str) -> tuple[float, float] | None:  # noqa: ANN001 - a Harness

@@ -274,6 +274,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 2
     ens_only = [flag for flag, given in (("--code-features", args.code_features), ("--extra-code-features", args.extra_code_features),
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
+                                         ("--gbdt-kind-weights", args.gbdt_kind_weights),
                                          ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt"), ("--warm-from", args.warm_from),
                                          ("--rerank-top", args.rerank_top)) if given]
     if args.model != "gnn" and args.mse_weight is not None:  # the other models have no such term; silently ignoring it would mislead
@@ -316,20 +317,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
-        from cost_model.learned.gbdt_ensemble import MEMBER_WEIGHTS, MEMBERS, member_weights, parse_members
+        from cost_model.learned.gbdt_ensemble import MEMBERS, check_kind_weights, default_kind_weights, default_weights, member_weights, parse_kind_weights, parse_members
 
         try:
             members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
-            weights = member_weights(args.gbdt_members) if args.gbdt_members else MEMBER_WEIGHTS
+            weights = member_weights(args.gbdt_members) if args.gbdt_members else default_weights(members)
         except ValueError as error:
             print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
+            return 2
+        try:
+            kind_weights = check_kind_weights(parse_kind_weights(args.gbdt_kind_weights) if args.gbdt_kind_weights is not None
+                                              else default_kind_weights(members), len(members))
+        except ValueError as error:
+            print(f"compiler-opt: error: costmodel train --gbdt-kind-weights: {error}", file=sys.stderr)
             return 2
         if args.rerank_top == 1 or args.rerank_top < 0:
             print(f"compiler-opt: error: costmodel train --rerank-top: at least 2 candidates (0: no re-ranker), got {args.rerank_top}", file=sys.stderr)
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
-                                              extra=extra, members=members, weights=weights, warm_from=args.warm_from, rerank_top=args.rerank_top,
+                                              extra=extra, members=members, weights=weights, kind_weights=kind_weights, warm_from=args.warm_from,
+                                              rerank_top=args.rerank_top,
                                               **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
@@ -601,6 +609,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "ndcg (LambdaMART: the top of each kernel's list weighted most) and/or relative (log runtime over the kernel's median), "
                             "each optionally :WEIGHT in the z-scored sum (default 1); a name given again adds another model seed (default rank,ndcg:0.5; "
                             "sessions 19-40 rank; until the nineteenth session rank,relative at depth 6)")
+    train.add_argument("--gbdt-kind-weights", metavar="KIND=W1,W2;...",
+                       help="gbdt-ens: other member weights for kernels of some kinds, one per member in order, e.g. "
+                            "'conv2d_nchw=1,0;conv2d_nhwc=1,0' ranks convolutions by the first member alone (default: none for "
+                            "explicit --gbdt-members; '' for none)")
     train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--mse-weight", type=_non_negative_float, metavar="W",

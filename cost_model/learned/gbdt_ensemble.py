@@ -33,7 +33,7 @@ from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitte
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBER_OBJECTIVES", "MEMBER_WEIGHTS", "MEMBERS", "MEMBERS_S14", "MEMBERS_S19", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "default_weights", "member_weights", "members_mismatch", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBER_KIND_WEIGHTS", "MEMBER_OBJECTIVES", "MEMBER_WEIGHTS", "MEMBERS", "MEMBERS_S14", "MEMBERS_S19", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "check_kind_weights", "default_kind_weights", "default_weights", "member_weights", "members_mismatch", "parse_kind_weights", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
@@ -46,6 +46,7 @@ PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
 # list weighted most) at half the rank member's weight: top-1 7.50% -> 6.75% held out, tau 0.807 -> 0.800.
 MEMBERS: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("ndcg", 0, 50))
 MEMBER_WEIGHTS: tuple[float, ...] = (1.0, 0.5)
+MEMBER_KIND_WEIGHTS: dict[str, tuple[float, ...]] = {}  # kernel kind -> the members' weights for it, where not MEMBER_WEIGHTS
 MEMBERS_S19: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50),)  # nineteenth to fortieth session (`--gbdt-members rank`)
 DEPTH = 10
 MEMBERS_S14: tuple[tuple[str, int, int | None], ...] = (("rank", 0, 50), ("relative", 0, None))  # with depth 6
@@ -75,13 +76,15 @@ class GbdtEnsembleTilePredictor:
     """Ranks tile configurations of a kernel with several fitted `GbdtTilePredictor`s."""
 
     def __init__(self, members: Sequence[GbdtTilePredictor], weights: Sequence[float] | None = None, extra: dict[str, Any] | None = None,
-                 reranker: TopReranker | None = None) -> None:
+                 reranker: TopReranker | None = None, kind_weights: dict[str, Sequence[float]] | None = None) -> None:
         if not members:
             raise ValueError("an ensemble needs at least one member")
         weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
         if len(weights) != len(members):
             raise ValueError(f"{len(members)} members but {len(weights)} weights")
         self.members, self.weights = list(members), weights
+        # forty-first session: the weights for kernels of a kind, where they differ from `weights` (`check_kind_weights`)
+        self.kind_weights = check_kind_weights(kind_weights or {}, len(members))
         self.extra = dict(extra or {})
         self.reranker = reranker  # twenty-sixth session: a second look at the members' top candidates (tile_cascade), or None
 
@@ -89,21 +92,24 @@ class GbdtEnsembleTilePredictor:
     def train(cls, records: Sequence[KernelRecord], *, members: Sequence[tuple[str, int, int | None]] = MEMBERS, seed: int = 0, rounds: int = 400,
               depth: int = DEPTH, threads: int = 1, extra: dict[str, Any] | None = None, code_features: bool = False,
               code_feature_set: str = "s16", init: GbdtEnsembleTilePredictor | None = None,
-              weights: Sequence[float] | None = None) -> GbdtEnsembleTilePredictor:
+              weights: Sequence[float] | None = None, kind_weights: dict[str, Sequence[float]] | None = None) -> GbdtEnsembleTilePredictor:
         """`code_features`: the records' config features end with the compiled-code block of
         `code_feature_set` (`tile_code_features.with_code_features`), and `rank` compiles each candidate to compute it.
         `init`: a fitted ensemble whose trees each member's boosting continues from (twenty-fourth session: a host's
         ranker boosted on top of another CPU's, RESULTS (i)): the member at the same place, or its only member
-        (`members_mismatch`). `weights`: each member's weight in the z-scored sum (None: `default_weights`)."""
+        (`members_mismatch`). `weights`: each member's weight in the z-scored sum (None: `default_weights`);
+        `kind_weights`: other weights for kernels of some kinds (None: `default_kind_weights`)."""
         flag = ({"code_features": True} | ({"code_feature_set": code_feature_set} if code_feature_set != "s16" else {})) if code_features else {}
         mismatch = None if init is None else members_mismatch(init, members)
         if mismatch:
             raise ValueError(mismatch)
+        kind_weights = default_kind_weights(members) if kind_weights is None else kind_weights
         fitted = [GbdtTilePredictor.train(records, seed=seed + offset, rounds=rounds, depth=depth, threads=threads, objective=objective, rank_pairs=pairs,
                                           extra=flag, init=None if init is None else init.members[min(i, len(init.members) - 1)])
                   for i, (objective, offset, pairs) in enumerate(members)]
         info = {"seed": seed, "rounds": rounds, "depth": depth, "members": [list(m) for m in members], "train_kernels": len(records)}
-        return cls(fitted, default_weights(members) if weights is None else weights, extra=(extra or {}) | flag | {"train": info})
+        return cls(fitted, default_weights(members) if weights is None else weights, extra=(extra or {}) | flag | {"train": info},
+                   kind_weights=kind_weights)
 
     def with_reranker(self, records: Sequence[KernelRecord], refit: Callable[[list[KernelRecord]], GbdtEnsembleTilePredictor], *,
                       top: int = TOP, folds: int = FOLDS, seed: int = 0, threads: int = 1) -> GbdtEnsembleTilePredictor:
@@ -113,21 +119,25 @@ class GbdtEnsembleTilePredictor:
         oof = cross_fitted_scores(records, refit, folds=folds, seed=seed)
         reranker = TopReranker(top=top, seed=seed, threads=threads).fit([flat_features(r) for r in records], oof, [r.config_runtime for r in records])
         info = {"top": top, "folds": folds, "seed": seed, "depth": reranker.depth, "rounds": reranker.rounds}
-        return GbdtEnsembleTilePredictor(self.members, self.weights, self.extra | {"reranker": info}, reranker)
+        return GbdtEnsembleTilePredictor(self.members, self.weights, self.extra | {"reranker": info}, reranker, self.kind_weights)
 
     # -- ranking ---------------------------------------------------------------------------------
-    def _combine(self, rows: np.ndarray) -> np.ndarray:
-        return sum(w * zscore(m.gbdt.predict_rows(rows)) for w, m in zip(self.weights, self.members))
+    def weights_for(self, kind: str | None) -> list[float]:
+        """The members' weights for a kernel of `kind` (None or a kind without its own: `weights`)."""
+        return list(self.kind_weights.get(kind, self.weights)) if kind is not None else self.weights
 
-    def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray) -> np.ndarray:
-        """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel."""
+    def _combine(self, rows: np.ndarray, kind: str | None = None) -> np.ndarray:
+        return sum(w * zscore(m.gbdt.predict_rows(rows)) for w, m in zip(self.weights_for(kind), self.members) if w)
+
+    def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray, kind: str | None = None) -> np.ndarray:
+        """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel of `kind`."""
         rows = flat_rows(node_feat, node_opcode, config_feat)
-        scores = self._combine(rows)
+        scores = self._combine(rows, kind)
         return scores if self.reranker is None else self.reranker.order(rows, scores)
 
     def predict(self, record: KernelRecord) -> np.ndarray:
         """`rank_rows` of a dataset record's configurations (the bench rankers' interface)."""
-        return self.rank_rows(record.node_feat, record.node_opcode, record.config_feat)
+        return self.rank_rows(record.node_feat, record.node_opcode, record.config_feat, kind=record.meta.get("kind"))
 
     def rank(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
         """Scores (lower = predicted faster) of `configs` of the kernel behind `space` (a TileSpace)."""
@@ -135,7 +145,7 @@ class GbdtEnsembleTilePredictor:
 
         feats, opcodes, _ = kernel_graph(space.kernel)
         rows = self.members[0].config_rows(space, configs)
-        return ranked_last_if_uncompiled(self.rank_rows(feats, opcodes, rows), rows)
+        return ranked_last_if_uncompiled(self.rank_rows(feats, opcodes, rows, kind=space.kernel.spec.kind), rows)
 
     def finetune(self, space: Any, configs: Sequence[Any], seconds: Sequence[float], *, steps: int = 20, **_: Any) -> float:
         """`steps` more boosting rounds per member on one kernel's new measurements; returns the
@@ -152,7 +162,7 @@ class GbdtEnsembleTilePredictor:
             member.gbdt.update(rows, np.asarray(seconds, dtype=np.float64), steps)
             member.extra["finetune_rounds"] = int(member.extra.get("finetune_rounds", 0)) + steps
         self.extra["finetune_rounds"] = int(self.extra.get("finetune_rounds", 0)) + steps
-        return float(kendalltau(self._combine(rows), np.asarray(seconds)).statistic)
+        return float(kendalltau(self._combine(rows, space.kernel.spec.kind), np.asarray(seconds)).statistic)
 
     # -- files -----------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
@@ -163,6 +173,8 @@ class GbdtEnsembleTilePredictor:
             raw = zlib.compress(bytes(member.gbdt.booster.save_raw(raw_format="ubj")), 9)  # deep trees: 17 MB of UBJ -> 8 MB
             members.append({"meta": member.meta(), "ubj_zlib": base64.b64encode(raw).decode("ascii")})
         doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {}), "members": members}
+        if self.kind_weights:
+            doc["kind_weights"] = self.kind_weights
         if self.reranker is not None:
             doc["reranker"] = self.reranker.to_doc()
         target = Path(path)
@@ -197,7 +209,10 @@ class GbdtEnsembleTilePredictor:
                 reranker = TopReranker.from_doc(doc["reranker"])
             except (KeyError, TypeError, ValueError, zlib.error, xgb.core.XGBoostError) as error:
                 raise DatasetError(f"the re-ranker is not readable: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=name) from error
-        return cls(members, doc.get("weights"), dict(doc.get("extra", {})), reranker)
+        try:
+            return cls(members, doc.get("weights"), dict(doc.get("extra", {})), reranker, doc.get("kind_weights"))
+        except (TypeError, ValueError) as error:
+            raise DatasetError(f"bad member weights: {error}", file=name) from error
 
     @classmethod
     def packaged(cls, cpu: str | None = None) -> GbdtEnsembleTilePredictor:
@@ -269,6 +284,46 @@ def parse_members(text: str) -> tuple[tuple[str, int, int | None], ...]:
     return tuple(members)
 
 
+def default_kind_weights(members: Sequence[tuple[str, int, int | None]]) -> dict[str, tuple[float, ...]]:
+    """`MEMBER_KIND_WEIGHTS` for the default `MEMBERS`, else none."""
+    return dict(MEMBER_KIND_WEIGHTS) if tuple(members) == MEMBERS else {}
+
+
+def check_kind_weights(kind_weights: dict[str, Sequence[float]], members: int) -> dict[str, list[float]]:
+    """`kind_weights` as {kernel kind: one finite weight >= 0 per member, not all 0}; ValueError naming the kind otherwise."""
+    from cost_model.measure.tile.kernels import KINDS
+
+    if not isinstance(kind_weights, dict):
+        raise ValueError(f"kind weights must map kernel kinds to weights, got {type(kind_weights).__name__}")
+    out = {}
+    for kind, weights in kind_weights.items():
+        if kind not in KINDS:
+            raise ValueError(f"unknown kernel kind {kind!r} ({', '.join(KINDS)})")
+        values = [float(w) for w in weights]
+        if len(values) != members:
+            raise ValueError(f"{kind}: {len(values)} weights for {members} members")
+        if not all(math.isfinite(w) and w >= 0 for w in values) or not any(values):
+            raise ValueError(f"{kind}: weights must be finite, >= 0 and not all 0, got {values}")
+        out[kind] = values
+    return out
+
+
+def parse_kind_weights(text: str) -> dict[str, tuple[float, ...]]:
+    """`costmodel train --gbdt-kind-weights`: `KIND=W1,W2;KIND=...` (one weight per member, in order), e.g.
+    `conv2d_nchw=1,0;conv2d_nhwc=1,0` ranks convolutions by the first member alone. Checked against the members
+    by `check_kind_weights`."""
+    out = {}
+    for part in (p.strip() for p in text.split(";") if p.strip()):
+        kind, sep, weights = part.partition("=")
+        if not sep:
+            raise ValueError(f"{part!r}: expected KIND=W1,W2,...")
+        try:
+            out[kind.strip()] = tuple(float(w) for w in weights.split(","))
+        except ValueError:
+            raise ValueError(f"{kind.strip()}: weights {weights!r} are not numbers") from None
+    return out
+
+
 def default_weights(members: Sequence[tuple[str, int, int | None]]) -> tuple[float, ...]:
     """`MEMBER_WEIGHTS` for the default `MEMBERS`, else 1 for every member."""
     return MEMBER_WEIGHTS if tuple(members) == MEMBERS else (1.0,) * len(members)
@@ -293,7 +348,7 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
                                  rounds: int = 400, depth: int = DEPTH, threads: int = 1, code_features: str | None = None,
                                  code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
                                  members: Sequence[tuple[str, int, int | None]] = MEMBERS, weights: Sequence[float] | None = None,
-                                 warm_from: str | None = None,
+                                 kind_weights: dict[str, Sequence[float]] | None = None, warm_from: str | None = None,
                                  rerank_top: int = 0) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
@@ -318,7 +373,9 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
     weights = tuple(default_weights(members) if weights is None else weights)
     if len(weights) != len(members):
         raise ValueError(f"{len(members)} members but {len(weights)} weights")
-    config = {"model": "gbdt-ens", "members": [list(m) for m in members], "weights": list(weights), "split": split, "test_fraction": test_fraction, "seed": seed,
+    kind_weights = check_kind_weights(default_kind_weights(members) if kind_weights is None else kind_weights, len(members))
+    config = {"model": "gbdt-ens", "members": [list(m) for m in members], "weights": list(weights)} | (
+        {"kind_weights": kind_weights} if kind_weights else {}) | {"split": split, "test_fraction": test_fraction, "seed": seed,
               "rounds": rounds, "depth": depth} | ({"code_features": os.path.basename(os.path.normpath(code_features)),
                                                    "code_feature_set": code_feature_set} if code_features else {})
     if init is not None:  # what the trees it starts from were fitted on
@@ -329,7 +386,8 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
 
     def fit(train: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
         return GbdtEnsembleTilePredictor.train(train, members=members, seed=seed, rounds=rounds, depth=depth, threads=threads,
-                                               code_features=bool(code_features), code_feature_set=code_feature_set, init=init, weights=weights)
+                                               code_features=bool(code_features), code_feature_set=code_feature_set, init=init, weights=weights,
+                                               kind_weights=kind_weights)
 
     def fit_with_reranker(train: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
         return fit(train).with_reranker(train, fit, top=rerank_top, seed=seed, threads=threads)

@@ -69,8 +69,9 @@ class GbdtTilePredictor:
         return cls(gbdt, (extra or {}) | {"train": info, "config_features": int(records[0].config_feat.shape[1])})
 
     # -- ranking ---------------------------------------------------------------------------------
-    def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray) -> np.ndarray:
-        """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel."""
+    def rank_rows(self, node_feat: np.ndarray, node_opcode: np.ndarray, config_feat: np.ndarray, kind: str | None = None) -> np.ndarray:
+        """Scores (lower = predicted faster) of the configurations `config_feat` (C, Fc) of one kernel
+        (`kind`, the kernel's kind, is the ensemble's interface; one model ranks every kind alike)."""
         return self.gbdt.predict_rows(flat_rows(node_feat, node_opcode, config_feat))
 
     def config_rows(self, space: Any, configs: Sequence[Any]) -> np.ndarray:
@@ -183,7 +184,7 @@ def ranker_metrics(ranker: Any, records: Sequence[KernelRecord]) -> dict[str, fl
     (no MAPE: a ranker's scores are not seconds)."""
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
 
-    rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), r.config_runtime) for r in records]
+    rows = [kernel_metrics(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat, kind=r.meta.get("kind")), r.config_runtime) for r in records]
     return {k: v for k, v in mean_metrics(rows).items() if k != "mape"}
 
 
