@@ -339,3 +339,56 @@ def test_costmodel_train_rank_and_ndcg_members_from_a_one_member_start(tmp_path,
     scores = [m.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for m in ranker.members]
     expected = sum(w * (s - s.mean()) / s.std() for w, s in zip((1.0, 0.5), scores))
     np.testing.assert_allclose(ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat), expected, rtol=1e-9)
+
+
+def test_kind_weights_rank_a_kind_by_its_own_member_weights(tmp_path, records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+    r = records[3]
+    scores = [m.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for m in ranker.members]
+    z = [(s - s.mean()) / s.std() for s in scores]
+    by_kind = GbdtEnsembleTilePredictor(ranker.members, ranker.weights, ranker.extra, kind_weights={"matmul": (1.0, 0.0, 2.0)})
+    np.testing.assert_allclose(by_kind.rank_rows(r.node_feat, r.node_opcode, r.config_feat, kind="matmul"), z[0] + 2 * z[2], rtol=1e-9)
+    np.testing.assert_allclose(by_kind.predict(r), z[0] + 2 * z[2], rtol=1e-9)  # a record's kind comes from its meta
+    for kind in (None, "reduce"):  # no kind, or one without its own weights: the ensemble's weights
+        np.testing.assert_allclose(by_kind.rank_rows(r.node_feat, r.node_opcode, r.config_feat, kind=kind), sum(z), rtol=1e-9)
+    space = TileSpace(build_kernel(KernelSpec("matmul", (64, 64, 64))))
+    configs = kernel_configs(space, 5, 20)
+    np.testing.assert_allclose(by_kind.rank(space, configs),
+                               GbdtEnsembleTilePredictor(ranker.members, [1.0, 0.0, 2.0], ranker.extra).rank(space, configs), rtol=1e-9)
+    loaded = GbdtEnsembleTilePredictor.load(by_kind.save(tmp_path / "kinds.json"))
+    assert loaded.kind_weights == {"matmul": [1.0, 0.0, 2.0]}
+    assert "kind_weights" not in json.loads(ranker.save(tmp_path / "plain.json").read_text())  # files without them are as before
+    for bad, message in (({"convolution": (1, 1, 1)}, "unknown kernel kind 'convolution'"), ({"matmul": (1, 1)}, "2 weights for 3 members"),
+                         ({"matmul": (0, 0, 0)}, "not all 0"), ({"matmul": (1, -1, 0)}, ">= 0")):
+        with pytest.raises(ValueError, match=message):
+            GbdtEnsembleTilePredictor(ranker.members, kind_weights=bad)
+    doc = json.loads((tmp_path / "kinds.json").read_text())
+    doc["kind_weights"] = {"matmul": [1.0, "x", 0.0]}
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(DatasetError, match="bad member weights") as caught:
+        GbdtEnsembleTilePredictor.load(tmp_path / "bad.json")
+    assert "bad.json" in str(caught.value)
+
+
+def test_costmodel_train_gbdt_kind_weights(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
+    from cost_model.learned.gbdt_ensemble import parse_kind_weights
+    from cost_model.learned.tpugraphs import save_npz
+    from compiler_opt.cli.main import main
+
+    assert parse_kind_weights("conv2d_nchw=1,0; conv2d_nhwc=1,0.5") == {"conv2d_nchw": (1.0, 0.0), "conv2d_nhwc": (1.0, 0.5)}
+    assert parse_kind_weights("") == {}
+    data = tmp_path / "data"
+    for i, record in enumerate(records):
+        save_npz(record, data / f"k{i}.npz")
+    out = tmp_path / "ens.json"
+    common = ["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "3"]
+    assert main([*common, "--gbdt-members", "rank,ndcg:0.5", "--gbdt-kind-weights", "matmul=1,0"]) == 0
+    loaded = load_tile_ranker("gbdt-ens", out)
+    assert loaded.kind_weights == {"matmul": [1.0, 0.0]} and loaded.extra["train_config"]["kind_weights"] == {"matmul": [1.0, 0.0]}
+    capsys.readouterr()
+    for bad, message in (("matmul=1", "1 weights for 2 members"), ("matmul", "expected KIND=W1,W2"), ("conv=1,0", "unknown kernel kind 'conv'"),
+                         ("matmul=1,x", "are not numbers")):
+        out.unlink(missing_ok=True)
+        assert main([*common, "--gbdt-members", "rank,ndcg", "--gbdt-kind-weights", bad]) == 2
+        assert message in capsys.readouterr().err and not out.exists()
+    assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "g.ubj"), "--model", "gbdt", "--gbdt-kind-weights", "matmul=1"]) == 2
+    assert "--gbdt-kind-weights" in capsys.readouterr().err
