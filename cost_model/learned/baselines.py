@@ -31,7 +31,7 @@ import numpy as np
 
 from cost_model.learned.tpugraphs import KernelRecord
 
-__all__ = ["NDCG_SHARPNESS", "RANK_FAMILY", "GbdtBaseline", "continues", "flat_features", "flat_rows", "ndcg_relevance", "roofline_predictions"]
+__all__ = ["NDCG_SHARPNESS", "RANK_FAMILY", "GbdtBaseline", "can_continue", "flat_features", "flat_rows", "ndcg_relevance", "roofline_predictions"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,13 +93,13 @@ class GbdtBaseline:
         self.booster = None
 
     def fit(self, records: Sequence[KernelRecord], *, init: GbdtBaseline | None = None) -> GbdtBaseline:
-        """`init`: a fitted model of the same objective (or, for ndcg, a rank model: both score higher = faster) whose
+        """`init`: a fitted model of the same objective (or another of `RANK_FAMILY`: both score higher = faster) whose
         trees this one's boosting continues from (e.g. a ranker fitted on another CPU's kernels), its feature width kept."""
         import xgboost as xgb
 
         width = max(flat_features(r).shape[1] for r in records)
         if init is not None:
-            if init.booster is None or not continues(init.objective, self.objective):
+            if init.booster is None or not can_continue(init.objective, self.objective):
                 raise ValueError(f"a warm start needs a fitted {self.objective} model, got a {'fitted ' if init.booster is not None else 'unfitted '}{init.objective} one")
             if width > init.width:
                 raise ValueError(f"the records have {width} flat feature columns, the warm start's model {init.width}")
@@ -201,7 +201,7 @@ class GbdtBaseline:
         return -out if self.objective in RANK_FAMILY else out  # rank scores: higher = faster
 
 
-def continues(start: str, objective: str) -> bool:
+def can_continue(start: str, objective: str) -> bool:
     """Whether a fitted `start` model's trees may be continued under `objective` (a warm start)."""
     return start == objective or (start in RANK_FAMILY and objective in RANK_FAMILY)
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cost_model.learned.baselines import RANK_FAMILY, continues, flat_features, flat_rows
+from cost_model.learned.baselines import RANK_FAMILY, can_continue, flat_features, flat_rows
 from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker, ranked_last_if_uncompiled
 from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitted_scores
 from cost_model.learned.tile_rankers import zscore
@@ -254,7 +254,7 @@ def members_mismatch(init: GbdtEnsembleTilePredictor, members: Sequence[tuple[st
     the warm start's only member (a one-member file starts every member); rank and ndcg may continue each other."""
     have, want = [m.gbdt.objective for m in init.members], [objective for objective, _, _ in members]
     starts = have if len(have) == len(want) else have * len(want) if len(have) == 1 else None
-    if starts is None or not all(continues(a, b) for a, b in zip(starts, want)):
+    if starts is None or not all(can_continue(a, b) for a, b in zip(starts, want)):
         return f"the warm start's members are {have}, this ensemble's {want}"
     return None
 
