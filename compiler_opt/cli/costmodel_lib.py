@@ -611,8 +611,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "sessions 19-40 rank; until the nineteenth session rank,relative at depth 6)")
     train.add_argument("--gbdt-kind-weights", metavar="KIND=W1,W2;...",
                        help="gbdt-ens: other member weights for kernels of some kinds, one per member in order, e.g. "
-                            "'conv2d_nchw=1,0;conv2d_nhwc=1,0' ranks convolutions by the first member alone (default: none for "
-                            "explicit --gbdt-members; '' for none)")
+                            "'conv2d_nchw=1,0;conv2d_nhwc=1,0' ranks convolutions by the first member alone (default: none; a "
+                            "forty-first session test of that example failed, RESULTS.md (i))")
     train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
     train.add_argument("--mse-weight", type=_non_negative_float, metavar="W",

@@ -33,6 +33,15 @@ def records() -> list[KernelRecord]:
     return [_record(KernelSpec("matmul", dims), 100, seed) for seed, dims in enumerate(TRAIN_SHAPES)]
 
 
+def _saved(records: list[KernelRecord], folder, prefix: str = "k"):  # type: ignore[no-untyped-def]
+    """`records` written to `folder` as a tile dataset (one `.npz` a kernel, named `prefix` + index); the folder."""
+    from cost_model.learned.tpugraphs import save_npz
+
+    for i, record in enumerate(records):
+        save_npz(record, folder / f"{prefix}{i}.npz")
+    return folder
+
+
 @pytest.fixture(scope="module")
 def ranker(records: list[KernelRecord]) -> GbdtEnsembleTilePredictor:
     return GbdtEnsembleTilePredictor.train(records, members=MEMBERS, seed=0, rounds=120, depth=6)
@@ -117,12 +126,9 @@ def test_bad_files_are_refused(tmp_path, monkeypatch, ranker: GbdtEnsembleTilePr
 
 def test_costmodel_train_gbdt_ens_writes_a_loadable_ranker(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.gbdt_ensemble import MEMBERS as SHIPPED_MEMBERS
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     out = tmp_path / "ens.json"
     assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "program", "--test-fraction", "0.3"]) == 0
     loaded = load_tile_ranker("gbdt-ens", out)
@@ -133,12 +139,9 @@ def test_costmodel_train_gbdt_ens_writes_a_loadable_ranker(tmp_path, records: li
 
 
 def test_costmodel_train_split_all_fits_every_kernel(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     out = tmp_path / "all.json"
     assert main(["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "all"]) == 0
     report = load_tile_ranker("gbdt-ens", out).extra
@@ -149,7 +152,6 @@ def test_costmodel_train_split_all_fits_every_kernel(tmp_path, records: list[Ker
 
 def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.gbdt_ensemble import parse_members
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
     from cost_model.learned.gbdt_ensemble import member_weights
@@ -157,9 +159,7 @@ def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRe
     assert parse_members("rank") == (("rank", 0, 50),)
     assert parse_members("rank, relative,rank") == (("rank", 0, 50), ("relative", 0, None), ("rank", 1, 50))
     assert parse_members("rank,ndcg:0.5") == (("rank", 0, 50), ("ndcg", 0, 50)) and member_weights("rank,ndcg:0.5") == (1.0, 0.5)
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     out = tmp_path / "ens.json"
     common = ["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "random", "--test-fraction", "0.25"]
     assert main([*common, "--gbdt-members", "rank,rank", "--gbdt-depth", "4"]) == 0
@@ -185,12 +185,9 @@ def test_costmodel_train_gbdt_members_and_depth(tmp_path, records: list[KernelRe
 def test_costmodel_evaluate_scores_tile_rankers(tmp_path, records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor, capsys) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.gbdt_predictor import GbdtTilePredictor
     from cost_model.learned.metrics import kernel_metrics, mean_metrics
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     single = GbdtTilePredictor.train(records, rounds=30)
     for model, path in ((ranker, tmp_path / "ens.json"), (single, tmp_path / "rank.ubj")):
         model.save(path)
@@ -210,14 +207,9 @@ def test_costmodel_evaluate_scores_tile_rankers(tmp_path, records: list[KernelRe
 
 
 def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data, more = tmp_path / "data", tmp_path / "more"
-    for i, record in enumerate(records[:4]):
-        save_npz(record, data / f"k{i}.npz")
-    for i, record in enumerate(records[4:]):
-        save_npz(record, more / f"m{i}.npz")
+    data, more = _saved(records[:4], tmp_path / "data"), _saved(records[4:], tmp_path / "more", "m")
     plain, added = tmp_path / "plain.json", tmp_path / "added.json"
     common = ["--model", "gbdt-ens", "--split", "random", "--test-fraction", "0.25"]
     assert main(["costmodel", "train", str(data), "-o", str(plain), *common]) == 0
@@ -233,14 +225,9 @@ def test_costmodel_train_extra_data_joins_the_training_side_only(tmp_path, recor
 
 @pytest.mark.parametrize("model, suffix", [("gbdt", ".ubj"), ("gnn", ".pt")])
 def test_costmodel_train_extra_data_for_the_code_blind_models(tmp_path, records: list[KernelRecord], model: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data, more = tmp_path / "data", tmp_path / "more"
-    for i, record in enumerate(records[:4]):
-        save_npz(record, data / f"k{i}.npz")
-    for i, record in enumerate(records[4:]):
-        save_npz(record, more / f"m{i}.npz")
+    data, more = _saved(records[:4], tmp_path / "data"), _saved(records[4:], tmp_path / "more", "m")
     common = ["--model", model, "--split", "random", "--test-fraction", "0.25"] + (["--epochs", "2", "--hidden", "8", "--layers", "1", "--mse-weight", "0.5"]
                                                                                   if model == "gnn" else [])
     plain, added = tmp_path / f"plain{suffix}", tmp_path / f"added{suffix}"
@@ -297,12 +284,9 @@ def test_the_default_tile_ranker_and_the_one_a_file_names() -> None:
 
 
 def test_costmodel_train_warm_from_continues_a_ranker(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     start, warm = tmp_path / "start.json", tmp_path / "warm.json"
     common = ["--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "4"]
     assert main(["costmodel", "train", str(data), "-o", str(start), *common]) == 0
@@ -320,12 +304,9 @@ def test_costmodel_train_warm_from_continues_a_ranker(tmp_path, records: list[Ke
 
 
 def test_costmodel_train_rank_and_ndcg_members_from_a_one_member_start(tmp_path, records: list[KernelRecord]) -> None:  # type: ignore[no-untyped-def]
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     start, both = tmp_path / "start.json", tmp_path / "both.json"
     common = ["--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "4"]
     assert main(["costmodel", "train", str(data), "-o", str(start), *common]) == 0
@@ -371,14 +352,11 @@ def test_kind_weights_rank_a_kind_by_its_own_member_weights(tmp_path, records: l
 
 def test_costmodel_train_gbdt_kind_weights(tmp_path, records: list[KernelRecord], capsys) -> None:  # type: ignore[no-untyped-def]
     from cost_model.learned.gbdt_ensemble import parse_kind_weights
-    from cost_model.learned.tpugraphs import save_npz
     from compiler_opt.cli.main import main
 
     assert parse_kind_weights("conv2d_nchw=1,0; conv2d_nhwc=1,0.5") == {"conv2d_nchw": (1.0, 0.0), "conv2d_nhwc": (1.0, 0.5)}
     assert parse_kind_weights("") == {}
-    data = tmp_path / "data"
-    for i, record in enumerate(records):
-        save_npz(record, data / f"k{i}.npz")
+    data = _saved(records, tmp_path / "data")
     out = tmp_path / "ens.json"
     common = ["costmodel", "train", str(data), "-o", str(out), "--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "3"]
     assert main([*common, "--gbdt-members", "rank,ndcg:0.5", "--gbdt-kind-weights", "matmul=1,0"]) == 0
