@@ -175,7 +175,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, policy_starts=args.policy_starts, polish_group_moves=not args.polish_node_moves,
         polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds), polish_start_order=args.polish_start_order,
-        ppo_patience_cpu=args.ppo_patience, polish_converged=args.polish_converged,
+        ppo_patience_cpu=args.ppo_patience,
     )
     policy = make_policy(config)
     # As the `go` pass: the policy's greedy answer starts a fine-tune only without a warm start
@@ -366,7 +366,7 @@ def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[
     found = seeds_and_polish(
         env, args.seconds, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
         starts=args.polish_starts, group_moves=not args.polish_node_moves, move_order=args.polish_move_order, first_seeds=args.polish_first_seeds,
-        start_order=args.polish_start_order, converged=args.polish_converged,
+        start_order=args.polish_start_order,
     )
     seeds, head, done, seed_cpu = found.seeds, found.head, found.polished, found.seed_cpu_seconds
     curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
@@ -603,9 +603,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="which seeds the polish races: the fastest by their own scores (seed) or as its search scores their placements (polish; RESULTS.md h22)")
     parser.add_argument("--ppo-patience", type=float, default=TrainConfig.ppo_patience_cpu,
                         help="go-fine-tune/go-one: PPO stops after this many CPU s without a better answer and the polish gets the rest (0: off; RESULTS.md h23)")
-    parser.add_argument("--polish-converged", type=float, default=TrainConfig.polish_converged,
-                        help="the polish's race: after a round whose surviving starts all end within this fraction of the best, only the best "
-                             "searches on (0: successive halving alone)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")
     parser.add_argument("--polish-fraction", type=float, default=TrainConfig.polish_fraction, help="share of --seconds for the final local search of go-fine-tune/go-one (0: off)")
     parser.add_argument("--threads", type=int, default=1)

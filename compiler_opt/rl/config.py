@@ -97,10 +97,6 @@ class TrainConfig:
     # 0.18% faster, 2 faster by > 1% and none slower; held out a tie; both within the rows' own
     # run-to-run spread).
     ppo_patience_cpu: float = 4.0
-    # The polish's race (rl/polish.py): after a round in which every surviving start's result is within this
-    # fraction of the best, only the best searches on with every second left (starts that converge alike
-    # only split the seconds). 0: successive halving alone (the default; forty-first session, a development look).
-    polish_converged: float = 0.0
     entropy_coef: float = 1e-3
     entropy_target: float = 0.0  # > 0: per-node entropy target; entropy_coef becomes a signed controller (rl/ppo.py)
     entropy_rate: float = 1e-3  # the controller's step per unit of entropy error per update
@@ -183,8 +179,6 @@ class TrainConfig:
             )
         if not (math.isfinite(self.ppo_patience_cpu) and self.ppo_patience_cpu >= 0):
             raise TrainConfigError(f"ppo_patience_cpu must be a finite number >= 0, got {self.ppo_patience_cpu}", field="ppo_patience_cpu")
-        if not (math.isfinite(self.polish_converged) and self.polish_converged >= 0):
-            raise TrainConfigError(f"polish_converged must be a finite number >= 0, got {self.polish_converged}", field="polish_converged")
         if self.polish_starts < 1:
             raise TrainConfigError(f"polish_starts must be at least 1, got {self.polish_starts}", field="polish_starts")
         if self.policy_starts < 0:

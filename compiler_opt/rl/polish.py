@@ -124,7 +124,6 @@ def polish(
     max_starts: int | None = None,
     group_moves: bool = True,
     move_order: str = "random",
-    converged: float = 0.0,
 ) -> Polished:
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
@@ -132,9 +131,7 @@ def polish(
     placements ((N,) device arrays) raced against `start`'s, as given; `pool`: more candidates,
     of which the fastest under this search's own scoring fill the race up to `max_starts` starts
     (one simulation each; `_fill_from_pool`); `group_moves`: the search moves whole fusion groups,
-    else single nodes (module docstring); `move_order`: the local search's (`local_search.MOVE_ORDERS`);
-    `converged` > 0: after a round in which every surviving start's result is within that fraction of the best, the
-    starts are taken to converge alike and only the best searches on, with every second left (0: halving only)."""
+    else single nodes (module docstring); `move_order`: the local search's (`local_search.MOVE_ORDERS`)."""
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
     began = time.process_time()
@@ -166,8 +163,7 @@ def polish(
                 end=end, cap=evaluations,
             )
             current[i], scores[i] = race.run(current[i], seed + i + r * len(starts))
-        alive = sorted(alive, key=lambda i: _key(scores[i]))
-        alive = alive[:1] if _alike([scores[i] for i in alive], converged) else alive[: max(1, (len(alive) + 1) // 2)]
+        alive = sorted(alive, key=lambda i: _key(scores[i]))[: max(1, (len(alive) + 1) // 2)]
     best = (start, start_score)
     for candidate, moved in race.results:
         if _key(moved) < _key(best[1]):
@@ -202,7 +198,6 @@ def seeds_and_polish(
     seed_seconds: float | None = None,
     first_seeds: Sequence[str] | None = None,
     start_order: str | None = None,
-    converged: float | None = None,
 ) -> SeedsAndPolish:
     """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
     and joint seeds, within its share of the budget, or `seed_seconds` when given: 0 runs every
@@ -238,7 +233,6 @@ def seeds_and_polish(
             env, head.decisions, head.score, cpu_seconds=max(seconds - seed_cpu, 1e-3), seed=seed,
             fusion_levels=fusion_levels if joint else 0, priority_levels=priority_levels if joint else 0,
             others=others, pool=pool, max_starts=count, group_moves=group_moves, move_order=move_order,
-            converged=config.polish_converged if converged is None else converged,
         )
     return SeedsAndPolish(seeds, head, done, seed_cpu)
 
@@ -281,14 +275,6 @@ def start_candidates(
 def _key(score: EpisodeScore) -> tuple[bool, float]:
     """Fitting answers first, then the faster."""
     return (bool(score.oom or score.invalid), score.step_time_s)
-
-
-def _alike(scores: Sequence[EpisodeScore], converged: float) -> bool:
-    """Whether every one of several fitting results is within `converged` (a fraction) of the fastest (0: never)."""
-    if converged <= 0 or len(scores) < 2 or any(s.oom or s.invalid for s in scores):
-        return False
-    fastest = min(s.step_time_s for s in scores)
-    return max(s.step_time_s for s in scores) <= fastest * (1.0 + converged)
 
 
 def _rounds(starts: int) -> int:

@@ -697,7 +697,6 @@ def _polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
             fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, pool=pool,
             max_starts=config.polish_starts, group_moves=config.polish_group_moves, move_order=config.polish_move_order,
-            converged=config.polish_converged,
         )
         out[env.label] = result
         if result.improved:

@@ -458,28 +458,3 @@ def test_seeds_and_polish_by_the_polish_start_order(env: GraphEnvironment) -> No
     out = seeds_and_polish(env, 3.0, seed=0, start_order="polish", seed_seconds=0)
     assert 1 <= out.polished.starts <= TrainConfig.polish_starts
     assert out.polished.score.step_time_s <= out.head.score.step_time_s
-
-
-def test_a_converged_race_gives_the_best_start_the_rest(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`converged`: after a round whose surviving results all lie within that fraction of the best, only the best
-    searches on (3 starts, 3 rounds: 3 + 1 + 1 searches instead of halving's 3 + 2 + 1); 0 never cuts the race short."""
-    from compiler_opt.rl import polish as polish_module
-    from compiler_opt.rl.environment import EpisodeScore
-
-    runs: list[int] = []
-    real = polish_module._Race.run
-    monkeypatch.setattr(polish_module._Race, "run", lambda self, device, seed: (runs.append(seed), real(self, device, seed))[1])
-    start = _round_robin(env)
-    score = env.score_decisions(start)
-    others = [env.classical("metis").device, env.classical("dp").device]
-    cap = 3 * 3 * MIN_SLICE + 1
-    halving = polish(env, start, score, cpu_seconds=0, evaluations=cap, seed=4, others=others)
-    assert halving.starts == 3 and len(runs) == 6
-    runs.clear()
-    alike = polish(env, start, score, cpu_seconds=0, evaluations=cap, seed=4, others=others, converged=100.0)
-    assert alike.starts == 3 and len(runs) == 5 and alike.score.step_time_s <= score.step_time_s
-    fast, slow = EpisodeScore(0.0, 1.0, False, False), EpisodeScore(0.0, 1.004, False, False)
-    assert polish_module._alike([fast, slow], 0.005) and not polish_module._alike([fast, slow], 0.003)
-    assert not polish_module._alike([fast, slow], 0.0) and not polish_module._alike([fast], 0.5)
-    with pytest.raises(TrainConfigError, match="polish_converged"):
-        TrainConfig(mode="go-one", workloads=["dag"], polish_converged=-0.1)
