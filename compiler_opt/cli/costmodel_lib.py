@@ -317,17 +317,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"got {len(extra_caches)} for {len(extra_data)}", file=sys.stderr)
             return 2
         extra = list(zip(extra_data, extra_caches or [None] * len(extra_data)))
-        from cost_model.learned.gbdt_ensemble import MEMBERS, check_kind_weights, default_kind_weights, default_weights, member_weights, parse_kind_weights, parse_members
+        from cost_model.learned.gbdt_ensemble import MEMBERS, check_kind_weights, member_weights, parse_kind_weights, parse_members
 
-        try:
+        try:  # weights left None take the library's defaults for these members (`default_weights`, `default_kind_weights`)
             members = parse_members(args.gbdt_members) if args.gbdt_members else MEMBERS
-            weights = member_weights(args.gbdt_members) if args.gbdt_members else default_weights(members)
+            weights = member_weights(args.gbdt_members) if args.gbdt_members else None
         except ValueError as error:
             print(f"compiler-opt: error: costmodel train --gbdt-members: {error}", file=sys.stderr)
             return 2
-        try:
-            kind_weights = check_kind_weights(parse_kind_weights(args.gbdt_kind_weights) if args.gbdt_kind_weights is not None
-                                              else default_kind_weights(members), len(members))
+        try:  # checked here, before any data is read, so the error names the option
+            kind_weights = None if args.gbdt_kind_weights is None else check_kind_weights(parse_kind_weights(args.gbdt_kind_weights), len(members))
         except ValueError as error:
             print(f"compiler-opt: error: costmodel train --gbdt-kind-weights: {error}", file=sys.stderr)
             return 2

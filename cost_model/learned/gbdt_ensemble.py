@@ -291,10 +291,10 @@ def default_kind_weights(members: Sequence[tuple[str, int, int | None]]) -> dict
 
 def check_kind_weights(kind_weights: dict[str, Sequence[float]], members: int) -> dict[str, list[float]]:
     """`kind_weights` as {kernel kind: one finite weight >= 0 per member, not all 0}; ValueError naming the kind otherwise."""
-    from cost_model.measure.tile.kernels import KINDS
-
     if not isinstance(kind_weights, dict):
         raise ValueError(f"kind weights must map kernel kinds to weights, got {type(kind_weights).__name__}")
+    from cost_model.measure.tile.kernels import KINDS
+
     out = {}
     for kind, weights in kind_weights.items():
         if kind not in KINDS:
