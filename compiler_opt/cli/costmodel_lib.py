@@ -276,7 +276,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                                          ("--code-feature-set", args.code_feature_set != "s16"), ("--gbdt-members", args.gbdt_members),
                                          ("--gbdt-kind-weights", args.gbdt_kind_weights),
                                          ("--gbdt-depth", args.gbdt_depth is not None and args.model != "gbdt"), ("--warm-from", args.warm_from),
-                                         ("--rerank-top", args.rerank_top)) if given]
+                                         ("--link-warm-start", args.link_warm_start), ("--rerank-top", args.rerank_top)) if given]
     if args.model != "gnn" and args.mse_weight is not None:  # the other models have no such term; silently ignoring it would mislead
         print(f"compiler-opt: error: costmodel train: --mse-weight only applies to --model gnn (got --model {args.model})", file=sys.stderr)
         return 2
@@ -330,13 +330,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"compiler-opt: error: costmodel train --gbdt-kind-weights: {error}", file=sys.stderr)
             return 2
+        if args.link_warm_start and not args.warm_from:
+            print("compiler-opt: error: costmodel train --link-warm-start: there is no warm start to refer to (give --warm-from)", file=sys.stderr)
+            return 2
         if args.rerank_top == 1 or args.rerank_top < 0:
             print(f"compiler-opt: error: costmodel train --rerank-top: at least 2 candidates (0: no re-ranker), got {args.rerank_top}", file=sys.stderr)
             return 2
         report = train_gbdt_ensemble_and_save(args.data, args.output, split=args.split, test_fraction=args.test_fraction, seed=args.seed,
                                               threads=args.threads, code_features=args.code_features, code_feature_set=args.code_feature_set,
                                               extra=extra, members=members, weights=weights, kind_weights=kind_weights, warm_from=args.warm_from,
-                                              rerank_top=args.rerank_top,
+                                              link_warm_start=args.link_warm_start, rerank_top=args.rerank_top,
                                               **depth)
         print(json.dumps(report["metrics"], indent=2))
         return 0
@@ -354,6 +357,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
                          residual=args.residual, **({} if args.mse_weight is None else {"mse_weight": args.mse_weight}))
     report = train_and_save(args.data, args.output, config, extra=args.extra_data or [])
     print(json.dumps(report["metrics"], indent=2))
+    return 0
+
+
+def _cmd_link_start(args: argparse.Namespace) -> int:
+    """Store a gbdt-ens file's warm-start trees as a reference to the file they came from (files fitted before the
+    forty-second session hold a copy of them in every member)."""
+    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor, link_start
+    from cost_model.learned.tpugraphs import DatasetError
+
+    output = args.output or args.model
+    if _missing_output_folder(output, "-o"):
+        return 2
+    try:
+        start = GbdtEnsembleTilePredictor.load(args.start)
+        ensemble = GbdtEnsembleTilePredictor.load(args.model)
+    except DatasetError as error:
+        print(f"compiler-opt: error: costmodel link-start: {error}", file=sys.stderr)
+        return 1
+    try:
+        link_start(ensemble, start)
+    except ValueError as error:
+        print(f"compiler-opt: error: costmodel link-start: {args.model} is not fitted on top of {args.start}: {error}", file=sys.stderr)
+        return 1
+    before = os.path.getsize(args.model)
+    ensemble.save(output, link_starts=True)
+    print(f"{output}: {before / 1e6:.1f} MB -> {os.path.getsize(output) / 1e6:.1f} MB; its first trees are read from {args.start}")
     return 0
 
 
@@ -600,6 +629,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--warm-from", metavar="FILE",
                        help="gbdt-ens: continue boosting from this ranker file's trees (same members and code features), "
                             "e.g. the shipped one fitted on another CPU")
+    train.add_argument("--link-warm-start", action="store_true",
+                       help="gbdt-ens with --warm-from: store the warm start's trees as a reference to that file (its name relative to "
+                            "the output, and a checksum) instead of a copy; both files must then travel together (how the package's "
+                            "host files are stored)")
     train.add_argument("--rerank-top", type=int, default=0, metavar="K",
                        help="gbdt-ens: add a pairwise re-ranker of the ensemble's top K candidates, fitted on the ensemble's cross-fitted "
                             "top K of every training kernel (tile_cascade; about 5 fits instead of 1; default 0: none)")
@@ -641,6 +674,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--residual", action="store_true",
                        help="gnn on a fusion dataset: learn log(runtime / roofline_s), the configuration's fusion terms joined before the MLP")
     train.set_defaults(handler=_cmd_train, file_arg="data")
+
+    link = cm_sub.add_parser("link-start", parents=[common],
+                             help="gbdt-ens: store a ranker file's warm-start trees as a reference to the file they came from, not a copy")
+    link.add_argument("model", metavar="FILE", help="a gbdt-ens .json file fitted with --warm-from START")
+    link.add_argument("--start", required=True, metavar="START", help="the gbdt-ens file its boosting started from")
+    link.add_argument("-o", "--output", metavar="OUT", help="where to write it (default: FILE itself, replaced atomically)")
+    link.set_defaults(handler=_cmd_link_start, file_arg="model")
 
     evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
     evaluate.add_argument("model", metavar="MODEL", help="a .pt checkpoint, a .json additive fusion model, or a tile ranker (.ubj gbdt, .json gbdt-ens)")

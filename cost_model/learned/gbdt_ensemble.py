@@ -12,12 +12,17 @@ The same interface as `GbdtTilePredictor` (`rank_rows`, `rank`, `finetune`, `sav
 `packaged`), so `autotune --ranker gbdt-ens` and the `autotune-tiles{ranker=gbdt-ens}` pass use it.
 File format: JSON (no pickle) with each member's XGBoost UBJSON model, zlib-compressed, in base64 (`ubj_zlib`;
 files before the nineteenth session: `ubj`, uncompressed, still load) and its
-`GbdtTilePredictor` metadata; written atomically.
+`GbdtTilePredictor` metadata; written atomically. Forty-second session: a member fitted on top of a warm start holds
+only its own trees and names its start (`start`: a place in `starts`), whose margin its trees add to; a start is stored
+once however many members continue it, as trees or as a reference to the file it was read from
+(`{"file", "member", "sha256"}`: `save(link_starts=True)`, `costmodel train --link-warm-start`, `costmodel link-start`).
+Files without `starts` load as before.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import os
@@ -27,13 +32,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cost_model.learned.baselines import RANK_FAMILY, can_continue, flat_features, flat_rows
+from cost_model.learned.baselines import RANK_FAMILY, GbdtBaseline, can_continue, flat_features, flat_rows
 from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker, ranked_last_if_uncompiled
 from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitted_scores
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBER_KIND_WEIGHTS", "MEMBER_OBJECTIVES", "MEMBER_WEIGHTS", "MEMBERS", "MEMBERS_S14", "MEMBERS_S19", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "check_kind_weights", "default_kind_weights", "default_weights", "member_weights", "members_mismatch", "parse_kind_weights", "parse_members", "train_gbdt_ensemble_and_save"]
+__all__ = ["DEPTH", "ENSEMBLE_FORMAT", "MEMBER_KIND_WEIGHTS", "MEMBER_OBJECTIVES", "MEMBER_WEIGHTS", "MEMBERS", "MEMBERS_S14", "MEMBERS_S19", "PACKAGED_GBDT_ENSEMBLE", "GbdtEnsembleTilePredictor", "packaged_host_ensemble", "packaged_type_ensemble", "check_depth", "check_kind_weights", "default_kind_weights", "default_weights", "link_start", "member_weights", "members_mismatch", "parse_kind_weights", "parse_members", "train_gbdt_ensemble_and_save"]
 
 ENSEMBLE_FORMAT = "compiler-opt-gbdt-tile-ensemble/1"
 PACKAGED_GBDT_ENSEMBLE = Path(__file__).with_name("tile_gbdt_ens.json")
@@ -165,40 +170,74 @@ class GbdtEnsembleTilePredictor:
         return float(kendalltau(self._combine(rows, space.kernel.spec.kind), np.asarray(seconds)).statistic)
 
     # -- files -----------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *, link_starts: bool = False) -> Path:
+        """Write the ensemble (atomically). A warm start's trees are stored once however many members continue them
+        (`starts`); `link_starts`: a start read from a file is stored as a reference to it (its name relative to this
+        file, its member and a checksum) instead of a copy, so both files must then travel together."""
         from graph_ir.io.atomic import atomic_path
+
+        target = Path(path)
+        starts: list[dict[str, Any]] = []
+        written: dict[int, int] = {}  # id(start model) -> its place in `starts`
+
+        def start_place(model: GbdtBaseline) -> int:
+            if id(model) not in written:
+                link = _start_link(model, target.parent) if link_starts else None
+                entry = link or {"meta": _model_meta(model), "ubj_zlib": _compressed(model.booster)} | (
+                    {"start": start_place(model.start)} if model.start is not None else {})
+                starts.append(entry)
+                written[id(model)] = len(starts) - 1
+            return written[id(model)]
 
         members = []
         for member in self.members:
-            raw = zlib.compress(bytes(member.gbdt.booster.save_raw(raw_format="ubj")), 9)  # deep trees: 17 MB of UBJ -> 8 MB
-            members.append({"meta": member.meta(), "ubj_zlib": base64.b64encode(raw).decode("ascii")})
-        doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {}), "members": members}
+            entry = {"meta": member.meta(), "ubj_zlib": _compressed(member.gbdt.booster)}
+            if member.gbdt.start is not None:
+                entry["start"] = start_place(member.gbdt.start)
+            members.append(entry)
+        doc = {"format": ENSEMBLE_FORMAT, "weights": self.weights, "extra": self.extra | (extra or {})}
+        if starts:
+            doc["starts"] = starts
+        doc["members"] = members
         if self.kind_weights:
             doc["kind_weights"] = self.kind_weights
         if self.reranker is not None:
             doc["reranker"] = self.reranker.to_doc()
-        target = Path(path)
         with atomic_path(target) as tmp:
             tmp.write_text(json.dumps(doc), encoding="utf-8")
         return target
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> GbdtEnsembleTilePredictor:
+        return cls._load(os.fspath(path), {}, 0)
+
+    @classmethod
+    def _load(cls, name: str, opened: dict[str, GbdtEnsembleTilePredictor], depth: int) -> GbdtEnsembleTilePredictor:
+        """`load`, with the files a start refers to read once per load (`opened`) and their chain's `depth` bounded."""
         import xgboost as xgb
 
-        name = os.fspath(path)
         try:
             doc = json.loads(Path(name).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise DatasetError(f"cannot read the GBDT ensemble tile model: {error}", file=name) from error
         if not isinstance(doc, dict) or doc.get("format") != ENSEMBLE_FORMAT:
             raise DatasetError(f"not a compiler-opt GBDT ensemble tile ranker (format != {ENSEMBLE_FORMAT})", file=name)
+        starts: list[GbdtBaseline] = []
+        for j, entry in enumerate(doc.get("starts", [])):
+            try:
+                starts.append(_read_start(entry, starts, name, opened, depth))
+            except (KeyError, TypeError, ValueError, IndexError, zlib.error, xgb.core.XGBoostError) as error:
+                raise DatasetError(f"warm start {j} is not readable: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+                                   file=name) from error
         members = []
         for i, entry in enumerate(doc.get("members", [])):
             try:
                 booster = xgb.Booster(model_file=bytearray(_member_ubj(entry)))
-                members.append(GbdtTilePredictor.from_meta(booster, entry["meta"]))
-            except (KeyError, TypeError, ValueError, zlib.error, xgb.core.XGBoostError) as error:
+                member = GbdtTilePredictor.from_meta(booster, entry["meta"])
+                member.gbdt.start = _start_at(entry, starts, len(starts))
+                member.gbdt.origin = (os.path.abspath(name), i, _checksum(entry))
+                members.append(member)
+            except (KeyError, TypeError, ValueError, IndexError, zlib.error, xgb.core.XGBoostError) as error:
                 raise DatasetError(f"member {i} is not a GBDT tile ranker: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
                                    file=name) from error
         if not members:
@@ -247,6 +286,101 @@ def _member_ubj(entry: dict[str, Any]) -> bytes:
     if not inflate.eof:
         raise ValueError("the compressed model is truncated")
     return raw
+
+
+MAX_START_CHAIN = 8  # files referring to files: deeper than this is refused (a cycle, or not a file this package writes)
+
+
+def _compressed(booster: Any) -> str:
+    raw = zlib.compress(bytes(booster.save_raw(raw_format="ubj")), 9)  # deep trees: 17 MB of UBJ -> 8 MB
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _checksum(entry: dict[str, Any]) -> str:
+    """SHA-256 of a stored member's trees as the file holds them (what a reference to them checks)."""
+    return hashlib.sha256(str(entry["ubj_zlib"] if "ubj_zlib" in entry else entry["ubj"]).encode("ascii")).hexdigest()
+
+
+def _model_meta(model: GbdtBaseline) -> dict[str, Any]:
+    return {"objective": model.objective, "width": model.width, "seed": model.seed, "rounds": model.rounds, "depth": model.depth,
+            "rank_pairs": model.rank_pairs}
+
+
+def _start_at(entry: dict[str, Any], starts: list[GbdtBaseline], limit: int) -> GbdtBaseline | None:
+    """The start an entry names (`start`: a place among the file's starts before `limit`), or None."""
+    if "start" not in entry:
+        return None
+    place = entry["start"]
+    if not isinstance(place, int) or not 0 <= place < limit:
+        raise ValueError(f"start {place!r} is not one of the {limit} warm starts stored before it")
+    return starts[place]
+
+
+def _start_link(model: GbdtBaseline, folder: Path) -> dict[str, Any] | None:
+    """A reference to the file member `model` was read from, relative to `folder` (None: not read from a file, or
+    changed since: `GbdtBaseline.update` forgets where it came from)."""
+    if model.origin is None:
+        return None
+    file, member, checksum = model.origin
+    try:
+        relative = os.path.relpath(file, folder)
+    except ValueError:  # another drive: no relative name
+        return None
+    return {"file": Path(relative).as_posix(), "member": member, "sha256": checksum}
+
+
+def _read_start(entry: dict[str, Any], starts: list[GbdtBaseline], name: str, opened: dict[str, GbdtEnsembleTilePredictor],
+                depth: int) -> GbdtBaseline:
+    """A stored warm start: its trees (and its own start, stored before it), or a reference to another file's member."""
+    import xgboost as xgb
+
+    if "file" not in entry:
+        meta = entry["meta"]
+        pairs = meta.get("rank_pairs")
+        model = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
+                             rank_pairs=None if pairs is None else int(pairs))
+        model.booster, model.width = xgb.Booster(model_file=bytearray(_member_ubj(entry))), int(meta["width"])
+        model.start = _start_at(entry, starts, len(starts))
+        return model
+    if depth >= MAX_START_CHAIN:
+        raise ValueError(f"more than {MAX_START_CHAIN} files refer to one another (a cycle?)")
+    relative, member, checksum = str(entry["file"]), int(entry["member"]), str(entry["sha256"])
+    candidates = [Path(name).parent / relative, PACKAGED_GBDT_ENSEMBLE.parent / Path(relative).name]  # beside it, or shipped
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise ValueError(f"its trees are member {member} of {relative}, which is neither beside this file nor shipped in the package")
+    key = os.path.abspath(found)
+    if key not in opened:
+        opened[key] = GbdtEnsembleTilePredictor._load(key, opened, depth + 1)
+    source = opened[key]
+    if not 0 <= member < len(source.members):
+        raise ValueError(f"{relative} has {len(source.members)} members, not a member {member}")
+    model = source.members[member].gbdt
+    if model.origin is None or model.origin[2] != checksum:
+        raise ValueError(f"member {member} of {relative} has changed since this file was fitted on top of it (sha256 differs)")
+    return model
+
+
+def link_start(ensemble: GbdtEnsembleTilePredictor, start: GbdtEnsembleTilePredictor) -> GbdtEnsembleTilePredictor:
+    """`ensemble` (its members each one booster) with each member's first trees taken as `start`'s member at its place
+    (or its only member) when they are those trees, tree for tree; ValueError naming the member otherwise. For
+    files fitted before the forty-second session: saved with `link_starts`, the start's trees are not stored again."""
+    import json as json_
+
+    def trees(booster: Any) -> list[Any]:
+        return json_.loads(bytes(booster.save_raw(raw_format="json")))["learner"]["gradient_booster"]["model"]["trees"]
+
+    for i, member in enumerate(ensemble.members):
+        base = start.members[min(i, len(start.members) - 1)].gbdt
+        if member.gbdt.start is not None:
+            raise ValueError(f"member {i} is already stored on top of a warm start")
+        rounds, own = base.num_rounds(), member.gbdt.booster.num_boosted_rounds()
+        if own <= rounds:
+            raise ValueError(f"member {i} has {own} boosting rounds, the start {rounds}: it was not fitted on top of it")
+        if trees(member.gbdt.booster[:rounds]) != trees(base.flat_booster()):
+            raise ValueError(f"member {i}'s first {rounds} trees are not the start's")
+        member.gbdt.booster, member.gbdt.start = member.gbdt.booster[rounds:], base
+    return ensemble
 
 
 def members_mismatch(init: GbdtEnsembleTilePredictor, members: Sequence[tuple[str, int, int | None]]) -> str | None:
@@ -349,13 +483,14 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
                                  code_feature_set: str = "s16", extra: Sequence[tuple[str, str | None]] = (),
                                  members: Sequence[tuple[str, int, int | None]] = MEMBERS, weights: Sequence[float] | None = None,
                                  kind_weights: dict[str, Sequence[float]] | None = None, warm_from: str | None = None,
-                                 rerank_top: int = 0) -> dict[str, Any]:
+                                 link_warm_start: bool = False, rerank_top: int = 0) -> dict[str, Any]:
     """`costmodel train --model gbdt-ens`: fit the ensemble on a split's training kernels, score both
     sides (top-1/top-5 slowdown, Kendall tau), save it. `code_features`: a tile_code_features cache
     folder; the model then reads the compiled-code block (kernels without cached features left out).
     `extra`: (folder, cache) pairs of more kernels for the training side (`fit_and_save_tile_ranker`).
     `warm_from`: a gbdt-ens file of the same code features whose trees the boosting continues from: of the same members, or of one
-    member that every member continues (`members_mismatch`).
+    member that every member continues (`members_mismatch`). The file stores the start's trees once, or with
+    `link_warm_start` as a reference to `warm_from` (`save(link_starts=)`).
     `rerank_top` > 1: add a `TopReranker` of the ensemble's top `rerank_top` candidates (`with_reranker`: the same
     recipe refitted on `FOLDS` folds of the training kernels, so this takes about FOLDS + 1 fits)."""
     check_depth(depth)  # before any data is read or file written
@@ -393,4 +528,5 @@ def train_gbdt_ensemble_and_save(data_dir: str, output: str, *, split: str = "ra
         return fit(train).with_reranker(train, fit, top=rerank_top, seed=seed, threads=threads)
 
     return fit_and_save_tile_ranker(data_dir, output, fit_with_reranker if rerank_top else fit, config,
-                                    code_features=code_features, code_feature_set=code_feature_set, extra=extra)
+                                    code_features=code_features, code_feature_set=code_feature_set, extra=extra,
+                                    save_options={"link_starts": True} if link_warm_start else {})

@@ -112,7 +112,7 @@ class GbdtTilePredictor:
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
         from graph_ir.io.atomic import atomic_path
 
-        booster = self.gbdt.booster
+        booster = self.gbdt.booster if self.gbdt.start is None else self.gbdt.flat_booster()  # one file: every tree in it
         booster.set_attr(compiler_opt=json.dumps(self.meta(extra)))
         target = Path(path)
         with atomic_path(target) as tmp:
@@ -221,7 +221,7 @@ def ranked_last_if_uncompiled(scores: np.ndarray, rows: np.ndarray) -> np.ndarra
 
 def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[KernelRecord]], Any], config: dict[str, Any],
                              code_features: str | None = None, code_feature_set: str = "s16",
-                             extra: Sequence[tuple[str, str | None]] = ()) -> dict[str, Any]:
+                             extra: Sequence[tuple[str, str | None]] = (), save_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Split `data_dir`'s kernels by `config`'s split / test_fraction / seed (split `all`: every kernel trains), `fit` a ranker (with
     `rank_rows` and `save(path, extra=)`) on the training side, score both sides (top-1/top-5
     slowdown, Kendall tau), save it with that report as its extra, and return the report.
@@ -229,7 +229,7 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
     both sides keep the kernels the cache covers, their config features extended by the code block.
     `extra`: (folder, code feature cache) pairs whose every kernel joins the training side only
     (e.g. synthetic shapes, `cost_model/measure/tile/synthetic.py`); with `code_features` each
-    needs its cache."""
+    needs its cache. `save_options`: more keywords for the ranker's `save`."""
     from cost_model.learned.data import split_records
     from cost_model.learned.tpugraphs import load_dir
 
@@ -263,5 +263,5 @@ def fit_and_save_tile_ranker(data_dir: str, output: str, fit: Callable[[list[Ker
               "kernels": len(records), "train_kernels": len(train_idx) + len(added), "test_kernels": len(test_idx),
               "extra_kernels": len(added), "extra_data": [os.path.basename(os.path.normpath(folder)) for folder, _ in extra],
               "data": os.path.basename(os.path.normpath(data_dir))} | training_hosts([records[i] for i in train_idx] + added)
-    ranker.save(output, extra=report)
+    ranker.save(output, extra=report, **(save_options or {}))
     return report

@@ -73,9 +73,9 @@ def test_save_load_round_trip_and_finetune(tmp_path, records: list[KernelRecord]
     np.testing.assert_array_equal(before, ranker.rank_rows(r.node_feat, r.node_opcode, r.config_feat))
     space = TileSpace(build_kernel(KernelSpec("matmul", TRAIN_SHAPES[1])))
     configs = [TileConfig.from_text(t) for t in r.config_text[:8]]
-    rounds = [m.gbdt.booster.num_boosted_rounds() for m in loaded.members]
+    rounds = [m.gbdt.num_rounds() for m in loaded.members]
     loaded.finetune(space, configs, r.config_runtime[:8], steps=5)
-    assert [m.gbdt.booster.num_boosted_rounds() for m in loaded.members] == [n + 5 for n in rounds]
+    assert [m.gbdt.num_rounds() for m in loaded.members] == [n + 5 for n in rounds]
     after = loaded.rank_rows(r.node_feat, r.node_opcode, r.config_feat)
     assert not np.array_equal(before, after)
     again = GbdtEnsembleTilePredictor.load(loaded.save(tmp_path / "tuned.json"))
@@ -292,8 +292,9 @@ def test_costmodel_train_warm_from_continues_a_ranker(tmp_path, records: list[Ke
     assert main(["costmodel", "train", str(data), "-o", str(start), *common]) == 0
     assert main(["costmodel", "train", str(data), "-o", str(warm), *common, "--warm-from", str(start)]) == 0
     first, second = load_tile_ranker("gbdt-ens", start), load_tile_ranker("gbdt-ens", warm)
-    rounds = first.members[0].gbdt.booster.num_boosted_rounds()
-    assert second.members[0].gbdt.booster.num_boosted_rounds() == 2 * rounds  # the start's trees + as many new ones
+    rounds = first.members[0].gbdt.num_rounds()
+    assert second.members[0].gbdt.num_rounds() == 2 * rounds  # the start's trees + as many new ones
+    assert second.members[0].gbdt.booster.num_boosted_rounds() == rounds  # the file stores the new ones beside a copy of the start's
     assert second.extra["train_config"]["warm_from"]["file"] == "start.json"
     capsys.readouterr()
     # a start of other members or other columns is refused before anything is written
@@ -309,12 +310,13 @@ def test_costmodel_train_rank_and_ndcg_members_from_a_one_member_start(tmp_path,
     data = _saved(records, tmp_path / "data")
     start, both = tmp_path / "start.json", tmp_path / "both.json"
     common = ["--model", "gbdt-ens", "--split", "all", "--gbdt-depth", "4"]
-    assert main(["costmodel", "train", str(data), "-o", str(start), *common]) == 0
+    assert main(["costmodel", "train", str(data), "-o", str(start), *common, "--gbdt-members", "rank"]) == 0  # one member
     assert main(["costmodel", "train", str(data), "-o", str(both), *common, "--gbdt-members", "rank,ndcg:0.5", "--warm-from", str(start)]) == 0
     first, ranker = load_tile_ranker("gbdt-ens", start), load_tile_ranker("gbdt-ens", both)
     assert [m.gbdt.objective for m in ranker.members] == ["rank", "ndcg"] and ranker.weights == [1.0, 0.5]
-    rounds = first.members[0].gbdt.booster.num_boosted_rounds()
-    assert [m.gbdt.booster.num_boosted_rounds() for m in ranker.members] == [2 * rounds, 2 * rounds]  # each continues the start's trees
+    rounds = first.members[0].gbdt.num_rounds()
+    assert [m.gbdt.num_rounds() for m in ranker.members] == [2 * rounds, 2 * rounds]  # each continues the start's trees
+    assert ranker.members[0].gbdt.start is ranker.members[1].gbdt.start  # one start, stored once
     assert ranker.extra["train_config"]["weights"] == [1.0, 0.5]
     r = records[1]
     scores = [m.rank_rows(r.node_feat, r.node_opcode, r.config_feat) for m in ranker.members]

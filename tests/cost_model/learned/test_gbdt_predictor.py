@@ -165,7 +165,8 @@ def test_a_warm_start_continues_the_given_trees(records: list[KernelRecord]) -> 
     first = GbdtBaseline(objective="rank", rounds=30, depth=4).fit(records[:4])
     fresh = GbdtBaseline(objective="rank", rounds=20, depth=4).fit(records[4:])
     warm = GbdtBaseline(objective="rank", rounds=20, depth=4).fit(records[4:], init=first)
-    assert warm.booster.num_boosted_rounds() == 50 and first.booster.num_boosted_rounds() == 30  # the start's trees kept, not changed
+    assert warm.num_rounds() == 50 and first.num_rounds() == 30  # the start's trees kept, not changed
+    assert warm.start is first and warm.booster.num_boosted_rounds() == 20  # ... apart from the new ones
     assert warm.width == first.width
     assert not np.allclose(warm.predict(records[0]), fresh.predict(records[0]))
     # 30 rounds more on the same data as the start: still at least as good on it (pairwise rank, tau)
@@ -202,6 +203,6 @@ def test_the_ndcg_objective_ranks_and_continues_a_rank_model(records: list[Kerne
         assert seconds[int(np.argmin(pred))] <= 1.05 * seconds.min()
     start = GbdtBaseline(objective="rank", rounds=30, depth=4).fit(records[:4])
     warm = GbdtBaseline(objective="ndcg", rank_pairs=50, rounds=20, depth=4).fit(records[4:], init=start)
-    assert warm.booster.num_boosted_rounds() == 50
+    assert warm.num_rounds() == 50
     with pytest.raises(ValueError, match="warm start needs a fitted ndcg model"):
         GbdtBaseline(objective="ndcg").fit(records[4:], init=GbdtBaseline(objective="relative", rounds=5).fit(records[:2]))

@@ -91,5 +91,5 @@ def test_no_shipped_tile_ranker_splits_on_the_element_type_columns_unless_fitted
         if path.name.count(".") == 3:  # tile_gbdt_ens.<cpu>.<dtype>.json
             assert typed in (None, [path.name.split(".")[2]]), path.name
         for member in ranker.members:
-            used = set(member.gbdt.booster.get_score(importance_type="weight"))
+            used = set().union(*(booster.get_score(importance_type="weight") for booster in member.gbdt.boosters()))
             assert used and (typed is not None or not used & type_columns), path.name
