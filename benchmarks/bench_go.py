@@ -60,7 +60,7 @@ import torch
 from compiler_opt.cli._render import Table, render_tables
 from compiler_opt.policy import load_checkpoint
 from compiler_opt.rl import GraphEnvironment, TrainConfig, load_graph, make_policy, run_training, zero_shot
-from compiler_opt.rl.config import START_ORDERS
+from compiler_opt.rl.config import POLISH_PRIORITIES, START_ORDERS
 from compiler_opt.rl.trainer import WARM_ZERO_SHOT_POLISH_SECONDS, WARM_ZERO_SHOT_SEED_SECONDS
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
@@ -175,6 +175,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, policy_starts=args.policy_starts, polish_group_moves=not args.polish_node_moves,
         polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds), polish_start_order=args.polish_start_order,
+        polish_priorities=args.polish_priorities,
         ppo_patience_cpu=args.ppo_patience,
     )
     policy = make_policy(config)
@@ -366,7 +367,7 @@ def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[
     found = seeds_and_polish(
         env, args.seconds, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
         starts=args.polish_starts, group_moves=not args.polish_node_moves, move_order=args.polish_move_order, first_seeds=args.polish_first_seeds,
-        start_order=args.polish_start_order,
+        start_order=args.polish_start_order, priorities=args.polish_priorities,
     )
     seeds, head, done, seed_cpu = found.seeds, found.head, found.polished, found.seed_cpu_seconds
     curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
@@ -601,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="warm-start seeds whose placements the polish races right after the policy's starts, before the fastest seeds (RESULTS.md h20)")
     parser.add_argument("--polish-start-order", choices=START_ORDERS, default=TrainConfig.polish_start_order,
                         help="which seeds the polish races: the fastest by their own scores (seed) or as its search scores their placements (polish; RESULTS.md h22)")
+    parser.add_argument("--polish-priorities", choices=POLISH_PRIORITIES, default=TrainConfig.polish_priorities,
+                        help="the priorities the polish's search scores with: the answer's, the default ones, or both (every start raced under each)")
     parser.add_argument("--ppo-patience", type=float, default=TrainConfig.ppo_patience_cpu,
                         help="go-fine-tune/go-one: PPO stops after this many CPU s without a better answer and the polish gets the rest (0: off; RESULTS.md h23)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from compiler_opt.rl.config import START_ORDERS
+from compiler_opt.rl.config import POLISH_PRIORITIES, START_ORDERS
 from cost_model.decisions import DecisionError, Decisions
 from passes.placement.context import PlacementContext
 from passes.placement.context_base import BudgetExhausted
@@ -101,12 +101,14 @@ class _PolishContext(PlacementContext):
             return (math.inf,)
 
 
-def _base(env: GraphEnvironment, start: Decisions) -> Decisions:
+def _base(env: GraphEnvironment, start: Decisions, priorities: str = "answer") -> Decisions:
     """What every moved placement keeps within each device: the framework's whole default groups
     (a group the placement split fuses again once its members share a device), or the answer's
-    own groups on a graph without a known default; the answer's priorities."""
+    own groups on a graph without a known default; the answer's priorities, or with `priorities="default"` the
+    default ones (what a classical placement is scored with)."""
     groups = env.default_groups if env.default_groups is not None else np.asarray(start.fusion_group)
-    return Decisions(np.asarray(start.device), np.asarray(groups, dtype=np.int32), np.asarray(start.priority, dtype=np.float64))
+    order = Decisions.default(len(start.device)).priority if priorities == "default" else start.priority
+    return Decisions(np.asarray(start.device), np.asarray(groups, dtype=np.int32), np.asarray(order, dtype=np.float64))
 
 
 def polish(
@@ -124,6 +126,7 @@ def polish(
     max_starts: int | None = None,
     group_moves: bool = True,
     move_order: str = "random",
+    priorities: str = "answer",
 ) -> Polished:
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
@@ -131,38 +134,50 @@ def polish(
     placements ((N,) device arrays) raced against `start`'s, as given; `pool`: more candidates,
     of which the fastest under this search's own scoring fill the race up to `max_starts` starts
     (one simulation each; `_fill_from_pool`); `group_moves`: the search moves whole fusion groups,
-    else single nodes (module docstring); `move_order`: the local search's (`local_search.MOVE_ORDERS`)."""
+    else single nodes (module docstring); `move_order`: the local search's (`local_search.MOVE_ORDERS`);
+    `priorities` (`POLISH_PRIORITIES`): the priorities the search scores with, the answer's, the default ones, or
+    both (each start raced under each, the answer's first)."""
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
+    if priorities not in POLISH_PRIORITIES:
+        raise ValueError(f"polish priorities {priorities!r}: expected one of {', '.join(POLISH_PRIORITIES)}")
     began = time.process_time()
     end = began + cpu_seconds if cpu_seconds > 0 else math.inf
     starts = _distinct([np.asarray(start.device, dtype=np.int64), *(np.asarray(o, dtype=np.int64) for o in others)])
     from passes.placement.local_search import fusion_units
 
-    base = _base(env, start)
-    ctx = _PolishContext(env, base, deadline=end, evaluations=evaluations)
+    sources = ["answer", "default"] if priorities == "both" else [priorities]
+    bases = {source: _base(env, start, source) for source in sources}
+    ctxs = {source: _PolishContext(env, bases[source], deadline=end, evaluations=evaluations) for source in sources}
+    ctx = ctxs[sources[0]]  # orders the pool and times the affordable starts
     if pool:
         starts = _fill_from_pool(ctx, starts, pool, len(starts) + len(pool) if max_starts is None else max_starts)
-    if len(starts) > 1:
-        starts = starts[: _affordable_starts(ctx, starts[0], len(starts), cpu_seconds, evaluations)]
-    race = _Race(env, ctx, fusion_levels, priority_levels, fusion_units(base.fusion_group) if group_moves else None, move_order)
-    current = list(starts)  # per start: where its search stands
-    scores: list[EpisodeScore | None] = [None] * len(starts)
-    alive = list(range(len(starts)))
-    rounds = _rounds(len(starts))
+    entries = [(placement, source) for placement in starts for source in sources]  # a start under each priority source
+    if len(entries) > 1:
+        entries = entries[: _affordable_starts(ctx, entries[0][0], len(entries), cpu_seconds, evaluations)]
+    race = _Race(env, fusion_levels, priority_levels, fusion_units(bases[sources[0]].fusion_group) if group_moves else None, move_order)
+    current = [placement for placement, _ in entries]  # per entry: where its search stands
+    scores: list[EpisodeScore | None] = [None] * len(entries)
+    alive = list(range(len(entries)))
+    rounds = _rounds(len(entries))
+
+    def spent_evaluations() -> int:
+        return sum(c.evaluations for c in ctxs.values())
+
     for r in range(rounds):
         left = rounds - r  # this round and the ones after share what is left equally
         cpu_left = end - time.process_time()
-        evals_left = None if evaluations is None else evaluations - ctx.evaluations
+        evals_left = None if evaluations is None else evaluations - spent_evaluations()
         if (cpu_seconds > 0 and cpu_left <= 0) or (evals_left is not None and evals_left <= 0):
             break
         for i in alive:
-            ctx.limit(
+            entry_ctx = ctxs[entries[i][1]]
+            entry_ctx.limit(
                 time.process_time() + cpu_left / left / len(alive) if cpu_seconds > 0 else math.inf,
                 None if evals_left is None else max(1, evals_left // left // len(alive)),
-                end=end, cap=evaluations,
+                end=end, cap=None if evaluations is None else entry_ctx.evaluations + evaluations - spent_evaluations(),
             )
-            current[i], scores[i] = race.run(current[i], seed + i + r * len(starts))
+            current[i], scores[i] = race.run(entry_ctx, current[i], seed + i + r * len(entries))
         alive = sorted(alive, key=lambda i: _key(scores[i]))[: max(1, (len(alive) + 1) // 2)]
     best = (start, start_score)
     for candidate, moved in race.results:
@@ -171,9 +186,9 @@ def polish(
     spent = time.process_time() - began
     logger.info(
         "%s: polish %.4g -> %.4g s from %d start(s) in %d evaluations and %d variants (%.1f CPU s)",
-        env.label, start_score.step_time_s, best[1].step_time_s, len(starts), ctx.evaluations, race.variants, spent,
+        env.label, start_score.step_time_s, best[1].step_time_s, len(entries), spent_evaluations(), race.variants, spent,
     )
-    return Polished(best[0], best[1], start_score.step_time_s, ctx.evaluations, spent, len(starts), alive[0], max(cpu_seconds, 0.0))
+    return Polished(best[0], best[1], start_score.step_time_s, spent_evaluations(), spent, len(entries), alive[0], max(cpu_seconds, 0.0))
 
 
 @dataclass(frozen=True)
@@ -198,6 +213,7 @@ def seeds_and_polish(
     seed_seconds: float | None = None,
     first_seeds: Sequence[str] | None = None,
     start_order: str | None = None,
+    priorities: str | None = None,
 ) -> SeedsAndPolish:
     """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
     and joint seeds, within its share of the budget, or `seed_seconds` when given: 0 runs every
@@ -207,7 +223,8 @@ def seeds_and_polish(
     each result's joint variants in those levels too; `starts`: the starts raced (default
     `TrainConfig.polish_starts`), `first_seeds` the seeds raced first (default
     `TrainConfig.polish_first_seeds`), `start_order` how the other seeds are picked (default
-    `TrainConfig.polish_start_order`). `bench_go`'s `seeds+polish` control and imitation targets."""
+    `TrainConfig.polish_start_order`), `priorities` the priorities its search scores with (default
+    `TrainConfig.polish_priorities`). `bench_go`'s `seeds+polish` control and imitation targets."""
     from compiler_opt.rl.config import TrainConfig
     from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
     from graph_ir._gc import gc_frozen
@@ -233,6 +250,7 @@ def seeds_and_polish(
             env, head.decisions, head.score, cpu_seconds=max(seconds - seed_cpu, 1e-3), seed=seed,
             fusion_levels=fusion_levels if joint else 0, priority_levels=priority_levels if joint else 0,
             others=others, pool=pool, max_starts=count, group_moves=group_moves, move_order=move_order,
+            priorities=config.polish_priorities if priorities is None else priorities,
         )
     return SeedsAndPolish(seeds, head, done, seed_cpu)
 
@@ -314,24 +332,22 @@ def _affordable_starts(ctx: _PolishContext, first: np.ndarray, count: int, cpu_s
 
 
 class _Race:
-    """Searches from several starts on one context; each result scored after its joint variants."""
+    """Searches from several starts, each on its priority source's context; each result scored after its joint variants."""
 
-    def __init__(
-        self, env: GraphEnvironment, ctx: _PolishContext, fusion_levels: int, priority_levels: int, units: np.ndarray | None, order: str = "random"
-    ) -> None:
-        self.env, self.ctx, self.units, self.order = env, ctx, units, order
+    def __init__(self, env: GraphEnvironment, fusion_levels: int, priority_levels: int, units: np.ndarray | None, order: str = "random") -> None:
+        self.env, self.units, self.order = env, units, order
         self.fusion_levels, self.priority_levels = fusion_levels, priority_levels
         self.results: list[tuple[Decisions, EpisodeScore]] = []  # per run: its best joint variant
         self.variants = 0
 
-    def run(self, device: np.ndarray, seed: int) -> tuple[np.ndarray, EpisodeScore]:
-        """Search from `device` within the context's current limits: where the search ended and
+    def run(self, ctx: _PolishContext, device: np.ndarray, seed: int) -> tuple[np.ndarray, EpisodeScore]:
+        """Search from `device` on `ctx` within its current limits: where the search ended and
         the score of its best joint variant."""
         from compiler_opt.rl.joint import best_joint_variant
         from passes.placement.local_search import local_search
 
-        found = local_search(self.ctx, device, seed=seed, units=self.units, order=self.order)
-        searched = self.ctx.decisions(found)
+        found = local_search(ctx, device, seed=seed, units=self.units, order=self.order)
+        searched = ctx.decisions(found)
         candidate = Decisions(np.asarray(found, dtype=np.int32), searched.fusion_group, searched.priority)
         moved = self.env.score_decisions(candidate)
         if self.fusion_levels:

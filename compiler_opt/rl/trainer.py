@@ -276,7 +276,8 @@ def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_sec
         np.asarray(found.decisions.device), seeds, starts - 1, prefer=TrainConfig.polish_first_seeds, order=TrainConfig.polish_start_order
     )
     result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others, pool=pool, max_starts=starts,
-                    fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels)
+                    fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels,
+                    priorities=TrainConfig.polish_priorities)
     if result.score.rank_key < found.score.rank_key:
         found = BestFound(result.decisions, result.score, env)
     return found, result.evaluations
@@ -697,6 +698,7 @@ def _polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
             fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, pool=pool,
             max_starts=config.polish_starts, group_moves=config.polish_group_moves, move_order=config.polish_move_order,
+            priorities=config.polish_priorities,
         )
         out[env.label] = result
         if result.improved:

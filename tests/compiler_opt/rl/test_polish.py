@@ -458,3 +458,31 @@ def test_seeds_and_polish_by_the_polish_start_order(env: GraphEnvironment) -> No
     out = seeds_and_polish(env, 3.0, seed=0, start_order="polish", seed_seconds=0)
     assert 1 <= out.polished.starts <= TrainConfig.polish_starts
     assert out.polished.score.step_time_s <= out.head.score.step_time_s
+
+
+def test_the_polish_searches_under_the_default_priorities_or_both(env: GraphEnvironment) -> None:
+    """`priorities="default"`: the search scores with the default priorities (what a classical placement is scored with)
+    and its answer carries them; `"both"`: every start raced under the answer's and the default ones, each first-round
+    slice the search a polish under that source alone makes, so the answer is no worse than either."""
+    start = _round_robin(env)
+    priority = np.random.default_rng(0).integers(0, 8, env.problem.num_nodes).astype(np.float64)
+    answer = Decisions(start.device, start.fusion_group, priority)
+    score = env.score_decisions(answer)
+    default = polish(env, answer, score, cpu_seconds=0, evaluations=150, seed=1, priorities="default")
+    assert default.improved and default.starts == 1
+    np.testing.assert_array_equal(default.decisions.priority, Decisions.default(env.problem.num_nodes).priority)
+    assert default.score.step_time_s == env.score_decisions(default.decisions).step_time_s
+    cap = 2 * 2 * MIN_SLICE + 1  # two entries (one placement, two sources): two rounds; + the timed simulation
+    both = polish(env, answer, score, cpu_seconds=0, evaluations=cap, seed=4, priorities="both")
+    assert both.starts == 2 and both.evaluations <= cap
+    first_slice = (cap - 1) // 2 // 2
+    alone = [polish(env, answer, score, cpu_seconds=0, evaluations=first_slice, seed=4 + i, priorities=source).score.step_time_s
+             for i, source in enumerate(("answer", "default"))]
+    assert both.score.step_time_s <= min(alone)
+    assert both.score.step_time_s == env.score_decisions(both.decisions).step_time_s
+    others = [env.classical("metis").device]  # two placements under two sources: four entries when affordable
+    assert polish(env, answer, score, cpu_seconds=0, evaluations=3 * 4 * MIN_SLICE + 1, seed=4, others=others, priorities="both").starts == 4
+    with pytest.raises(ValueError, match="polish priorities 'graph'"):
+        polish(env, answer, score, cpu_seconds=0, evaluations=10, priorities="graph")
+    with pytest.raises(TrainConfigError, match="polish_priorities"):
+        TrainConfig(workloads=["dag"], polish_priorities="graph")
