@@ -249,17 +249,17 @@ def concat_boosters(first: object, second: object) -> object:
     import xgboost as xgb
 
     head, tail = (json.loads(bytes(b.save_raw(raw_format="json"))) for b in (first, second))
-    into, more = tail["learner"]["gradient_booster"]["model"], head["learner"]["gradient_booster"]["model"]
-    if more["gbtree_model_param"]["num_parallel_tree"] != into["gbtree_model_param"]["num_parallel_tree"]:
+    head_model, tail_model = (doc["learner"]["gradient_booster"]["model"] for doc in (head, tail))
+    if head_model["gbtree_model_param"]["num_parallel_tree"] != tail_model["gbtree_model_param"]["num_parallel_tree"]:
         raise ValueError("the boosters grow different numbers of trees a round")
-    trees = more["trees"] + into["trees"]
+    trees = head_model["trees"] + tail_model["trees"]
     for i, tree in enumerate(trees):
         tree["id"] = i
-    offset = more["iteration_indptr"][-1]
-    into["iteration_indptr"] = more["iteration_indptr"] + [offset + n for n in into["iteration_indptr"][1:]]
-    into["tree_info"] = more["tree_info"] + into["tree_info"]
-    into["trees"] = trees
-    into["gbtree_model_param"]["num_trees"] = str(len(trees))
+    offset = head_model["iteration_indptr"][-1]
+    tail_model["iteration_indptr"] = head_model["iteration_indptr"] + [offset + n for n in tail_model["iteration_indptr"][1:]]
+    tail_model["tree_info"] = head_model["tree_info"] + tail_model["tree_info"]
+    tail_model["trees"] = trees
+    tail_model["gbtree_model_param"]["num_trees"] = str(len(trees))
     # the sum starts from the first's intercept (the second's is not used: its margin starts from the first's)
     tail["learner"]["learner_model_param"]["base_score"] = head["learner"]["learner_model_param"]["base_score"]
     return xgb.Booster(model_file=bytearray(json.dumps(tail).encode("utf-8")))
