@@ -178,3 +178,24 @@ def test_the_shipped_host_ranker_reads_its_start_from_the_shipped_files() -> Non
             assert "file" in entry and (path.parent / entry["file"]).is_file(), path.name
         ranker = GbdtEnsembleTilePredictor.load(path)
         assert all(m.gbdt.num_rounds() >= m.gbdt.booster.num_boosted_rounds() for m in ranker.members)
+
+
+def test_a_fine_tuned_linked_ranker_saves_whole(tmp_path, records: list[KernelRecord], start: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+    """What `autotune --finetune --save-model` writes from a linked file: every tree in it (no reference), so it loads
+    anywhere, and the start it came from is untouched."""
+    folder = tmp_path / "package"
+    folder.mkdir()
+    start.save(folder / "start.json")
+    GbdtEnsembleTilePredictor.train(records[4:], members=TWO, rounds=20, depth=4,
+                                    init=GbdtEnsembleTilePredictor.load(folder / "start.json")).save(folder / "linked.json", link_starts=True)
+    ranker = GbdtEnsembleTilePredictor.load(folder / "linked.json")
+    r = records[6]
+    for member in ranker.members:
+        member.gbdt.update(flat_features(r), r.config_runtime, 3)
+    saved = ranker.save(tmp_path / "tuned.json")
+    doc = json.loads(saved.read_text())
+    assert all("file" not in entry for entry in doc["starts"]) and len(doc["starts"]) == 1
+    shutil.rmtree(folder)
+    again = GbdtEnsembleTilePredictor.load(saved)
+    np.testing.assert_array_equal(_scores(again, records), _scores(ranker, records))
+    assert [m.gbdt.num_rounds() for m in again.members] == [63, 63]
