@@ -212,9 +212,12 @@ class GbdtEnsembleTilePredictor:
         return cls._load(os.fspath(path), {}, 0)
 
     @classmethod
-    def _load(cls, name: str, opened: dict[str, GbdtEnsembleTilePredictor], depth: int) -> GbdtEnsembleTilePredictor:
-        """`load`, with the files a start refers to read once per load (`opened`) and their chain's `depth` bounded."""
+    def _load(cls, name: str, opened: dict[str, GbdtEnsembleTilePredictor | None], depth: int) -> GbdtEnsembleTilePredictor:
+        """`load`, with the files a start refers to read once per load (`opened`: None while a file is being read) and
+        their chain's `depth` bounded."""
         import xgboost as xgb
+
+        opened.setdefault(os.path.abspath(name), None)
 
         try:
             doc = json.loads(Path(name).read_text(encoding="utf-8"))
@@ -223,12 +226,13 @@ class GbdtEnsembleTilePredictor:
         if not isinstance(doc, dict) or doc.get("format") != ENSEMBLE_FORMAT:
             raise DatasetError(f"not a compiler-opt GBDT ensemble tile ranker (format != {ENSEMBLE_FORMAT})", file=name)
         starts: list[GbdtBaseline] = []
+        if not isinstance(doc.get("starts", []), list) or not all(isinstance(entry, dict) for entry in doc.get("starts", [])):
+            raise DatasetError("'starts' must be a list of objects (the warm starts' trees or references)", file=name)
         for j, entry in enumerate(doc.get("starts", [])):
             try:
                 starts.append(_read_start(entry, starts, name, opened, depth))
             except (KeyError, TypeError, ValueError, IndexError, zlib.error, xgb.core.XGBoostError) as error:
-                raise DatasetError(f"warm start {j} is not readable: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
-                                   file=name) from error
+                raise DatasetError(f"warm start {j} is not readable: {_why(error)}", file=name) from error
         members = []
         for i, entry in enumerate(doc.get("members", [])):
             try:
@@ -238,8 +242,7 @@ class GbdtEnsembleTilePredictor:
                 member.gbdt.origin = (os.path.abspath(name), i, _checksum(entry))
                 members.append(member)
             except (KeyError, TypeError, ValueError, IndexError, zlib.error, xgb.core.XGBoostError) as error:
-                raise DatasetError(f"member {i} is not a GBDT tile ranker: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
-                                   file=name) from error
+                raise DatasetError(f"member {i} is not a GBDT tile ranker: {_why(error)}", file=name) from error
         if not members:
             raise DatasetError("the GBDT ensemble tile ranker has no members", file=name)
         reranker = None
@@ -291,6 +294,13 @@ def _member_ubj(entry: dict[str, Any]) -> bytes:
 MAX_START_CHAIN = 8  # files referring to files: deeper than this is refused (a cycle, or not a file this package writes)
 
 
+def _why(error: Exception) -> str:
+    """An error's first line for a message; a missing field named as such."""
+    if isinstance(error, KeyError):
+        return f"missing field {error}"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 def _compressed(booster: Any) -> str:
     raw = zlib.compress(bytes(booster.save_raw(raw_format="ubj")), 9)  # deep trees: 17 MB of UBJ -> 8 MB
     return base64.b64encode(raw).decode("ascii")
@@ -329,7 +339,7 @@ def _start_link(model: GbdtBaseline, folder: Path) -> dict[str, Any] | None:
     return {"file": Path(relative).as_posix(), "member": member, "sha256": checksum}
 
 
-def _read_start(entry: dict[str, Any], starts: list[GbdtBaseline], name: str, opened: dict[str, GbdtEnsembleTilePredictor],
+def _read_start(entry: dict[str, Any], starts: list[GbdtBaseline], name: str, opened: dict[str, GbdtEnsembleTilePredictor | None],
                 depth: int) -> GbdtBaseline:
     """A stored warm start: its trees (and its own start, stored before it), or a reference to another file's member."""
     import xgboost as xgb
@@ -344,15 +354,25 @@ def _read_start(entry: dict[str, Any], starts: list[GbdtBaseline], name: str, op
         return model
     if depth >= MAX_START_CHAIN:
         raise ValueError(f"more than {MAX_START_CHAIN} files refer to one another (a cycle?)")
-    relative, member, checksum = str(entry["file"]), int(entry["member"]), str(entry["sha256"])
+    relative, member, checksum = entry["file"], entry["member"], entry["sha256"]
+    if not isinstance(relative, str) or not relative or os.path.isabs(relative):
+        raise ValueError(f"'file' must be a file name relative to this file, got {relative!r}")
+    if not isinstance(member, int) or isinstance(member, bool) or not isinstance(checksum, str):
+        raise ValueError(f"'member' must be an integer and 'sha256' a string, got {member!r} and {type(checksum).__name__}")
     candidates = [Path(name).parent / relative, PACKAGED_GBDT_ENSEMBLE.parent / Path(relative).name]  # beside it, or shipped
     found = next((c for c in candidates if c.is_file()), None)
     if found is None:
         raise ValueError(f"its trees are member {member} of {relative}, which is neither beside this file nor shipped in the package")
     key = os.path.abspath(found)
+    if key in opened and opened[key] is None:  # being read further up this chain
+        raise ValueError(f"{relative} refers back to a file that refers to it (a cycle of warm starts)")
     if key not in opened:
-        opened[key] = GbdtEnsembleTilePredictor._load(key, opened, depth + 1)
+        try:
+            opened[key] = GbdtEnsembleTilePredictor._load(key, opened, depth + 1)
+        except DatasetError as error:  # named as the start of this file, the referenced file's own error after it
+            raise ValueError(f"its trees are in {relative}, which is not readable: {error}") from error
     source = opened[key]
+    assert source is not None  # read above, or refused as a cycle
     if not 0 <= member < len(source.members):
         raise ValueError(f"{relative} has {len(source.members)} members, not a member {member}")
     model = source.members[member].gbdt

@@ -118,8 +118,18 @@ def test_a_linked_start_is_read_from_its_file_and_checked(tmp_path, records: lis
     b = dict(a, starts=[{"file": "a.json", "member": 0, "sha256": "0" * 64}])
     (folder / "a.json").write_text(json.dumps(a))
     (folder / "b.json").write_text(json.dumps(b))
-    with pytest.raises(DatasetError, match="refer to one another"):
+    with pytest.raises(DatasetError, match=r"a.json: warm start 0 .*a cycle of warm starts"):
         GbdtEnsembleTilePredictor.load(folder / "a.json")
+    # a reference is a relative name of a readable ranker file; `starts` a list of objects
+    (folder / "junk.txt").write_text("not json")
+    for starts, message in ((5, "'starts' must be a list"), ([3], "'starts' must be a list"),
+                            ([dict(a["starts"][0], file="/etc/hostname")], "must be a file name relative to this file"),
+                            ([dict(a["starts"][0], file="junk.txt")], r"its trees are in junk.txt, which is not readable: .*junk.txt: cannot read"),
+                            ([dict(a["starts"][0], member="0")], "'member' must be an integer"),
+                            ([{"file": "b.json", "member": 0}], "missing field 'sha256'")):
+        (folder / "c.json").write_text(json.dumps(dict(a, starts=starts)))
+        with pytest.raises(DatasetError, match=message):
+            GbdtEnsembleTilePredictor.load(folder / "c.json")
     bad = dict(a, starts=[], members=[dict(a["members"][0], start=3)])
     (folder / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(DatasetError, match=r"member 0 .*start 3 is not one of the 0"):
