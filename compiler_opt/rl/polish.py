@@ -65,8 +65,8 @@ class Polished:
     start_step_s: float
     evaluations: int
     cpu_seconds: float
-    starts: int = 1  # start placements raced (the answer's first)
-    winner: int = 0  # the start whose search continued (0: the answer's)
+    starts: int = 1  # starts raced (the answer's first; with priorities="both" each placement twice, answer's then default priorities)
+    winner: int = 0  # the start whose search continued (0: the answer's placement under the first priority source)
     cpu_budget: float = 0.0  # the CPU seconds it was given (0: an evaluation cap only)
 
     @property
