@@ -7,8 +7,9 @@ fusion-aware local search, by 0.1-10.7%). So a search run (fine-tune, GO-one) en
    on a `PlacementContext` over the environment's own simulation problem, every evaluation scored
    as `GraphEnvironment.score_decisions` scores a placement: the framework's default fusion kept
    within each device (a graph without a known default keeps the answer's groups that way) and
-   the answer's priorities (`polish(priorities=)`: or the default ones, or each start under both). Re-deciding the policy's merges under every move would cost 20x a
-   simulation (the decoder's legality checks), so they are not. Its moves carry whole fusion
+   the answer's priorities (`polish(priorities=)`: or the default ones, or each start under
+   both). Re-deciding the policy's merges under every move would cost 20x a simulation (the
+   decoder's legality checks), so they are not. Its moves carry whole fusion
    groups (the same groups, `local_search.fusion_units`), not single nodes: moving one member
    splits its group, which runs unfused, so most single-node moves are wasted simulations (1000
    simulations from single-device on 2xV100: wavenet training 243.3 ms with group moves vs 253.0
