@@ -182,7 +182,7 @@ class GbdtEnsembleTilePredictor:
 
         def start_place(model: GbdtBaseline) -> int:
             if id(model) not in written:
-                link = _start_link(model, target.parent) if link_starts else None
+                link = _start_link(model, target) if link_starts else None
                 entry = link or {"meta": _model_meta(model), "ubj_zlib": _compressed(model.booster)} | (
                     {"start": start_place(model.start)} if model.start is not None else {})
                 starts.append(entry)
@@ -321,19 +321,26 @@ def _start_at(entry: dict[str, Any], starts: list[GbdtBaseline], limit: int) -> 
     if "start" not in entry:
         return None
     place = entry["start"]
-    if not isinstance(place, int) or not 0 <= place < limit:
+    if not isinstance(place, int) or isinstance(place, bool) or not 0 <= place < limit:
         raise ValueError(f"start {place!r} is not one of the {limit} warm starts stored before it")
     return starts[place]
 
 
-def _start_link(model: GbdtBaseline, folder: Path) -> dict[str, Any] | None:
-    """A reference to the file member `model` was read from, relative to `folder` (None: not read from a file, or
-    changed since: `GbdtBaseline.update` forgets where it came from)."""
+def _start_link(model: GbdtBaseline, target: Path) -> dict[str, Any] | None:
+    """A reference, relative to the folder of the file `target` being written, to the file member `model` was read
+    from. None (store its trees) when it was not read from a file or changed since (`GbdtBaseline.update` forgets
+    where it came from), or when `target` itself holds it or a start under it: writing over a file must not leave a
+    reference to what it held."""
     if model.origin is None:
         return None
+    chain: GbdtBaseline | None = model
+    while chain is not None:
+        if chain.origin is not None and os.path.abspath(chain.origin[0]) == os.path.abspath(target):
+            return None
+        chain = chain.start
     file, member, checksum = model.origin
     try:
-        relative = os.path.relpath(file, folder)
+        relative = os.path.relpath(file, target.parent)
     except ValueError:  # another drive: no relative name
         return None
     return {"file": Path(relative).as_posix(), "member": member, "sha256": checksum}

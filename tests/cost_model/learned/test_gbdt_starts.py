@@ -209,3 +209,15 @@ def test_a_fine_tuned_linked_ranker_saves_whole(tmp_path, records: list[KernelRe
     again = GbdtEnsembleTilePredictor.load(saved)
     np.testing.assert_array_equal(_scores(again, records), _scores(ranker, records))
     assert [m.gbdt.num_rounds() for m in again.members] == [63, 63]
+
+
+def test_a_file_written_over_its_own_start_keeps_the_trees(tmp_path, records: list[KernelRecord], start: GbdtEnsembleTilePredictor) -> None:  # type: ignore[no-untyped-def]
+    """`costmodel train --warm-from x.json -o x.json --link-warm-start`: a reference to the file being replaced would
+    point at trees that are gone, so the start is stored whole."""
+    path = start.save(tmp_path / "x.json")
+    ranker = GbdtEnsembleTilePredictor.train(records[4:], members=TWO, rounds=20, depth=4, init=GbdtEnsembleTilePredictor.load(path))
+    expected = _scores(ranker, records)
+    ranker.save(path, link_starts=True)
+    doc = json.loads(path.read_text())
+    assert len(doc["starts"]) == 1 and "file" not in doc["starts"][0]
+    np.testing.assert_array_equal(_scores(GbdtEnsembleTilePredictor.load(path), records), expected)
