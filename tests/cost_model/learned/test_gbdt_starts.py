@@ -221,3 +221,16 @@ def test_a_file_written_over_its_own_start_keeps_the_trees(tmp_path, records: li
     doc = json.loads(path.read_text())
     assert len(doc["starts"]) == 1 and "file" not in doc["starts"][0]
     np.testing.assert_array_equal(_scores(GbdtEnsembleTilePredictor.load(path), records), expected)
+
+
+def test_a_fit_on_a_layered_start_grows_the_trees_a_fit_on_one_booster_grows(records: list[KernelRecord]) -> None:
+    """Why the shipped commands still write the trees they wrote: boosting on top of a start kept apart gives exactly what
+    boosting on one booster of the same trees (the form before the forty-second session) gives."""
+    first = GbdtBaseline(objective="rank", rounds=30, depth=4).fit(records[:4])
+    layered = GbdtBaseline(objective="rank", rounds=20, depth=4).fit(records[4:], init=first)
+    flat = GbdtBaseline(objective="rank", rounds=20, depth=4)
+    flat.booster, flat.width = layered.flat_booster(), layered.width
+    on_layered = GbdtBaseline(objective="ndcg", rank_pairs=50, rounds=15, depth=4).fit(records[:3], init=layered)
+    on_flat = GbdtBaseline(objective="ndcg", rank_pairs=50, rounds=15, depth=4).fit(records[:3], init=flat)
+    for r in records:
+        np.testing.assert_array_equal(on_layered.predict(r), on_flat.predict(r))
