@@ -69,9 +69,9 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """`NAME:D1,D2,...` (or `NAME:D1xD2`) -> (name, dims)."""
     name, sep, dims = text.rpartition(":")
     parts = dims.replace("x", ",").split(",") if dims else []
-    if not sep or not name or not parts or not all(p.strip().isdigit() for p in parts):
+    if not sep or not name or not parts or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
         raise ModelFormatError(f"--input-shape must look like NAME:1,3,224,224, got {text!r}", field="--input-shape")
-    return name, tuple(int(p) for p in parts)
+    return name, tuple(int(p.strip()) for p in parts)
 
 
 def apply_input_shapes(graph: Graph, shapes: dict[str, tuple[int, ...]]) -> None:

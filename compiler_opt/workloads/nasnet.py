@@ -185,7 +185,7 @@ def resolve_genotype(genotype: str) -> dict[str, Any]:
     if genotype in GENOTYPES:
         return GENOTYPES[genotype]
     prefix, _, seed = genotype.partition("-")
-    if prefix == "random" and seed.isdigit():
+    if prefix == "random" and seed.isascii() and seed.isdigit():
         return random_genotype(int(seed))
     raise ValueError(f"genotype must be one of {sorted(GENOTYPES)} or random-<seed>, got {genotype!r}")
 

@@ -160,6 +160,6 @@ def split_module_spec(item: str) -> tuple[str, int | None]:
     """`FILE#N` (FILE exists, N a module index) -> (FILE, N); anything else -> (item, None). A file
     whose own name ends in `#N` stays itself."""
     head, sep, tail = item.rpartition("#")
-    if sep and tail.isdigit() and not os.path.exists(item) and os.path.isfile(head):
+    if sep and tail.isascii() and tail.isdigit() and not os.path.exists(item) and os.path.isfile(head):
         return head, int(tail)
     return item, None

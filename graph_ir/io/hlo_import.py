@@ -157,14 +157,15 @@ def _check_sharding_sizes(lines: list[str], file: str | None, line_offset: int) 
         for match in _TILE_DIMS.finditer(line):
             count = 1
             for dim in match.group(1).split(","):
-                if not dim.strip():
+                value = dim.strip()  # str.strip and `\s` take control characters such as \x1f for blanks; int() does not
+                if not value:
                     continue
-                if not dim.strip().isdigit():  # "1000000 000" (found by fuzzing): not one number
+                if not (value.isascii() and value.isdigit()):  # "1000000 000" (found by fuzzing): not one number
                     raise HloSyntaxError(
-                        f"a sharding's tile dimension {dim.strip()!r} is not an integer",
+                        f"a sharding's tile dimension {value!r} is not an integer",
                         line=index + 1 + line_offset, column=match.start() + 1, file=file,
                     )
-                count *= int(dim)
+                count *= int(value)
             try:
                 limits.check("max_sharding_devices", count, "a sharding's device count", file=file)
             except CompilerOptError as err:

@@ -497,7 +497,7 @@ def _referenced_output_args(node_defs: list[Any]) -> dict[str, dict[str, int]]:
     for node_def in node_defs:
         for text in node_def.input:
             parts = text.split(":")
-            if len(parts) == 3 and parts[2].isdigit():
+            if len(parts) == 3 and parts[2].isascii() and parts[2].isdigit():  # '²' is a digit to isdigit, not to int()
                 per_node = seen.setdefault(parts[0], {})
                 per_node[parts[1]] = max(per_node.get(parts[1], -1), int(parts[2]))
     return seen
@@ -513,7 +513,7 @@ def _referenced_outputs(node_defs: list[Any], *, in_function: bool) -> dict[str,
             parts = text.split(":")
             if in_function and len(parts) == 3:
                 continue  # `node:out_arg:i`: counted per output arg by _referenced_output_args
-            index = int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else 0
+            index = int(parts[1]) if len(parts) == 2 and parts[1].isascii() and parts[1].isdigit() else 0
             counts[parts[0]] = max(counts.get(parts[0], 0), index + 1)
     return counts
 

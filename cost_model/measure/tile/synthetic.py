@@ -47,9 +47,10 @@ def parse_kind_weights(text: str) -> dict[str, int]:
     weights: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         kind, sep, value = item.partition("=")
-        if not sep or not value.strip().lstrip("-").isdigit():
+        number = value.strip()
+        if not sep or not (number.removeprefix("-").isascii() and number.removeprefix("-").isdigit()):
             raise ValueError(f"synthetic kind weight {item!r}: expected KIND=INTEGER (e.g. reduce=3)")
-        weights[kind.strip()] = int(value)
+        weights[kind.strip()] = int(number)
     _draw_list(weights)  # validates
     return weights
 

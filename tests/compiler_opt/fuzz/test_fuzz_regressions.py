@@ -202,3 +202,62 @@ def test_hlo_sharding_dimension_with_a_space_is_a_syntax_error(tmp_path):
     with pytest.raises(HloSyntaxError, match="not an integer") as info:
         load_hlo(path)
     assert info.value.line == 4 and info.value.file == str(path)
+
+
+@pytest.mark.parametrize("dim", ["1\x1f\x1f", "\x1c2", "\u00b2"])
+def test_hlo_sharding_dimension_with_control_or_unicode_characters(tmp_path, dim):
+    # Found by the smoke fuzzer (forty-second session): "devices=[1\x1f\x1f...]" passed the digit check (str.strip takes
+    # \x1f for a blank) and int() raised a bare ValueError; a superscript digit passes str.isdigit but not int().
+    from graph_ir.io.hlo_import import HloSyntaxError, load_hlo
+
+    path = tmp_path / "shard.hlo"
+    path.write_text(
+        f"HloModule f\n\nENTRY f {{\n  a = f32[2,2] parameter(0), sharding={{devices=[{dim},1]0,1}}\n"
+        "  ROOT r = f32[2,2] add(a, a)\n}\n", encoding="utf-8",
+    )
+    with pytest.raises(HloSyntaxError) as info:  # ours or XLA's parser's, never a bare ValueError
+        load_hlo(path)
+    assert info.value.line == 4 and info.value.file == str(path)
+
+
+def test_unicode_and_control_digits_get_each_parsers_own_error(tmp_path):
+    """`str.isdigit` takes '²' for a digit and `str.strip` takes '\\x1f' for a blank; `int()` takes neither. Every parser
+    that checked with one and converted with the other raised a bare ValueError (forty-second session, after the
+    HLO sharding case above)."""
+    from compiler_opt.api.loading import parse_input_shape
+    from compiler_opt.workloads.nasnet import resolve_genotype
+    from cost_model.measure.tile.synthetic import parse_kind_weights
+    from graph_ir.errors import CompilerOptError
+    from graph_ir.io.formats import split_module_spec
+
+    for text in ("reduce=²", "reduce=--3"):
+        with pytest.raises(ValueError, match="KIND=INTEGER"):
+            parse_kind_weights(text)
+    assert parse_kind_weights("reduce= 3\x1f") == {"reduce": 3}  # blanks around the number, as str.strip sees them
+    with pytest.raises(CompilerOptError, match="--input-shape"):
+        parse_input_shape("x:1,²")
+    assert parse_input_shape("x: 1 ,3") == ("x", (1, 3))
+    model = tmp_path / "m.hlo"
+    model.write_text("HloModule m\n")
+    assert split_module_spec(f"{model}#²") == (f"{model}#²", None) and split_module_spec(f"{model}#2") == (str(model), 2)
+    with pytest.raises(ValueError, match="genotype must be"):
+        resolve_genotype("random-²")
+
+
+def test_a_tf_input_index_that_is_a_unicode_digit_is_named(tmp_path):
+    pytest.importorskip("tensorflow")
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    from graph_ir.errors import CompilerOptError
+    from graph_ir.io.formats import load_with_format
+
+    graph = graph_pb2.GraphDef()
+    a = graph.node.add(name="a", op="Placeholder")
+    a.attr["dtype"].type = types_pb2.DT_FLOAT
+    a.attr["shape"].shape.dim.add().size = 2
+    b = graph.node.add(name="b", op="Relu", input=["a:²"])
+    b.attr["T"].type = types_pb2.DT_FLOAT
+    path = tmp_path / "g.pb"
+    path.write_bytes(graph.SerializeToString())
+    with pytest.raises(CompilerOptError, match=r"node 'b'.*input\[0\]"):
+        load_with_format(str(path))
