@@ -254,10 +254,11 @@ def import_graphdef(
         objections.append(
             f"ops not registered in TensorFlow {tf.__version__}, kept as opaque nodes with unknown output types: {listed}"
         )
-    if importer.arity_problems:
-        # TensorFlow's importer can hang on such a node (N = 2**31 - 1): do not hand it the graph.
-        objections.append("inputs disagree with the op definition, so TensorFlow's shape inference was skipped: "
-                          + "; ".join(importer.arity_problems[:3]))
+    if importer.tf_hazards:
+        # TensorFlow's importer can hang on such a node (N = 2**31 - 1) or abort the process (a Const whose value is
+        # not of its dtype): do not hand it the graph.
+        objections.append("nodes disagree with their op definition, so TensorFlow's shape inference was skipped: "
+                          + "; ".join(importer.tf_hazards[:3]))
     elif infer_shapes:
         refusal = _infer_shapes(graph, graph_def, file, strict=strict)
         if refusal:
@@ -267,6 +268,16 @@ def import_graphdef(
         graph.meta["tf.import_warning"] = message
         logger.warning("%s: %s", file or "<GraphDef>", message)
     return graph
+
+
+def _type_name(dtype: int) -> str:
+    """A DataType enum value's name, or the number where the enum has none."""
+    from tensorflow.core.framework import types_pb2
+
+    try:
+        return types_pb2.DataType.Name(dtype)
+    except ValueError:
+        return f"DataType {dtype}"
 
 
 @lru_cache(maxsize=None)
@@ -282,7 +293,7 @@ class _Importer:
         self.file = file
         self.strict = strict
         self.unregistered: dict[str, str] = {}  # op -> first node using it
-        self.arity_problems: list[str] = []  # nodes whose inputs disagree with their OpDef
+        self.tf_hazards: list[str] = []  # nodes TensorFlow's importer must not see: inputs against the OpDef, mistyped Consts
         self.library = {f.signature.name: f for f in graph_def.library.function}
         # node name -> output arg -> index of its first tensor, for the body being built
         self.arg_offsets: dict[str, dict[str, int]] = {}
@@ -294,7 +305,20 @@ class _Importer:
             message = f"node {node_def.name!r} ({node_def.op}) has {actual} data inputs, its attrs say {expected}"
             if self.strict:
                 raise ModelFormatError(message, file=self.file, node=node_def.name, field="input")
-            self.arity_problems.append(message)
+            self.tf_hazards.append(message)
+
+    def check_const_type(self, node_def: Any) -> None:
+        """A constant whose value tensor is not of its `dtype` attr: TensorFlow's shape functions read the tensor as the
+        type they expect and abort the process (a CHECK-failure: ConcatV2's axis held as int16, found by fuzzing)."""
+        if node_def.op not in ("Const", "HostConst") or "value" not in node_def.attr or "dtype" not in node_def.attr:
+            return
+        stated, held = node_def.attr["dtype"].type, node_def.attr["value"].tensor.dtype
+        if stated == held:
+            return
+        message = f"node {node_def.name!r} ({node_def.op}) holds a {_type_name(held)} value but its dtype is {_type_name(stated)}"
+        if self.strict:
+            raise CorruptModelError(message, file=self.file, node=node_def.name, field="attr.value.tensor.dtype")
+        self.tf_hazards.append(message)
 
     def run(self, outputs: Sequence[str] | None) -> Graph:
         graph_def = self.graph_def
@@ -369,6 +393,7 @@ class _Importer:
                     raise err.with_context(file=self.file, node=node_def.name)
                 if not is_function:
                     self.check_arity(node_def, signature)
+                    self.check_const_type(node_def)
                 if layout is None:
                     # a count set by a placeholder attr: trust the body's references
                     seen = references.get(node_def.name, {})

@@ -261,3 +261,48 @@ def test_a_tf_input_index_that_is_a_unicode_digit_is_named(tmp_path):
     path.write_bytes(graph.SerializeToString())
     with pytest.raises(CompilerOptError, match=r"node 'b'.*input\[0\]"):
         load_with_format(str(path))
+
+
+def _concat_with_a_mistyped_axis(path):
+    """A GraphDef whose ConcatV2 axis is a Const holding an int16 value while its dtype says int32."""
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    graph = graph_pb2.GraphDef()
+    for name in ("a", "b"):
+        node = graph.node.add(name=name, op="Placeholder")
+        node.attr["dtype"].type = types_pb2.DT_FLOAT
+        node.attr["shape"].shape.dim.add().size = 2
+    axis = graph.node.add(name="axis", op="Const")
+    axis.attr["dtype"].type = types_pb2.DT_INT32
+    axis.attr["value"].tensor.dtype = types_pb2.DT_INT16
+    axis.attr["value"].tensor.int_val.append(0)
+    concat = graph.node.add(name="concat", op="ConcatV2", input=["a", "b", "axis"])
+    concat.attr["T"].type = types_pb2.DT_FLOAT
+    concat.attr["Tidx"].type = types_pb2.DT_INT32
+    concat.attr["N"].i = 2
+    path.write_bytes(graph.SerializeToString())
+    return path
+
+
+def test_a_const_whose_value_is_not_its_dtype_never_reaches_tensorflows_shape_inference(tmp_path):
+    # Found by the bounded fuzz campaign (forty-second session): TensorFlow's ConcatV2 shape function read the axis
+    # Const's int16 tensor as int64 and CHECK-failed, aborting the process. Run in a child, so a regression fails the
+    # test instead of ending the test run.
+    import subprocess
+    import sys
+
+    pytest.importorskip("tensorflow")
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io.tf_import import load_tf
+
+    path = _concat_with_a_mistyped_axis(tmp_path / "g.pb")
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; from graph_ir.io.tf_import import load_tf; g = load_tf(sys.argv[1]); g.verify(); "
+         "print(g.meta['tf.import_warning'])", str(path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "shape inference was skipped" in child.stdout and "'axis' (Const) holds a DT_INT16 value but its dtype is DT_INT32" in child.stdout
+    with pytest.raises(CorruptModelError, match="DT_INT16") as info:
+        load_tf(path, strict=True)
+    assert info.value.node == "axis" and info.value.field == "attr.value.tensor.dtype"
