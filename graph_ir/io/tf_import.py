@@ -270,6 +270,12 @@ def import_graphdef(
     return graph
 
 
+# TensorFlow's largest tensor rank (`TensorShape::MaxDimensions`), and the attrs that count or index dimensions, which
+# its shape functions do arithmetic with.
+TF_MAX_RANK = 254
+RANK_ATTRS = ("batch_dims", "axis", "squeeze_dims", "num_lower", "num_upper", "seq_dim", "batch_dim")
+
+
 def _type_name(dtype: int) -> str:
     """A DataType enum value's name, or the number where the enum has none."""
     from tensorflow.core.framework import types_pb2
@@ -305,6 +311,23 @@ class _Importer:
             message = f"node {node_def.name!r} ({node_def.op}) has {actual} data inputs, its attrs say {expected}"
             if self.strict:
                 raise ModelFormatError(message, file=self.file, node=node_def.name, field="input")
+            self.tf_hazards.append(message)
+
+    def check_rank_attrs(self, node_def: Any) -> None:
+        """Attrs that count or index tensor dimensions (`RANK_ATTRS`) beyond any rank TensorFlow allows
+        (`TF_MAX_RANK`): its shape functions do rank arithmetic with them and abort the process on the result (a
+        GatherV2 with batch_dims = 2**31 - 1, found by fuzzing)."""
+        for name in RANK_ATTRS:
+            if name not in node_def.attr:
+                continue
+            value = node_def.attr[name]
+            numbers = list(value.list.i) if value.HasField("list") else [value.i] if value.WhichOneof("value") == "i" else []
+            bad = next((n for n in numbers if abs(n) > TF_MAX_RANK), None)
+            if bad is None:
+                continue
+            message = f"node {node_def.name!r} ({node_def.op}) has {name} = {bad}, beyond any tensor rank ({TF_MAX_RANK})"
+            if self.strict:
+                raise ModelFormatError(message, file=self.file, node=node_def.name, field=f"attr.{name}")
             self.tf_hazards.append(message)
 
     def check_const_type(self, node_def: Any) -> None:
@@ -394,6 +417,7 @@ class _Importer:
                 if not is_function:
                     self.check_arity(node_def, signature)
                     self.check_const_type(node_def)
+                    self.check_rank_attrs(node_def)
                 if layout is None:
                     # a count set by a placeholder attr: trust the body's references
                     seen = references.get(node_def.name, {})

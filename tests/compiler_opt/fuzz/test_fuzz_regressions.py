@@ -306,3 +306,48 @@ def test_a_const_whose_value_is_not_its_dtype_never_reaches_tensorflows_shape_in
     with pytest.raises(CorruptModelError, match="DT_INT16") as info:
         load_tf(path, strict=True)
     assert info.value.node == "axis" and info.value.field == "attr.value.tensor.dtype"
+
+
+def test_a_rank_attr_beyond_any_rank_never_reaches_tensorflows_shape_inference(tmp_path):
+    # Found by the bounded fuzz campaign (forty-second session): GatherV2 with batch_dims = 2**31 - 1 made TensorFlow's
+    # shape function ask for a shape of negative rank, a CHECK-failure that aborted the process. In a child, as above.
+    import subprocess
+    import sys
+
+    pytest.importorskip("tensorflow")
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    from graph_ir.errors import ModelFormatError
+    from graph_ir.io.tf_import import load_tf
+
+    graph = graph_pb2.GraphDef()
+    params = graph.node.add(name="params", op="Placeholder")
+    params.attr["dtype"].type = types_pb2.DT_FLOAT
+    params.attr["shape"].shape.dim.add().size = 4
+    indices = graph.node.add(name="indices", op="Placeholder")
+    indices.attr["dtype"].type = types_pb2.DT_INT32
+    indices.attr["shape"].shape.dim.add().size = 2
+    axis = graph.node.add(name="axis", op="Const")
+    axis.attr["dtype"].type = types_pb2.DT_INT32
+    axis.attr["value"].tensor.dtype = types_pb2.DT_INT32
+    axis.attr["value"].tensor.int_val.append(0)
+    gather = graph.node.add(name="gather", op="GatherV2", input=["params", "indices", "axis"])
+    gather.attr["Tparams"].type = types_pb2.DT_FLOAT
+    gather.attr["Tindices"].type = types_pb2.DT_INT32
+    gather.attr["Taxis"].type = types_pb2.DT_INT32
+    gather.attr["batch_dims"].i = 2**31 - 1
+    path = tmp_path / "g.pb"
+    path.write_bytes(graph.SerializeToString())
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; from graph_ir.io.tf_import import load_tf; g = load_tf(sys.argv[1]); g.verify(); "
+         "print(g.meta['tf.import_warning'])", str(path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "'gather' (GatherV2) has batch_dims = 2147483647, beyond any tensor rank (254)" in child.stdout
+    with pytest.raises(ModelFormatError, match="batch_dims") as info:
+        load_tf(path, strict=True)
+    assert info.value.node == "gather" and info.value.field == "attr.batch_dims"
+    gather.attr["batch_dims"].i = 0  # a sane graph still gets TensorFlow's shapes, with no warning
+    path.write_bytes(graph.SerializeToString())
+    assert "tf.import_warning" not in load_tf(path).meta
