@@ -244,6 +244,37 @@ def test_unicode_and_control_digits_get_each_parsers_own_error(tmp_path):
         resolve_genotype("random-²")
 
 
+def _placeholder(graph, name: str, dtype: int, size: int) -> None:
+    node = graph.node.add(name=name, op="Placeholder")
+    node.attr["dtype"].type = dtype
+    node.attr["shape"].shape.dim.add().size = size
+
+
+def _int32_const(graph, name: str, held: int | None = None) -> None:
+    """A scalar 0 of dtype int32 whose value tensor says `held` (default: int32 too)."""
+    from tensorflow.core.framework import types_pb2
+
+    node = graph.node.add(name=name, op="Const")
+    node.attr["dtype"].type = types_pb2.DT_INT32
+    node.attr["value"].tensor.dtype = types_pb2.DT_INT32 if held is None else held
+    node.attr["value"].tensor.int_val.append(0)
+
+
+def _tf_warning_from_a_child(path) -> str:
+    """`load_tf(path)`'s import warning, imported in a child process: where TensorFlow would abort, a regression
+    fails the test instead of ending the test run."""
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; from graph_ir.io.tf_import import load_tf; g = load_tf(sys.argv[1]); g.verify(); "
+         "print(g.meta['tf.import_warning'])", str(path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    return child.stdout
+
+
 def test_a_tf_input_index_that_is_a_unicode_digit_is_named(tmp_path):
     pytest.importorskip("tensorflow")
     from tensorflow.core.framework import graph_pb2, types_pb2
@@ -252,9 +283,7 @@ def test_a_tf_input_index_that_is_a_unicode_digit_is_named(tmp_path):
     from graph_ir.io.formats import load_with_format
 
     graph = graph_pb2.GraphDef()
-    a = graph.node.add(name="a", op="Placeholder")
-    a.attr["dtype"].type = types_pb2.DT_FLOAT
-    a.attr["shape"].shape.dim.add().size = 2
+    _placeholder(graph, "a", types_pb2.DT_FLOAT, 2)
     b = graph.node.add(name="b", op="Relu", input=["a:²"])
     b.attr["T"].type = types_pb2.DT_FLOAT
     path = tmp_path / "g.pb"
@@ -263,46 +292,27 @@ def test_a_tf_input_index_that_is_a_unicode_digit_is_named(tmp_path):
         load_with_format(str(path))
 
 
-def _concat_with_a_mistyped_axis(path):
-    """A GraphDef whose ConcatV2 axis is a Const holding an int16 value while its dtype says int32."""
+def test_a_const_whose_value_is_not_its_dtype_never_reaches_tensorflows_shape_inference(tmp_path):
+    # Found by the bounded fuzz campaign (forty-second session): TensorFlow's ConcatV2 shape function read the axis
+    # Const's int16 tensor as int64 and CHECK-failed, aborting the process.
+    pytest.importorskip("tensorflow")
     from tensorflow.core.framework import graph_pb2, types_pb2
 
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io.tf_import import load_tf
+
     graph = graph_pb2.GraphDef()
-    for name in ("a", "b"):
-        node = graph.node.add(name=name, op="Placeholder")
-        node.attr["dtype"].type = types_pb2.DT_FLOAT
-        node.attr["shape"].shape.dim.add().size = 2
-    axis = graph.node.add(name="axis", op="Const")
-    axis.attr["dtype"].type = types_pb2.DT_INT32
-    axis.attr["value"].tensor.dtype = types_pb2.DT_INT16
-    axis.attr["value"].tensor.int_val.append(0)
+    _placeholder(graph, "a", types_pb2.DT_FLOAT, 2)
+    _placeholder(graph, "b", types_pb2.DT_FLOAT, 2)
+    _int32_const(graph, "axis", held=types_pb2.DT_INT16)
     concat = graph.node.add(name="concat", op="ConcatV2", input=["a", "b", "axis"])
     concat.attr["T"].type = types_pb2.DT_FLOAT
     concat.attr["Tidx"].type = types_pb2.DT_INT32
     concat.attr["N"].i = 2
+    path = tmp_path / "g.pb"
     path.write_bytes(graph.SerializeToString())
-    return path
-
-
-def test_a_const_whose_value_is_not_its_dtype_never_reaches_tensorflows_shape_inference(tmp_path):
-    # Found by the bounded fuzz campaign (forty-second session): TensorFlow's ConcatV2 shape function read the axis
-    # Const's int16 tensor as int64 and CHECK-failed, aborting the process. Run in a child, so a regression fails the
-    # test instead of ending the test run.
-    import subprocess
-    import sys
-
-    pytest.importorskip("tensorflow")
-    from graph_ir.errors import CorruptModelError
-    from graph_ir.io.tf_import import load_tf
-
-    path = _concat_with_a_mistyped_axis(tmp_path / "g.pb")
-    child = subprocess.run(
-        [sys.executable, "-c", "import sys; from graph_ir.io.tf_import import load_tf; g = load_tf(sys.argv[1]); g.verify(); "
-         "print(g.meta['tf.import_warning'])", str(path)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert child.returncode == 0, child.stderr[-2000:]
-    assert "shape inference was skipped" in child.stdout and "'axis' (Const) holds a DT_INT16 value but its dtype is DT_INT32" in child.stdout
+    warning = _tf_warning_from_a_child(path)
+    assert "shape inference was skipped" in warning and "'axis' (Const) holds a DT_INT16 value but its dtype is DT_INT32" in warning
     with pytest.raises(CorruptModelError, match="DT_INT16") as info:
         load_tf(path, strict=True)
     assert info.value.node == "axis" and info.value.field == "attr.value.tensor.dtype"
@@ -310,10 +320,7 @@ def test_a_const_whose_value_is_not_its_dtype_never_reaches_tensorflows_shape_in
 
 def test_a_rank_attr_beyond_any_rank_never_reaches_tensorflows_shape_inference(tmp_path):
     # Found by the bounded fuzz campaign (forty-second session): GatherV2 with batch_dims = 2**31 - 1 made TensorFlow's
-    # shape function ask for a shape of negative rank, a CHECK-failure that aborted the process. In a child, as above.
-    import subprocess
-    import sys
-
+    # shape function ask for a shape of negative rank, a CHECK-failure that aborted the process.
     pytest.importorskip("tensorflow")
     from tensorflow.core.framework import graph_pb2, types_pb2
 
@@ -321,16 +328,9 @@ def test_a_rank_attr_beyond_any_rank_never_reaches_tensorflows_shape_inference(t
     from graph_ir.io.tf_import import load_tf
 
     graph = graph_pb2.GraphDef()
-    params = graph.node.add(name="params", op="Placeholder")
-    params.attr["dtype"].type = types_pb2.DT_FLOAT
-    params.attr["shape"].shape.dim.add().size = 4
-    indices = graph.node.add(name="indices", op="Placeholder")
-    indices.attr["dtype"].type = types_pb2.DT_INT32
-    indices.attr["shape"].shape.dim.add().size = 2
-    axis = graph.node.add(name="axis", op="Const")
-    axis.attr["dtype"].type = types_pb2.DT_INT32
-    axis.attr["value"].tensor.dtype = types_pb2.DT_INT32
-    axis.attr["value"].tensor.int_val.append(0)
+    _placeholder(graph, "params", types_pb2.DT_FLOAT, 4)
+    _placeholder(graph, "indices", types_pb2.DT_INT32, 2)
+    _int32_const(graph, "axis")
     gather = graph.node.add(name="gather", op="GatherV2", input=["params", "indices", "axis"])
     gather.attr["Tparams"].type = types_pb2.DT_FLOAT
     gather.attr["Tindices"].type = types_pb2.DT_INT32
@@ -338,13 +338,7 @@ def test_a_rank_attr_beyond_any_rank_never_reaches_tensorflows_shape_inference(t
     gather.attr["batch_dims"].i = 2**31 - 1
     path = tmp_path / "g.pb"
     path.write_bytes(graph.SerializeToString())
-    child = subprocess.run(
-        [sys.executable, "-c", "import sys; from graph_ir.io.tf_import import load_tf; g = load_tf(sys.argv[1]); g.verify(); "
-         "print(g.meta['tf.import_warning'])", str(path)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert child.returncode == 0, child.stderr[-2000:]
-    assert "'gather' (GatherV2) has batch_dims = 2147483647, beyond any tensor rank (254)" in child.stdout
+    assert "'gather' (GatherV2) has batch_dims = 2147483647, beyond any tensor rank (254)" in _tf_warning_from_a_child(path)
     with pytest.raises(ModelFormatError, match="batch_dims") as info:
         load_tf(path, strict=True)
     assert info.value.node == "gather" and info.value.field == "attr.batch_dims"
