@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from cost_model.learned.baselines import RANK_FAMILY, GbdtBaseline, can_continue, flat_features, flat_rows
-from cost_model.learned.gbdt_predictor import GbdtTilePredictor, code_feature_set_read, fit_and_save_tile_ranker, ranked_last_if_uncompiled
+from cost_model.learned.gbdt_predictor import GbdtTilePredictor, baseline_from_meta, baseline_meta, code_feature_set_read, fit_and_save_tile_ranker, ranked_last_if_uncompiled
 from cost_model.learned.tile_cascade import FOLDS, TOP, TopReranker, cross_fitted_scores
 from cost_model.learned.tile_rankers import zscore
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
@@ -183,7 +183,7 @@ class GbdtEnsembleTilePredictor:
         def start_place(model: GbdtBaseline) -> int:
             if id(model) not in written:
                 link = _start_link(model, target) if link_starts else None
-                entry = link or {"meta": _model_meta(model), "ubj_zlib": _compressed(model.booster)} | (
+                entry = link or {"meta": baseline_meta(model), "ubj_zlib": _compressed(model.booster)} | (
                     {"start": start_place(model.start)} if model.start is not None else {})
                 starts.append(entry)
                 written[id(model)] = len(starts) - 1
@@ -311,11 +311,6 @@ def _checksum(entry: dict[str, Any]) -> str:
     return hashlib.sha256(str(entry["ubj_zlib"] if "ubj_zlib" in entry else entry["ubj"]).encode("ascii")).hexdigest()
 
 
-def _model_meta(model: GbdtBaseline) -> dict[str, Any]:
-    return {"objective": model.objective, "width": model.width, "seed": model.seed, "rounds": model.rounds, "depth": model.depth,
-            "rank_pairs": model.rank_pairs}
-
-
 def _start_at(entry: dict[str, Any], starts: list[GbdtBaseline], limit: int) -> GbdtBaseline | None:
     """The start an entry names (`start`: a place among the file's starts before `limit`), or None."""
     if "start" not in entry:
@@ -352,11 +347,7 @@ def _read_start(entry: dict[str, Any], starts: list[GbdtBaseline], name: str, op
     import xgboost as xgb
 
     if "file" not in entry:
-        meta = entry["meta"]
-        pairs = meta.get("rank_pairs")
-        model = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
-                             rank_pairs=None if pairs is None else int(pairs))
-        model.booster, model.width = xgb.Booster(model_file=bytearray(_member_ubj(entry))), int(meta["width"])
+        model = baseline_from_meta(xgb.Booster(model_file=bytearray(_member_ubj(entry))), entry["meta"])
         model.start = _start_at(entry, starts, len(starts))
         return model
     if depth >= MAX_START_CHAIN:
@@ -392,10 +383,10 @@ def link_start(ensemble: GbdtEnsembleTilePredictor, start: GbdtEnsembleTilePredi
     """`ensemble` (its members each one booster) with each member's first trees taken as `start`'s member at its place
     (or its only member) when they are those trees, tree for tree; ValueError naming the member otherwise. For
     files fitted before the forty-second session: saved with `link_starts`, the start's trees are not stored again."""
-    import json as json_
+    from cost_model.learned.baselines import booster_json
 
     def trees(booster: Any) -> list[Any]:
-        return json_.loads(bytes(booster.save_raw(raw_format="json")))["learner"]["gradient_booster"]["model"]["trees"]
+        return booster_json(booster)["learner"]["gradient_booster"]["model"]["trees"]
 
     for i, member in enumerate(ensemble.members):
         base = start.members[min(i, len(start.members) - 1)].gbdt

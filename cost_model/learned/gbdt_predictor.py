@@ -29,7 +29,7 @@ import numpy as np
 from cost_model.learned.baselines import GbdtBaseline, flat_rows
 from cost_model.learned.tpugraphs import DatasetError, KernelRecord
 
-__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "code_feature_set_read", "ranked_last_if_uncompiled", "ranker_metrics", "train_gbdt_and_save",
+__all__ = ["FORMAT", "PACKAGED_GBDT_MODEL", "GbdtTilePredictor", "baseline_from_meta", "baseline_meta", "code_feature_set_read", "ranked_last_if_uncompiled", "ranker_metrics", "train_gbdt_and_save",
            "training_hosts"]
 
 FORMAT = "compiler-opt-gbdt-tile/1"
@@ -142,19 +142,13 @@ class GbdtTilePredictor:
 
     def meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """What a file stores beside the booster: the settings `from_meta` rebuilds it with."""
-        gbdt = self.gbdt
-        return {"format": FORMAT, "objective": gbdt.objective, "width": gbdt.width, "seed": gbdt.seed, "rounds": gbdt.rounds,
-                "depth": gbdt.depth, "rank_pairs": gbdt.rank_pairs, "extra": self.extra | (extra or {})}
+        return {"format": FORMAT} | baseline_meta(self.gbdt) | {"extra": self.extra | (extra or {})}
 
     @classmethod
     def from_meta(cls, booster: Any, meta: dict[str, Any]) -> GbdtTilePredictor:
         """The ranker of a loaded `booster` and its `meta` (KeyError / TypeError / ValueError when
         the meta lacks a field or holds a bad one)."""
-        pairs = meta.get("rank_pairs")  # files before the fourteenth session: XGBoost's default
-        gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
-                            rank_pairs=None if pairs is None else int(pairs))
-        gbdt.booster, gbdt.width = booster, int(meta["width"])
-        return cls(gbdt, dict(meta.get("extra", {})))
+        return cls(baseline_from_meta(booster, meta), dict(meta.get("extra", {})))
 
     @classmethod
     def packaged(cls) -> GbdtTilePredictor:
@@ -162,6 +156,21 @@ class GbdtTilePredictor:
             raise DatasetError("no GBDT tile ranker ships with this installation; pass one (GbdtTilePredictor.train(...).save(path))",
                                file=str(PACKAGED_GBDT_MODEL))
         return cls.load(PACKAGED_GBDT_MODEL)
+
+
+def baseline_meta(gbdt: GbdtBaseline) -> dict[str, Any]:
+    """The settings a file stores beside a `GbdtBaseline`'s booster (`baseline_from_meta` rebuilds it)."""
+    return {"objective": gbdt.objective, "width": gbdt.width, "seed": gbdt.seed, "rounds": gbdt.rounds, "depth": gbdt.depth,
+            "rank_pairs": gbdt.rank_pairs}
+
+
+def baseline_from_meta(booster: Any, meta: dict[str, Any]) -> GbdtBaseline:
+    """The `GbdtBaseline` of a loaded `booster` and its `baseline_meta` (KeyError / TypeError / ValueError on a bad field)."""
+    pairs = meta.get("rank_pairs")  # files before the fourteenth session: XGBoost's default
+    gbdt = GbdtBaseline(seed=int(meta["seed"]), rounds=int(meta["rounds"]), depth=int(meta["depth"]), objective=str(meta["objective"]),
+                        rank_pairs=None if pairs is None else int(pairs))
+    gbdt.booster, gbdt.width = booster, int(meta["width"])
+    return gbdt
 
 
 def train_gbdt_and_save(data_dir: str, output: str, *, split: str = "random", test_fraction: float = 0.2, seed: int = 0,

@@ -308,10 +308,13 @@ class _Importer:
         expected = expected_input_count(op_def, node_def.attr)
         actual = sum(1 for text in node_def.input if not text.startswith("^"))
         if expected is not None and expected != actual:
-            message = f"node {node_def.name!r} ({node_def.op}) has {actual} data inputs, its attrs say {expected}"
-            if self.strict:
-                raise ModelFormatError(message, file=self.file, node=node_def.name, field="input")
-            self.tf_hazards.append(message)
+            self.hazard(f"node {node_def.name!r} ({node_def.op}) has {actual} data inputs, its attrs say {expected}", node_def, "input")
+
+    def hazard(self, message: str, node_def: Any, field: str, error: type[CompilerOptError] = ModelFormatError) -> None:
+        """A node TensorFlow's importer must not see: `error` under `strict`, else TF's shape inference is skipped."""
+        if self.strict:
+            raise error(message, file=self.file, node=node_def.name, field=field)
+        self.tf_hazards.append(message)
 
     def check_rank_attrs(self, node_def: Any) -> None:
         """Attrs that count or index tensor dimensions (`RANK_ATTRS`) beyond any rank TensorFlow allows
@@ -325,10 +328,7 @@ class _Importer:
             bad = next((n for n in numbers if abs(n) > TF_MAX_RANK), None)
             if bad is None:
                 continue
-            message = f"node {node_def.name!r} ({node_def.op}) has {name} = {bad}, beyond any tensor rank ({TF_MAX_RANK})"
-            if self.strict:
-                raise ModelFormatError(message, file=self.file, node=node_def.name, field=f"attr.{name}")
-            self.tf_hazards.append(message)
+            self.hazard(f"node {node_def.name!r} ({node_def.op}) has {name} = {bad}, beyond any tensor rank ({TF_MAX_RANK})", node_def, f"attr.{name}")
 
     def check_const_type(self, node_def: Any) -> None:
         """A constant whose value tensor is not of its `dtype` attr: TensorFlow's shape functions read the tensor as the
@@ -338,10 +338,8 @@ class _Importer:
         stated, held = node_def.attr["dtype"].type, node_def.attr["value"].tensor.dtype
         if stated == held:
             return
-        message = f"node {node_def.name!r} ({node_def.op}) holds a {_type_name(held)} value but its dtype is {_type_name(stated)}"
-        if self.strict:
-            raise CorruptModelError(message, file=self.file, node=node_def.name, field="attr.value.tensor.dtype")
-        self.tf_hazards.append(message)
+        self.hazard(f"node {node_def.name!r} ({node_def.op}) holds a {_type_name(held)} value but its dtype is {_type_name(stated)}", node_def,
+                    "attr.value.tensor.dtype", CorruptModelError)
 
     def run(self, outputs: Sequence[str] | None) -> Graph:
         graph_def = self.graph_def
