@@ -15,6 +15,7 @@ process. Cost per call: two pipe copies of the payload (a fork per call cost ten
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import os
 import select
 import signal
@@ -70,8 +71,11 @@ def _serve(requests: int, replies: int) -> None:
         except EOFError:
             return
         name_length = message[0]
-        name, payload = message[1 : 1 + name_length].decode(), message[1 + name_length :]
+        module, name = message[1 : 1 + name_length].decode().split(":", 1)
+        payload = message[1 + name_length :]
         try:
+            if name not in _FUNCTIONS:  # registered in the caller after this helper forked
+                importlib.import_module(module)
             status, result = _OK, _FUNCTIONS[name](payload)
         except BaseException as err:  # noqa: BLE001 - reported to the caller
             status, result = _ERROR, str(err).encode("utf-8", "replace")
@@ -143,7 +147,7 @@ class _Helper:
         with self.lock:
             if not self.pid:
                 self.start()
-            encoded = name.encode()
+            encoded = f"{_FUNCTIONS[name].__module__}:{name}".encode()
             message = bytes([len(encoded)]) + encoded + payload
             deadline = time.monotonic() + timeout_s
             try:

@@ -37,9 +37,11 @@ Mapping:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import struct
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -63,6 +65,7 @@ from graph_ir.graph import Function, Graph, ModelInfo
 from graph_ir.io import limits
 from graph_ir.io.decisions import read_decision
 from graph_ir.core import CONTROL_PREDECESSORS
+from graph_ir.io._isolate import call_isolated, register
 from graph_ir.io._native_log import import_tensorflow, native_stderr_to_log
 from graph_ir.verify import topological_order
 from graph_ir.io.tf_ops import (
@@ -260,9 +263,9 @@ def import_graphdef(
         objections.append("nodes disagree with their op definition, so TensorFlow's shape inference was skipped: "
                           + "; ".join(importer.tf_hazards[:3]))
     elif infer_shapes:
-        refusal = _infer_shapes(graph, graph_def, file, strict=strict)
-        if refusal:
-            objections.append(f"TensorFlow's importer refused the graph ({refusal}); types are those the file states")
+        objection = _infer_shapes(graph, graph_def, file, strict=strict)
+        if objection:
+            objections.append(f"{objection}; types are those the file states")
     if objections:
         message = "; ".join(objections)
         graph.meta["tf.import_warning"] = message
@@ -645,57 +648,104 @@ def graphdef_without_devices(graph_def: Any) -> Any:
 
 def _infer_shapes(graph: Graph, graph_def: Any, file: str | None, *, strict: bool = False) -> str | None:
     """Fill unknown output types from TensorFlow's shape inference (the graph imported into a
-    tf.Graph); function bodies get what their signatures allow. Returns TensorFlow's objection
-    when it refuses the main graph (raised instead under `strict`)."""
-    import tensorflow as tf
+    tf.Graph); function bodies get what their signatures allow. Returns what TensorFlow objected
+    to when it refuses the main graph, crashes or hangs on it (raised instead under `strict`).
 
-    tf_graph = tf.Graph()
-    refusal = None
-    if _missing_shapes(graph):
-        try:
-            with tf_graph.as_default(), native_stderr_to_log(logger):
-                tf.graph_util.import_graph_def(graphdef_without_devices(graph_def), name="")
-        except (ValueError, TypeError, KeyError, tf.errors.OpError) as err:
-            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            if not strict:
-                refusal = message
-            else:
-                match = _TF_NODE_IN_MESSAGE.search(str(err))
-                node = next((g for g in match.groups() if g), None) if match else None
-                # Shape and dtype conflicts are type errors; anything else (names...) a format error.
-                error = TypeConsistencyError if _TYPE_PROBLEM.search(message) else ModelFormatError
-                raise error(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
-        else:
-            _copy_types(graph, tf_graph.get_operations())
-    library = {f.signature.name: f for f in graph_def.library.function}
+    TensorFlow's shape functions CHECK-fail (abort the process) on some malformed graphs the
+    importer's own checks do not foresee, so inference runs in the forked helper
+    (`graph_ir.io._isolate`) and only the types come back."""
+    library = {f.signature.name for f in graph_def.library.function}
+    functions = sorted(f.name for f in graph.functions.values() if f.name in library and _missing_shapes(f.graph))
+    main = _missing_shapes(graph)
+    if not main and not functions:
+        return None
+    request = json.dumps({"main": main, "functions": functions}).encode()
+    serialized = graphdef_without_devices(graph_def).SerializeToString()
+    try:
+        with native_stderr_to_log(logger):  # in process (COMPILER_OPT_NATIVE_IN_PROCESS=1), TF logs to fd 2
+            reply = call_isolated("tf_shapes", _REQUEST_SIZE.pack(len(request)) + request + serialized,
+                                  what="TensorFlow's shape inference", timeout_s=60.0 + 30.0 * len(serialized) / 2**20, file=file)
+    except CorruptModelError as err:  # a crash or a hang: the file's own types stand
+        if strict:
+            raise
+        return err.message.replace(" on this input", "")
+    answer = json.loads(reply)
+    refusal = answer["refusal"]
+    if refusal is not None:
+        message = refusal.strip().splitlines()[0] if refusal.strip() else answer["refusal_type"]
+        if strict:
+            match = _TF_NODE_IN_MESSAGE.search(refusal)
+            node = next((g for g in match.groups() if g), None) if match else None
+            # Shape and dtype conflicts are type errors; anything else (names...) a format error.
+            error = TypeConsistencyError if _TYPE_PROBLEM.search(message) else ModelFormatError
+            raise error(f"TensorFlow rejects the graph: {message}", file=file, node=node) from None
+        refusal = f"TensorFlow's importer refused the graph ({message})"
+    elif answer["main"] is not None:
+        _copy_types(graph, answer["main"])
     for function in graph.functions.values():
-        if not _missing_shapes(function.graph) or function.name not in library:
-            continue
-        try:
-            from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
-
-            with tf_graph.as_default():
-                func_graph = function_def_to_graph(library[function.name])
-        except Exception as err:  # noqa: BLE001 - polymorphic bodies may not instantiate alone; types stay as read
-            logger.debug("%s: no shape inference for function %s: %s", file, function.name, err)
-            continue
-        _copy_types(function.graph, func_graph.get_operations())
+        if function.name in answer["functions"]:
+            _copy_types(function.graph, answer["functions"][function.name])
+    for name, err in answer["function_errors"].items():  # polymorphic bodies may not instantiate alone; types stay as read
+        logger.debug("%s: no shape inference for function %s: %s", file, name, err)
     return refusal
 
 
-def _copy_types(graph: Graph, operations: Iterable[Any]) -> None:
-    for op in operations:
-        node = graph.find_node(op.name)
-        if node is None or len(node.outputs) != len(op.outputs):
+_REQUEST_SIZE = struct.Struct("<I")
+
+
+def _output_types(operations: Iterable[Any]) -> dict[str, list[tuple[int, list[int | None] | None]]]:
+    """Op name -> (DataType enum, dims or None) per output, as TensorFlow inferred them."""
+    return {op.name: [(t.dtype.as_datatype_enum, t.shape.as_list() if t.shape.rank is not None else None) for t in op.outputs]
+            for op in operations}
+
+
+def _tf_shapes_in_helper(payload: bytes) -> bytes:
+    """The helper's side of `_infer_shapes`: a JSON request and a serialized GraphDef in, the
+    inferred output types (or TensorFlow's refusal) out as JSON."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+    (size,) = _REQUEST_SIZE.unpack_from(payload)
+    request = json.loads(payload[_REQUEST_SIZE.size : _REQUEST_SIZE.size + size])
+    graph_def = graph_pb2.GraphDef.FromString(payload[_REQUEST_SIZE.size + size :])
+    answer: dict[str, Any] = {"refusal": None, "refusal_type": None, "main": None, "functions": {}, "function_errors": {}}
+    tf_graph = tf.Graph()
+    if request["main"]:
+        try:
+            with tf_graph.as_default():
+                tf.graph_util.import_graph_def(graph_def, name="")
+        except (ValueError, TypeError, KeyError, tf.errors.OpError) as err:
+            answer["refusal"], answer["refusal_type"] = str(err), type(err).__name__
+        else:
+            answer["main"] = _output_types(tf_graph.get_operations())
+    library = {f.signature.name: f for f in graph_def.library.function}
+    for name in request["functions"]:
+        try:
+            with tf_graph.as_default():
+                func_graph = function_def_to_graph(library[name])
+        except Exception as err:  # noqa: BLE001 - reported back, logged at debug level
+            answer["function_errors"][name] = str(err)
             continue
-        for value, tensor in zip(node.outputs, op.outputs):
+        answer["functions"][name] = _output_types(func_graph.get_operations())
+    return json.dumps(answer).encode()
+
+
+register("tf_shapes", _tf_shapes_in_helper)
+
+
+def _copy_types(graph: Graph, inferred: dict[str, list[Any]]) -> None:
+    for name, outputs in inferred.items():
+        node = graph.find_node(name)
+        if node is None or len(node.outputs) != len(outputs):
+            continue
+        for value, (tf_dtype, dims) in zip(node.outputs, outputs):
             current = value.type
             if not isinstance(current, TensorType) or current.shape is not None:
                 continue
-            dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
             dtype = current.dtype
             if dtype is None:
-                dtype, _ = dtype_from_tf(tensor.dtype.as_datatype_enum)
+                dtype, _ = dtype_from_tf(tf_dtype)
             value.type = TensorType(dtype, Shape(dims) if dims is not None else None)
 
 

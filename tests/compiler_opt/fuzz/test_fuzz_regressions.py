@@ -345,3 +345,38 @@ def test_a_rank_attr_beyond_any_rank_never_reaches_tensorflows_shape_inference(t
     gather.attr["batch_dims"].i = 0  # a sane graph still gets TensorFlow's shapes, with no warning
     path.write_bytes(graph.SerializeToString())
     assert "tf.import_warning" not in load_tf(path).meta
+
+
+def test_tensorflow_aborting_in_its_shape_inference_leaves_the_caller_alive(tmp_path, monkeypatch):
+    # The checks above keep known aborts from TensorFlow; for the ones nobody foresaw, its shape inference runs in the
+    # forked helper. The Const check is switched off here so that TensorFlow really CHECK-fails, in the helper.
+    pytest.importorskip("tensorflow")
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io import tf_import
+
+    monkeypatch.delenv("COMPILER_OPT_NATIVE_IN_PROCESS", raising=False)
+    monkeypatch.setattr(tf_import._Importer, "check_const_type", lambda self, node_def: None)
+    graph = graph_pb2.GraphDef()
+    _placeholder(graph, "a", types_pb2.DT_FLOAT, 2)
+    _placeholder(graph, "b", types_pb2.DT_FLOAT, 2)
+    _int32_const(graph, "axis", held=types_pb2.DT_INT16)
+    concat = graph.node.add(name="concat", op="ConcatV2", input=["a", "b", "axis"])
+    concat.attr["T"].type = types_pb2.DT_FLOAT
+    concat.attr["Tidx"].type = types_pb2.DT_INT32
+    concat.attr["N"].i = 2
+    path = tmp_path / "g.pb"
+    path.write_bytes(graph.SerializeToString())
+    imported = tf_import.load_tf(path)
+    imported.verify()
+    warning = imported.meta["tf.import_warning"]
+    assert "TensorFlow's shape inference crashed (signal 6): Check failed" in warning and "types are those the file states" in warning
+    assert imported.find_node("concat").outputs[0].type.shape is None
+    with pytest.raises(CorruptModelError, match="shape inference crashed on this input") as info:
+        tf_import.load_tf(path, strict=True)
+    assert info.value.file == str(path)
+    graph.node[2].attr["value"].tensor.dtype = types_pb2.DT_INT32  # the next graph gets a fresh helper, and its shapes
+    path.write_bytes(graph.SerializeToString())
+    sane = tf_import.load_tf(path)
+    assert "tf.import_warning" not in sane.meta and tuple(sane.find_node("concat").outputs[0].type.shape) == (4,)
