@@ -38,7 +38,8 @@ from graph_ir.io.decisions import read_decision
 from graph_ir.io.files import read_nonempty
 from graph_ir.io.hlo_ops import HLO_OP_KINDS
 from graph_ir.io.stablehlo_quant import QuantTable, hide_quant_types
-from graph_ir.io.xla_bridge import HloSyntaxError, mlir_context
+from graph_ir.io._isolate import call_isolated, register
+from graph_ir.io.xla_bridge import HloSyntaxError, mlir_context, native_timeout
 from graph_ir.op_kinds import OpKind, register_op_kinds
 from graph_ir.tensors import NumpyTensor
 from graph_ir.types import OpaqueType, Shape, TensorType, TokenType, TupleType, Type
@@ -112,11 +113,19 @@ def load_stablehlo(path: str | os.PathLike[str]) -> Graph:
     return graph
 
 
+def _stablehlo_to_hlo_bytes(source: bytes) -> bytes:
+    from jaxlib import _jax
+
+    computation = _jax.mlir.mlir_module_to_xla_computation(source, use_tuple_args=False, return_tuple=False)
+    return computation.as_serialized_hlo_module_proto()
+
+
+register("stablehlo_to_hlo", _stablehlo_to_hlo_bytes)
+
+
 def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:
     """A StableHLO file lowered to XLA HLO by XLA itself (`mlir_module_to_xla_computation`), then
     imported as HLO: the graph can be written as HLO text or StableHLO again."""
-    from jaxlib import _jax
-
     from graph_ir.io.hlo_import import import_hlo_module
     from graph_ir.io.xla_bridge import hlo_module_proto_class
 
@@ -125,11 +134,13 @@ def load_stablehlo_as_hlo(path: str | os.PathLike[str]) -> Graph:
     with open(path, "rb") as handle:
         source = handle.read()
     try:
-        computation = _jax.mlir.mlir_module_to_xla_computation(source, use_tuple_args=False, return_tuple=False)
-    except Exception as err:
+        # XLA's lowering is native code that may abort: in the helper. From the serialized proto, not text: XLA's text
+        # printer elides large constants.
+        serialized = call_isolated("stablehlo_to_hlo", source, what="XLA's StableHLO -> HLO lowering",
+                                   timeout_s=native_timeout(len(source)), file=path)
+    except RuntimeError as err:
         raise ModelFormatError(f"XLA could not lower the module to HLO: {str(err).splitlines()[0]}", file=path) from None
-    # From the serialized proto, not text: XLA's text printer elides large constants.
-    proto = hlo_module_proto_class().FromString(computation.as_serialized_hlo_module_proto())
+    proto = hlo_module_proto_class().FromString(serialized)
     graph = import_hlo_module(proto, file=path)
     graph.model.source_format = "stablehlo"
     return graph
@@ -164,6 +175,7 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
         except CompilerOptError as err:
             raise err.with_context(file=file)
         _check_dimension_indices(source, file)
+    _parse_in_helper(source, file)
     context = mlir_context()
     context.allow_unregistered_dialects = True  # for `check`; other unknown ops are refused below
     with context:
@@ -181,6 +193,31 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
         with gc_paused():
             graph = _Importer(file, quant).run(module)
     return graph
+
+
+def _parse_in_helper(source: str | bytes, file: str | None) -> None:
+    """Parse (and verify) the module once in the forked helper (`graph_ir.io._isolate`) before the
+    importer parses it here and walks it: an op verifier that aborts on input nobody foresaw costs
+    a `CorruptModelError`, not the process. A parse error is left to the parse here, which reports
+    it with its line and column. Costs a second parse (about 6 ms a MB)."""
+    payload = source.encode("utf-8") if isinstance(source, str) else source
+    try:
+        call_isolated("stablehlo_parse", payload, what="MLIR's StableHLO parser", timeout_s=native_timeout(len(payload)), file=file)
+    except RuntimeError:
+        pass
+
+
+def _parse_stablehlo_bytes(payload: bytes) -> bytes:
+    from jaxlib.mlir import ir
+
+    context = mlir_context()
+    context.allow_unregistered_dialects = True
+    with context:
+        ir.Module.parse(payload if payload.startswith(_BYTECODE_MAGIC) else payload.decode("utf-8"))
+    return b""
+
+
+register("stablehlo_parse", _parse_stablehlo_bytes)
 
 
 def _check_dimension_indices(source: str, file: str | None) -> None:

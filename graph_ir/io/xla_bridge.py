@@ -112,7 +112,7 @@ def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) 
         with native_stderr_to_log(logger):
             # XLA's parser CHECK-fails (aborts) on some malformed text: it runs in the helper.
             serialized = call_isolated("hlo_parse", text.encode("utf-8"), what="XLA's HLO parser",
-                                       timeout_s=_native_timeout(len(text)), file=file)
+                                       timeout_s=native_timeout(len(text)), file=file)
     except CompilerOptError:
         raise
     except Exception as err:  # jaxlib raises its own runtime error type
@@ -126,7 +126,7 @@ def parse_hlo_text(text: str, *, file: str | None = None, line_offset: int = 0) 
     return hlo_module_proto_class().FromString(serialized)
 
 
-def _native_timeout(size: int) -> float:
+def native_timeout(size: int) -> float:
     """Seconds a native parse or conversion of `size` bytes may take in its child."""
     return 120.0 + 30.0 * size / 2**20
 
@@ -284,7 +284,7 @@ def hlo_to_stablehlo_bytecode(proto: Any) -> bytes:
     serialized = proto.SerializeToString()
     # The converter CHECK-fails or segfaults on some modules the parser accepted: in the helper.
     return call_isolated("hlo_to_stablehlo", serialized, what="XLA's HLO -> StableHLO converter",
-                         timeout_s=_native_timeout(len(serialized)))
+                         timeout_s=native_timeout(len(serialized)))
 
 
 def _parse_hlo_bytes(text: bytes) -> bytes:

@@ -77,3 +77,54 @@ def test_tensorflow_shape_inference_in_the_helper_gives_what_it_gives_in_process
     in_process = types(load_tf(path))
     assert in_helper == in_process
     assert any("?" not in t for t in in_helper[0].values())  # shapes were inferred at all
+
+
+def _abort(payload: bytes) -> bytes:
+    os.abort()
+
+
+STABLEHLO = """func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = stablehlo.add %a, %a : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("function, load, what", [
+    ("stablehlo_parse", "load_stablehlo", "MLIR's StableHLO parser"),
+    ("stablehlo_to_hlo", "load_stablehlo_as_hlo", "XLA's StableHLO -> HLO lowering"),
+])
+def test_native_stablehlo_calls_run_in_the_helper(function, load, what, tmp_path, monkeypatch):
+    # No input is known to crash these; the wiring is checked with a helper function that aborts as a crash would.
+    pytest.importorskip("jaxlib")
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here: calls run in process")
+    from graph_ir.errors import CorruptModelError
+    from graph_ir.io import stablehlo_import
+
+    monkeypatch.delenv(_isolate.IN_PROCESS_ENV, raising=False)
+    path = tmp_path / "m.mlir"
+    path.write_text(STABLEHLO)
+    assert getattr(stablehlo_import, load)(path).verify() is None  # through the real helper
+    helper = _isolate._Helper()
+    monkeypatch.setattr(_isolate, "_HELPER", helper)
+    monkeypatch.setitem(_isolate._FUNCTIONS, function, _abort)
+    try:
+        with pytest.raises(CorruptModelError, match=f"{what} crashed on this input") as info:
+            getattr(stablehlo_import, load)(path)
+        assert info.value.file == str(path)
+    finally:
+        if helper.pid:
+            helper.stop()
+
+
+def test_a_stablehlo_syntax_error_keeps_its_line_and_column(tmp_path):
+    pytest.importorskip("jaxlib")
+    from graph_ir.io.stablehlo_import import load_stablehlo
+    from graph_ir.io.xla_bridge import HloSyntaxError
+
+    path = tmp_path / "m.mlir"
+    path.write_text(STABLEHLO.replace("stablehlo.add %a, %a", "stablehlo.add %a, %b"))
+    with pytest.raises(HloSyntaxError) as info:
+        load_stablehlo(path)
+    assert (info.value.line, info.value.column) == (2, 26) and "undeclared SSA value" in str(info.value)
