@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from compiler_opt.fuzz.campaign import default_seeds, iter_bugs, main_table, run_campaign  # noqa: E402
+from compiler_opt.fuzz.campaign import default_seeds, iter_bugs, iter_refusal_examples, main_table, run_campaign  # noqa: E402
 
 
 def main() -> int:
@@ -32,6 +32,8 @@ def main() -> int:
     seeds = default_seeds(args.testdata)
     report = run_campaign(seeds, args.seconds, out / "fuzz", per_input_timeout_s=args.timeout, rss_limit_mb=args.rss_mb)
     print(main_table(report))
+    for line in iter_refusal_examples(report):
+        print("first refusal:", line)
     for line in iter_bugs(report):
         print("bug:", line)
     for crash in report.crashes:

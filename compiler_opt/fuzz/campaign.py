@@ -15,9 +15,9 @@ from typing import Any, Iterable
 
 from compiler_opt.fuzz.targets import FORMATS
 
-__all__ = ["CampaignReport", "default_seeds", "run_campaign"]
+__all__ = ["CampaignReport", "default_seeds", "iter_bugs", "iter_refusal_examples", "main_table", "run_campaign"]
 
-_ROOT = Path(__file__).resolve().parents[3]
+_ROOT = Path(__file__).resolve().parents[2]  # the checkout: compiler_opt/fuzz/campaign.py
 _ARTIFACT_KINDS = ("crash", "timeout", "oom", "leak", "slow-unit")
 
 
@@ -85,6 +85,8 @@ def _merge(report: CampaignReport, stats: dict[str, Any]) -> None:
         total["bugs"] += per["bugs"]
         for name, count in per["refused"].items():
             total["refused"][name] = total["refused"].get(name, 0) + count
+        for name, example in per.get("examples", {}).items():
+            total.setdefault("examples", {}).setdefault(name, example)
     for key, bug in stats.get("bugs", {}).items():
         total = report.bugs.setdefault(key, {"count": 0, "sample": bug["sample"], "traceback": bug["traceback"]})
         total["count"] += bug["count"]
@@ -109,7 +111,7 @@ def run_campaign(
     """Fuzz for about `seconds` of wall time, worker start-up included (running the seeds once
     may take longer, and each worker fuzzes at least `_MIN_FUZZ_S` after its start-up); results
     and artifacts in `out_dir`."""
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # the workers run in the checkout
     out.mkdir(parents=True, exist_ok=True)
     corpus = out / "corpus"
     corpus.mkdir(exist_ok=True)
@@ -178,6 +180,13 @@ def main_table(report: CampaignReport) -> str:
                  f"(format, error class) refusals, {len(report.bugs)} distinct Python bugs, "
                  f"{len(report.crashes)} native crashes/timeouts/OOMs, {report.restarts} restarts")
     return "\n".join(lines)
+
+
+def iter_refusal_examples(report: CampaignReport) -> Iterable[str]:
+    """The first refusal of each (format, error class): what a user would read, to judge."""
+    for fmt, per in report.formats.items():
+        for name, example in sorted(per.get("examples", {}).items()):
+            yield f"{fmt} {name}: {example['message'][:300]} (sample {example['sample']})"
 
 
 def iter_bugs(report: CampaignReport) -> Iterable[str]:

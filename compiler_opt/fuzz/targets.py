@@ -32,7 +32,7 @@ _OUR_CODE = ("graph_ir" + os.sep, "cost_model" + os.sep, "compiler_opt" + os.sep
 class Outcome:
     kind: str  # "accepted", "refused" or "bug"
     detail: str  # the refusal's error class, or the bug's signature
-    report: str = ""  # a bug's traceback
+    report: str = ""  # a bug's traceback, a refusal's message
 
 
 def _load(fmt: Format, path: str) -> object:
@@ -66,7 +66,7 @@ def run_one(fmt: Format | str, data: bytes, workdir: str | os.PathLike[str]) -> 
     try:
         result = _load(fmt, path)
     except CompilerOptError as err:
-        return Outcome("refused", type(err).__name__)
+        return Outcome("refused", type(err).__name__, str(err)[:500])
     except (Exception, RecursionError, MemoryError) as err:  # noqa: BLE001 - every other exception is a bug
         return Outcome("bug", _signature(err), "".join(traceback.format_exception(err))[-4000:])
     if isinstance(result, Graph):

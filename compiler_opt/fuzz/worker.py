@@ -35,22 +35,29 @@ class _Stats:
             per["accepted"] += 1
         elif outcome.kind == "refused":
             per["refused"][outcome.detail] = per["refused"].get(outcome.detail, 0) + 1
+            if outcome.detail not in per.setdefault("examples", {}):  # the first of each class, for a reader to judge the message
+                per["examples"][outcome.detail] = {"message": outcome.report, "sample": self._keep(payload, f"refused-{fmt}")}
+                new_bug = True  # written at once, like a bug
         else:
             per["bugs"] += 1
             key = f"{fmt}: {outcome.detail}"
             bug = self.data["bugs"].get(key)
             if bug is None:
                 new_bug = True
-                digest = hashlib.sha1(payload).hexdigest()[:12]
-                sample = os.path.join(os.path.dirname(self.path), f"bug-{fmt}-{digest}.bin")
-                with open(sample, "wb") as handle:
-                    handle.write(payload)
+                sample = self._keep(payload, f"bug-{fmt}")
                 bug = self.data["bugs"][key] = {"count": 0, "format": fmt, "sample": sample, "traceback": outcome.report}
             bug["count"] += 1
         now = time.monotonic()
         if new_bug or now - self.last_write > 2.0:
             self.write()
             self.last_write = now
+
+    def _keep(self, payload: bytes, prefix: str) -> str:
+        digest = hashlib.sha1(payload).hexdigest()[:12]
+        sample = os.path.join(os.path.dirname(self.path), f"{prefix}-{digest}.bin")
+        with open(sample, "wb") as handle:
+            handle.write(payload)
+        return sample
 
     def write(self) -> None:
         tmp = self.path + ".tmp"

@@ -17,7 +17,7 @@ from graph_ir.errors import TypeConsistencyError
 from compiler_opt.fuzz.targets import run_one
 from graph_ir.io.onnx_import import load_onnx
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[3]
 
 # XLA's text parser accepts a layout that disagrees with ENTRY; its HLO -> MLIR importer then
 # CHECK-fails ("parameter_shapes.size() == main.getNumArguments()") and aborts the process.
