@@ -56,12 +56,14 @@ class CompilerOptError(Exception):
         self.line = line
         self.column = column
 
-    def with_context(self, *, file: str | None = None, node: str | None = None) -> CompilerOptError:
+    def with_context(self, *, file: str | None = None, node: str | None = None, field: str | None = None) -> CompilerOptError:
         """Fill in missing location details (importers add the file name on the way out)."""
         if file is not None and self.file is None:
             self.file = file
         if node is not None and self.node is None:
             self.node = node
+        if field is not None and self.field is None:
+            self.field = field
         return self
 
     def __str__(self) -> str:

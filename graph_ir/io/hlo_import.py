@@ -318,6 +318,12 @@ class _HloImporter:
         self.schedule = {cid: list(seq.instruction_ids) for cid, seq in proto.schedule.sequences.items()}
         self.types: dict[bytes, Type] = {}  # many instructions share a shape: convert each once
 
+    def instruction_type(self, inst: Any) -> Type:
+        try:
+            return self.type_of(inst.shape)
+        except CompilerOptError as err:
+            raise err.with_context(node=inst.name, field="shape")
+
     def type_of(self, shape: Any) -> Type:
         key = shape.SerializeToString(deterministic=True)
         cached = self.types.get(key)
@@ -354,7 +360,7 @@ class _HloImporter:
         values: dict[int, Value] = {}
         params = sorted((i for i in computation.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
         for inst in params:
-            value = Value(inst.name, self.type_of(inst.shape))
+            value = Value(inst.name, self.instruction_type(inst))
             value.meta["hlo.instruction"] = inst
             _keep_opaque_shape(value, inst.shape)
             graph.add_input(value)
@@ -366,7 +372,7 @@ class _HloImporter:
             node = Node(
                 inst.opcode,
                 (),
-                outputs=[Value(inst.name, self.type_of(inst.shape))],
+                outputs=[Value(inst.name, self.instruction_type(inst))],
                 domain=HLO_DOMAIN,
                 name=inst.name,
                 kind=HLO_OP_KINDS.get(inst.opcode, OpKind.OTHER),

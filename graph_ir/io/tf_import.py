@@ -431,7 +431,10 @@ class _Importer:
                 offsets[arg_name] = len(flat)
                 flat.extend(dtypes)
             self.arg_offsets[node_def.name] = offsets
-            shapes = _output_shapes(node_def, len(flat))
+            try:
+                shapes = _output_shapes(node_def, len(flat))
+            except CompilerOptError as err:
+                raise err.with_context(file=self.file, node=node_def.name, field="attr._output_shapes")
             values = []
             for index, code in enumerate(flat):
                 dtype, is_ref = dtype_from_tf(code)
@@ -610,7 +613,10 @@ def _set_attrs(node: Node, node_def: Any) -> None:
         if name.startswith(DECISION_ATTR_PREFIX):
             read_decision(node, name[1:], value.s.decode("utf-8", "replace"))
             continue
-        attr = attr_from_tf(name, value)
+        try:
+            attr = attr_from_tf(name, value)
+        except CompilerOptError as err:
+            raise err.with_context(node=node.name, field=f"attr.{name}")
         node.set_attr(attr)
         imported[name] = attr
     # The exporter writes an attr from the kept AttrValue while the IR still holds this object.

@@ -380,3 +380,23 @@ def test_tensorflow_aborting_in_its_shape_inference_leaves_the_caller_alive(tmp_
     path.write_bytes(graph.SerializeToString())
     sane = tf_import.load_tf(path)
     assert "tf.import_warning" not in sane.meta and tuple(sane.find_node("concat").outputs[0].type.shape) == (4,)
+
+
+def test_a_shape_no_runtime_can_address_names_its_node_and_field(tmp_path):
+    # Seen among the forty-third session's campaign's first refusals: right class, but no node to look at.
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("jaxlib")
+    from graph_ir.errors import InvalidShapeError
+    from graph_ir.io.formats import load
+
+    graph = tmp_path / "g.pbtxt"
+    graph.write_text('node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }\n'
+                     '  attr { key: "shape" value { shape { dim { size: 9223372036854775807 } dim { size: 2 } } } } }\n')
+    with pytest.raises(InvalidShapeError, match="more than the") as info:
+        load(str(graph))
+    assert (info.value.file, info.value.node, info.value.field) == (str(graph), "x", "attr.shape")
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text("HloModule m\n\nENTRY main {\n  p = f32[4611686018427387904,8192] parameter(0)\n  ROOT n = f32[4611686018427387904,8192] negate(p)\n}\n")
+    with pytest.raises(InvalidShapeError, match="more than the") as info:
+        load(str(hlo))
+    assert (info.value.file, info.value.node, info.value.field) == (str(hlo), "p", "shape")
