@@ -147,6 +147,10 @@ class _Helper:
         with self.lock:
             if not self.pid:
                 self.start()
+            # The log holds this call's native messages only: a crash quotes its own check, and a long-lived helper's
+            # warnings do not pile up on disk (the helper writes through the same file offset).
+            self.log.seek(0)
+            self.log.truncate()
             encoded = f"{_FUNCTIONS[name].__module__}:{name}".encode()
             message = bytes([len(encoded)]) + encoded + payload
             deadline = time.monotonic() + timeout_s

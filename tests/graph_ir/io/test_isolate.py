@@ -128,3 +128,36 @@ def test_a_stablehlo_syntax_error_keeps_its_line_and_column(tmp_path):
     with pytest.raises(HloSyntaxError) as info:
         load_stablehlo(path)
     assert (info.value.line, info.value.column) == (2, 26) and "undeclared SSA value" in str(info.value)
+
+
+def _warn_check(payload: bytes) -> bytes:
+    os.write(2, b"F0000 x.cc:1] Check failed: an earlier call's message, not fatal there\n")
+    return b"ok"
+
+
+def _abort_with_check(payload: bytes) -> bytes:
+    os.write(2, b"F0000 y.cc:2] Check failed: this call's own\n")
+    os.abort()
+
+
+_isolate.register("test_isolate_warn_check", _warn_check)
+_isolate.register("test_isolate_abort_with_check", _abort_with_check)
+
+
+def test_a_crash_quotes_its_own_calls_check_and_the_log_does_not_grow(monkeypatch):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here: calls run in process")
+    from graph_ir.errors import CorruptModelError
+
+    monkeypatch.delenv(_isolate.IN_PROCESS_ENV, raising=False)
+    helper = _isolate._Helper()
+    monkeypatch.setattr(_isolate, "_HELPER", helper)
+    try:
+        for _ in range(3):
+            assert _isolate.call_isolated("test_isolate_warn_check", b"", what="a test", timeout_s=30) == b"ok"
+        assert os.fstat(helper.log.fileno()).st_size < 100  # the last call's line only
+        with pytest.raises(CorruptModelError, match="Check failed: this call's own"):
+            _isolate.call_isolated("test_isolate_abort_with_check", b"", what="a test", timeout_s=30)
+    finally:
+        if helper.pid:
+            helper.stop()
