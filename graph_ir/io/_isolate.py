@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -99,12 +100,23 @@ def _limit_memory() -> None:
         pass
 
 
+# Libraries that take seconds to import: when the caller loaded one after the helper forked, a
+# fresh fork (milliseconds) inherits it instead of the helper importing it again.
+HEAVY_MODULES = ("tensorflow", "jaxlib", "torch")
+
+
 class _Helper:
     def __init__(self) -> None:
         self.pid = 0
         self.lock = threading.Lock()
+        self.heavy: frozenset[str] = frozenset()
+
+    def stale(self) -> bool:
+        """The caller has loaded a heavy library since this helper forked."""
+        return bool(self.pid) and any(name in sys.modules and name not in self.heavy for name in HEAVY_MODULES)
 
     def start(self) -> None:
+        self.heavy = frozenset(name for name in HEAVY_MODULES if name in sys.modules)
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         self.log = tempfile.TemporaryFile()
@@ -145,6 +157,8 @@ class _Helper:
 
     def call(self, name: str, payload: bytes, what: str, timeout_s: float, file: str | None) -> bytes:
         with self.lock:
+            if self.stale():
+                self.stop()
             if not self.pid:
                 self.start()
             # The log holds this call's native messages only: a crash quotes its own check, and a long-lived helper's

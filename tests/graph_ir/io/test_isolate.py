@@ -161,3 +161,32 @@ def test_a_crash_quotes_its_own_calls_check_and_the_log_does_not_grow(monkeypatc
     finally:
         if helper.pid:
             helper.stop()
+
+
+def _pid(payload: bytes) -> bytes:
+    return str(os.getpid()).encode()
+
+
+_isolate.register("test_isolate_pid", _pid)
+
+
+def test_the_helper_forks_again_once_the_caller_has_loaded_a_heavy_library(monkeypatch):
+    # TensorFlow imported after the helper forked would be imported again inside it (seconds); a new fork inherits it.
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here: calls run in process")
+    import types
+
+    monkeypatch.delenv(_isolate.IN_PROCESS_ENV, raising=False)
+    monkeypatch.setattr(_isolate, "HEAVY_MODULES", ("test_isolate_heavy_library",))
+    helper = _isolate._Helper()
+    monkeypatch.setattr(_isolate, "_HELPER", helper)
+    try:
+        first = _isolate.call_isolated("test_isolate_pid", b"", what="a test", timeout_s=30)
+        assert _isolate.call_isolated("test_isolate_pid", b"", what="a test", timeout_s=30) == first
+        monkeypatch.setitem(sys.modules, "test_isolate_heavy_library", types.ModuleType("test_isolate_heavy_library"))
+        second = _isolate.call_isolated("test_isolate_pid", b"", what="a test", timeout_s=30)
+        assert second != first
+        assert _isolate.call_isolated("test_isolate_pid", b"", what="a test", timeout_s=30) == second
+    finally:
+        if helper.pid:
+            helper.stop()
