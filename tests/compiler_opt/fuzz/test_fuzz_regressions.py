@@ -260,6 +260,22 @@ def _int32_const(graph, name: str, held: int | None = None) -> None:
     node.attr["value"].tensor.int_val.append(0)
 
 
+def _concat_on_an_int16_axis():
+    """ConcatV2 of two float[2] placeholders on a Const axis whose dtype says int32 and whose value tensor is int16:
+    TensorFlow's ConcatV2 shape function CHECK-fails on it."""
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    graph = graph_pb2.GraphDef()
+    _placeholder(graph, "a", types_pb2.DT_FLOAT, 2)
+    _placeholder(graph, "b", types_pb2.DT_FLOAT, 2)
+    _int32_const(graph, "axis", held=types_pb2.DT_INT16)
+    concat = graph.node.add(name="concat", op="ConcatV2", input=["a", "b", "axis"])
+    concat.attr["T"].type = types_pb2.DT_FLOAT
+    concat.attr["Tidx"].type = types_pb2.DT_INT32
+    concat.attr["N"].i = 2
+    return graph
+
+
 def _tf_warning_from_a_child(path) -> str:
     """`load_tf(path)`'s import warning, imported in a child process: where TensorFlow would abort, a regression
     fails the test instead of ending the test run."""
@@ -296,19 +312,10 @@ def test_a_const_whose_value_is_not_its_dtype_never_reaches_tensorflows_shape_in
     # Found by the bounded fuzz campaign (forty-second session): TensorFlow's ConcatV2 shape function read the axis
     # Const's int16 tensor as int64 and CHECK-failed, aborting the process.
     pytest.importorskip("tensorflow")
-    from tensorflow.core.framework import graph_pb2, types_pb2
-
     from graph_ir.errors import CorruptModelError
     from graph_ir.io.tf_import import load_tf
 
-    graph = graph_pb2.GraphDef()
-    _placeholder(graph, "a", types_pb2.DT_FLOAT, 2)
-    _placeholder(graph, "b", types_pb2.DT_FLOAT, 2)
-    _int32_const(graph, "axis", held=types_pb2.DT_INT16)
-    concat = graph.node.add(name="concat", op="ConcatV2", input=["a", "b", "axis"])
-    concat.attr["T"].type = types_pb2.DT_FLOAT
-    concat.attr["Tidx"].type = types_pb2.DT_INT32
-    concat.attr["N"].i = 2
+    graph = _concat_on_an_int16_axis()
     path = tmp_path / "g.pb"
     path.write_bytes(graph.SerializeToString())
     warning = _tf_warning_from_a_child(path)
@@ -351,21 +358,14 @@ def test_tensorflow_aborting_in_its_shape_inference_leaves_the_caller_alive(tmp_
     # The checks above keep known aborts from TensorFlow; for the ones nobody foresaw, its shape inference runs in the
     # forked helper. The Const check is switched off here so that TensorFlow really CHECK-fails, in the helper.
     pytest.importorskip("tensorflow")
-    from tensorflow.core.framework import graph_pb2, types_pb2
+    from tensorflow.core.framework import types_pb2
 
     from graph_ir.errors import CorruptModelError
     from graph_ir.io import tf_import
 
     monkeypatch.delenv("COMPILER_OPT_NATIVE_IN_PROCESS", raising=False)
     monkeypatch.setattr(tf_import._Importer, "check_const_type", lambda self, node_def: None)
-    graph = graph_pb2.GraphDef()
-    _placeholder(graph, "a", types_pb2.DT_FLOAT, 2)
-    _placeholder(graph, "b", types_pb2.DT_FLOAT, 2)
-    _int32_const(graph, "axis", held=types_pb2.DT_INT16)
-    concat = graph.node.add(name="concat", op="ConcatV2", input=["a", "b", "axis"])
-    concat.attr["T"].type = types_pb2.DT_FLOAT
-    concat.attr["Tidx"].type = types_pb2.DT_INT32
-    concat.attr["N"].i = 2
+    graph = _concat_on_an_int16_axis()
     path = tmp_path / "g.pb"
     path.write_bytes(graph.SerializeToString())
     imported = tf_import.load_tf(path)
