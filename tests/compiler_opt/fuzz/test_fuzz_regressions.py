@@ -400,3 +400,24 @@ def test_a_shape_no_runtime_can_address_names_its_node_and_field(tmp_path):
     with pytest.raises(InvalidShapeError, match="more than the") as info:
         load(str(hlo))
     assert (info.value.file, info.value.node, info.value.field) == (str(hlo), "p", "shape")
+
+
+def test_a_tf_function_with_two_args_of_one_name_is_a_duplicate_name(tmp_path):
+    # The forty-third session's first campaign logged a bare GraphIRError (the base class) for TF text: a function
+    # signature naming two input args alike.
+    pytest.importorskip("tensorflow")
+    from graph_ir.errors import DuplicateNameError
+    from graph_ir.io.formats import load
+
+    path = tmp_path / "g.pbtxt"
+    path.write_text("""node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "call" op: "F" input: "x" input: "x" }
+library { function {
+  signature { name: "F" input_arg { name: "a" type: DT_FLOAT } input_arg { name: "a" type: DT_FLOAT }
+              output_arg { name: "y" type: DT_FLOAT } }
+  node_def { name: "add" op: "AddV2" input: "a" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+  ret { key: "y" value: "add:z:0" } } }
+""")
+    with pytest.raises(DuplicateNameError, match="in function 'F': two input_args are named 'a'") as info:
+        load(str(path))
+    assert (info.value.file, info.value.field) == (str(path), "signature.input_arg")
