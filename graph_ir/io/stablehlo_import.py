@@ -176,8 +176,7 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
             raise err.with_context(file=file)
         _check_dimension_indices(source, file)
     _parse_in_helper(source, file)
-    context = mlir_context()
-    context.allow_unregistered_dialects = True  # for `check`; other unknown ops are refused below
+    context = _parse_context()
     with context:
         try:
             module = ir.Module.parse(source)
@@ -195,6 +194,14 @@ def import_stablehlo_text(source: str | bytes, *, file: str | None = None) -> Gr
     return graph
 
 
+def _parse_context() -> Any:
+    """The MLIR context both parses use: unregistered dialects allowed for `check`; other unknown
+    ops are refused after the parse (`_refuse_unregistered_ops`)."""
+    context = mlir_context()
+    context.allow_unregistered_dialects = True
+    return context
+
+
 def _parse_in_helper(source: str | bytes, file: str | None) -> None:
     """Parse (and verify) the module once in the forked helper (`graph_ir.io._isolate`) before the
     importer parses it here and walks it: an op verifier that aborts on input nobody foresaw costs
@@ -210,9 +217,7 @@ def _parse_in_helper(source: str | bytes, file: str | None) -> None:
 def _parse_stablehlo_bytes(payload: bytes) -> bytes:
     from jaxlib.mlir import ir
 
-    context = mlir_context()
-    context.allow_unregistered_dialects = True
-    with context:
+    with _parse_context():
         ir.Module.parse(payload if payload.startswith(_BYTECODE_MAGIC) else payload.decode("utf-8"))
     return b""
 

@@ -516,11 +516,12 @@ class _Importer:
         graph = Graph(signature.name)
         args: dict[str, Value] = {}
         for field in ("input_arg", "output_arg"):
-            names = [arg.name for arg in getattr(signature, field)]
-            twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
-            if twice is not None:
-                raise DuplicateNameError(f"in function {signature.name!r}: two {field}s are named {twice!r}", file=self.file,
-                                         field=f"signature.{field}")
+            seen: set[str] = set()
+            for arg in getattr(signature, field):
+                if arg.name in seen:
+                    raise DuplicateNameError(f"in function {signature.name!r}: two {field}s are named {arg.name!r}", file=self.file,
+                                             field=f"signature.{field}")
+                seen.add(arg.name)
         for arg in signature.input_arg:
             code = arg.type or _function_attr_type(fdef, arg.type_attr)
             dtype, is_ref = dtype_from_tf(code)

@@ -14,6 +14,13 @@ from graph_ir.io import _isolate
 TESTDATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "testdata" / "external" / "tf"
 
 
+def _pid(payload: bytes) -> bytes:
+    return str(os.getpid()).encode()
+
+
+_isolate.register("test_isolate_pid", _pid)  # at import, as the importers register theirs
+
+
 def test_a_function_registered_after_the_helper_forked_is_imported_there(tmp_path, monkeypatch):
     if not hasattr(os, "fork"):
         pytest.skip("no fork here: calls run in process")
@@ -25,14 +32,13 @@ def test_a_function_registered_after_the_helper_forked_is_imported_there(tmp_pat
         register("late_echo", lambda payload: payload[::-1])
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    _isolate.register("pid", lambda payload: str(os.getpid()).encode())
     try:
-        helper_pid = int(_isolate.call_isolated("pid", b"", what="a test", timeout_s=30))
+        helper_pid = int(_isolate.call_isolated("test_isolate_pid", b"", what="a test", timeout_s=30))
         assert helper_pid not in (0, os.getpid())
         import late_registered_module  # noqa: F401 - registers here, after the fork
 
         assert _isolate.call_isolated("late_echo", b"abc", what="a test", timeout_s=30) == b"cba"
-        assert int(_isolate.call_isolated("pid", b"", what="a test", timeout_s=30)) == helper_pid  # the same helper
+        assert int(_isolate.call_isolated("test_isolate_pid", b"", what="a test", timeout_s=30)) == helper_pid  # the same helper
     finally:
         if helper.pid:
             helper.stop()
@@ -161,13 +167,6 @@ def test_a_crash_quotes_its_own_calls_check_and_the_log_does_not_grow(monkeypatc
     finally:
         if helper.pid:
             helper.stop()
-
-
-def _pid(payload: bytes) -> bytes:
-    return str(os.getpid()).encode()
-
-
-_isolate.register("test_isolate_pid", _pid)
 
 
 def test_the_helper_forks_again_once_the_caller_has_loaded_a_heavy_library(monkeypatch):
