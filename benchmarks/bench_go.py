@@ -60,7 +60,7 @@ import torch
 from compiler_opt.cli._render import Table, render_tables
 from compiler_opt.policy import load_checkpoint
 from compiler_opt.rl import GraphEnvironment, TrainConfig, load_graph, make_policy, run_training, zero_shot
-from compiler_opt.rl.config import POLISH_PRIORITIES, START_ORDERS
+from compiler_opt.rl.config import POLISH_PRIORITIES, POLISH_RACES, START_ORDERS
 from compiler_opt.rl.trainer import WARM_ZERO_SHOT_POLISH_SECONDS, WARM_ZERO_SHOT_SEED_SECONDS
 from cost_model.decisions import Decisions
 from cost_model.devices.loader import load_topology
@@ -175,7 +175,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         seed=args.seed, init_checkpoint=args.checkpoint if mode == "fine-tune" else "", learning_rate=args.lr, max_cpu_seconds=args.seconds,
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, policy_starts=args.policy_starts, polish_group_moves=not args.polish_node_moves,
         polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds), polish_start_order=args.polish_start_order,
-        polish_priorities=args.polish_priorities,
+        polish_priorities=args.polish_priorities, polish_race=args.polish_race,
         ppo_patience_cpu=args.ppo_patience,
     )
     policy = make_policy(config)
@@ -213,6 +213,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         "polish_cpu_seconds": polished.cpu_seconds if polished else 0.0,
         "polish_starts": polished.starts if polished else 0,
         "polish_winner": polished.winner if polished else 0,
+        "polish_searches": polished.searches if polished else 0, "polish_race": args.polish_race,
         # the policy's fastest answer (the cold zero-shot's unless more starts add decodings): a polish start
         "policy_start_s": decoded[0].score.step_time_s if decoded else None,
         "polish_cpu_budget": polished.cpu_budget if polished else 0.0,
@@ -367,14 +368,14 @@ def _seeds_and_polish(env: GraphEnvironment, args: argparse.Namespace) -> tuple[
     found = seeds_and_polish(
         env, args.seconds, seed=args.seed, fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels,
         starts=args.polish_starts, group_moves=not args.polish_node_moves, move_order=args.polish_move_order, first_seeds=args.polish_first_seeds,
-        start_order=args.polish_start_order, priorities=args.polish_priorities,
+        start_order=args.polish_start_order, priorities=args.polish_priorities, race=args.polish_race,
     )
     seeds, head, done, seed_cpu = found.seeds, found.head, found.polished, found.seed_cpu_seconds
     curve = [[seed_cpu, head.score.step_time_s], [time.process_time() - began, done.score.step_time_s]]
     extra = {
         "seeds": [[s.method, s.score.step_time_s, s.cpu_seconds, bool(s.fits)] for s in seeds], "seed_cpu_seconds": seed_cpu,
         "iterations": 0, "best_seed_s": head.score.step_time_s, "start_cpu_seconds": 0.0, "pre_polish_s": head.score.step_time_s,
-        "polish_evaluations": done.evaluations, "polish_cpu_seconds": done.cpu_seconds, "polish_starts": done.starts, "polish_winner": done.winner,
+        "polish_evaluations": done.evaluations, "polish_cpu_seconds": done.cpu_seconds, "polish_starts": done.starts, "polish_winner": done.winner, "polish_searches": done.searches, "polish_race": args.polish_race,
     }
     return done.decisions, time.process_time() - began, len(seeds) + done.evaluations, curve, extra
 
@@ -604,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="which seeds the polish races: the fastest by their own scores (seed) or as its search scores their placements (polish; RESULTS.md h22)")
     parser.add_argument("--polish-priorities", choices=POLISH_PRIORITIES, default=TrainConfig.polish_priorities,
                         help="the priorities the polish's search scores with: the answer's, the default ones, or both (every start raced under each)")
+    parser.add_argument("--polish-race", choices=POLISH_RACES, default=TrainConfig.polish_race,
+                        help="how the polish's starts share its seconds: successive halving, or one after another, each until its search stalls")
     parser.add_argument("--ppo-patience", type=float, default=TrainConfig.ppo_patience_cpu,
                         help="go-fine-tune/go-one: PPO stops after this many CPU s without a better answer and the polish gets the rest (0: off; RESULTS.md h23)")
     parser.add_argument("--polish-node-moves", action="store_true", help="the final local search moves single nodes, not whole fusion groups (the sixth/seventh sessions' polish)")

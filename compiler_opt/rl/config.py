@@ -26,6 +26,9 @@ START_ORDERS = ("seed", "polish")
 # The priorities the polish's search scores placements with (rl/polish.py `_base`): the answer's, the default ones
 # (what a classical placement is scored with), or both, each start raced under each.
 POLISH_PRIORITIES = ("answer", "default", "both")
+# How the polish's starts share its seconds (rl/polish.py): successive halving, or one after another, each searched
+# until its local search stops on its own (`_sequential`, forty-fourth session).
+POLISH_RACES = ("halving", "sequential")
 
 
 def unknown_placement_methods(methods: list[str]) -> list[str]:
@@ -98,6 +101,9 @@ class TrainConfig:
     # "default", the graph's default ones; "both", every start raced under each (twice the starts; forty-second
     # session, RESULTS.md h: the default priorities searched 4.1% faster on one held-out cell and 1.4% slower on another).
     polish_priorities: str = "answer"
+    # How the polish's starts share its seconds (POLISH_RACES): "halving" (successive halving, the default) or
+    # "sequential" (fastest start first, each until its search stalls; rl/polish._sequential).
+    polish_race: str = "halving"
     # With a CPU budget and a polish, PPO stops once no iteration has improved any environment's
     # best answer for this many CPU seconds (counted from its first iteration), and the polish gets
     # the rest. 0: off (PPO runs to its share, the default before RESULTS.md h23: 27 training cells
@@ -188,6 +194,8 @@ class TrainConfig:
             raise TrainConfigError(
                 f"polish_priorities must be one of {', '.join(POLISH_PRIORITIES)}, got {self.polish_priorities!r}", field="polish_priorities"
             )
+        if self.polish_race not in POLISH_RACES:
+            raise TrainConfigError(f"polish_race must be one of {', '.join(POLISH_RACES)}, got {self.polish_race!r}", field="polish_race")
         if not (math.isfinite(self.ppo_patience_cpu) and self.ppo_patience_cpu >= 0):
             raise TrainConfigError(f"ppo_patience_cpu must be a finite number >= 0, got {self.ppo_patience_cpu}", field="ppo_patience_cpu")
         if self.polish_starts < 1:

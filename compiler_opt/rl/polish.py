@@ -37,11 +37,11 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from compiler_opt.rl.config import POLISH_PRIORITIES, START_ORDERS
+from compiler_opt.rl.config import POLISH_PRIORITIES, POLISH_RACES, START_ORDERS
 from cost_model.decisions import DecisionError, Decisions
 from passes.placement.context import PlacementContext
 from passes.placement.context_base import BudgetExhausted
@@ -69,6 +69,7 @@ class Polished:
     starts: int = 1  # starts raced (the answer's first; with priorities="both" each placement twice, answer's then default priorities)
     winner: int = 0  # the start whose search continued (0: the answer's placement under the first priority source)
     cpu_budget: float = 0.0  # the CPU seconds it was given (0: an evaluation cap only)
+    searches: int = 1  # local searches run (halving: one per start and round; sequential: one per start, then continuations)
 
     @property
     def improved(self) -> bool:
@@ -128,6 +129,7 @@ def polish(
     group_moves: bool = True,
     move_order: str = "random",
     priorities: str = "answer",
+    race: str = "halving",
 ) -> Polished:
     """Local search from `start` for at most `cpu_seconds` (0: no time limit) and `evaluations`
     simulations (None: no cap; one of the two must bound it), then the joint variants of its
@@ -137,11 +139,14 @@ def polish(
     (one simulation each; `_fill_from_pool`); `group_moves`: the search moves whole fusion groups,
     else single nodes (module docstring); `move_order`: the local search's (`local_search.MOVE_ORDERS`);
     `priorities` (`POLISH_PRIORITIES`): the priorities the search scores with, the answer's, the default ones, or
-    both (each start raced under each, the answer's first)."""
+    both (each start raced under each, the answer's first); `race` (`POLISH_RACES`): how the starts share the seconds,
+    "halving" (successive halving, module docstring) or "sequential" (`_sequential`)."""
     if cpu_seconds <= 0 and evaluations is None:
         raise ValueError("polish needs a CPU-second or an evaluation bound")
     if priorities not in POLISH_PRIORITIES:
         raise ValueError(f"polish priorities {priorities!r}: expected one of {', '.join(POLISH_PRIORITIES)}")
+    if race not in POLISH_RACES:
+        raise ValueError(f"polish race {race!r}: expected one of {', '.join(POLISH_RACES)}")
     began = time.process_time()
     end = began + cpu_seconds if cpu_seconds > 0 else math.inf
     starts = _distinct([np.asarray(start.device, dtype=np.int64), *(np.asarray(o, dtype=np.int64) for o in others)])
@@ -154,17 +159,20 @@ def polish(
     if pool:
         starts = _fill_from_pool(ctx, starts, pool, len(starts) + len(pool) if max_starts is None else max_starts)
     entries = [(placement, source) for placement in starts for source in sources]  # a start under each priority source
-    if len(entries) > 1:
+    if len(entries) > 1 and race == "halving":
         entries = entries[: _affordable_starts(ctx, entries[0][0], len(entries), cpu_seconds, evaluations)]
-    race = _Race(env, fusion_levels, priority_levels, fusion_units(bases[sources[0]].fusion_group) if group_moves else None, move_order)
+    searches = _Race(env, fusion_levels, priority_levels, fusion_units(bases[sources[0]].fusion_group) if group_moves else None, move_order)
     current = [placement for placement, _ in entries]  # per entry: where its search stands
     scores: list[EpisodeScore | None] = [None] * len(entries)
     alive = list(range(len(entries)))
-    rounds = _rounds(len(entries))
+    rounds = _rounds(len(entries)) if race == "halving" else 0
 
     def spent_evaluations() -> int:
         return sum(c.evaluations for c in ctxs.values())
 
+    if race == "sequential":
+        alive = _sequential(searches, [ctxs[source] for _, source in entries], current, scores, end=end, evaluations=evaluations,
+                            spent=spent_evaluations, seed=seed)
     for r in range(rounds):
         left = rounds - r  # this round and the ones after share what is left equally
         cpu_left = end - time.process_time()
@@ -178,18 +186,19 @@ def polish(
                 None if evals_left is None else max(1, evals_left // left // len(alive)),
                 end=end, cap=None if evaluations is None else entry_ctx.evaluations + evaluations - spent_evaluations(),
             )
-            current[i], scores[i] = race.run(entry_ctx, current[i], seed + i + r * len(entries))
+            current[i], scores[i] = searches.run(entry_ctx, current[i], seed + i + r * len(entries))
         alive = sorted(alive, key=lambda i: _key(scores[i]))[: max(1, (len(alive) + 1) // 2)]
     best = (start, start_score)
-    for candidate, moved in race.results:
+    for candidate, moved in searches.results:
         if _key(moved) < _key(best[1]):
             best = (candidate, moved)
     spent = time.process_time() - began
     logger.info(
         "%s: polish %.4g -> %.4g s from %d start(s) in %d evaluations and %d variants (%.1f CPU s)",
-        env.label, start_score.step_time_s, best[1].step_time_s, len(entries), spent_evaluations(), race.variants, spent,
+        env.label, start_score.step_time_s, best[1].step_time_s, len(entries), spent_evaluations(), searches.variants, spent,
     )
-    return Polished(best[0], best[1], start_score.step_time_s, spent_evaluations(), spent, len(entries), alive[0], max(cpu_seconds, 0.0))
+    return Polished(best[0], best[1], start_score.step_time_s, spent_evaluations(), spent, len(entries), alive[0], max(cpu_seconds, 0.0),
+                    len(searches.results))
 
 
 @dataclass(frozen=True)
@@ -215,6 +224,7 @@ def seeds_and_polish(
     first_seeds: Sequence[str] | None = None,
     start_order: str | None = None,
     priorities: str | None = None,
+    race: str | None = None,
 ) -> SeedsAndPolish:
     """The search without a policy, in `seconds` CPU seconds: fine-tune's warm start (its seeds
     and joint seeds, within its share of the budget, or `seed_seconds` when given: 0 runs every
@@ -225,7 +235,7 @@ def seeds_and_polish(
     `TrainConfig.polish_starts`), `first_seeds` the seeds raced first (default
     `TrainConfig.polish_first_seeds`), `start_order` how the other seeds are picked (default
     `TrainConfig.polish_start_order`), `priorities` the priorities its search scores with (default
-    `TrainConfig.polish_priorities`). `bench_go`'s `seeds+polish` control and imitation targets."""
+    `TrainConfig.polish_priorities`), `race` how its starts share the seconds (default `TrainConfig.polish_race`). `bench_go`'s `seeds+polish` control and imitation targets."""
     from compiler_opt.rl.config import TrainConfig
     from compiler_opt.rl.warm_start import fitting_seeds, warm_start_seeds
     from graph_ir._gc import gc_frozen
@@ -252,6 +262,7 @@ def seeds_and_polish(
             fusion_levels=fusion_levels if joint else 0, priority_levels=priority_levels if joint else 0,
             others=others, pool=pool, max_starts=count, group_moves=group_moves, move_order=move_order,
             priorities=config.polish_priorities if priorities is None else priorities,
+            race=config.polish_race if race is None else race,
         )
     return SeedsAndPolish(seeds, head, done, seed_cpu)
 
@@ -299,6 +310,49 @@ def _key(score: EpisodeScore) -> tuple[bool, float]:
 def _rounds(starts: int) -> int:
     """Successive halving's rounds for `starts` starts (4 -> 2 -> 1: three)."""
     return math.ceil(math.log2(starts)) + 1 if starts > 1 else 1
+
+
+def _sequential(searches: _Race, ctxs: list[_PolishContext], current: list[np.ndarray], scores: list[EpisodeScore | None], *, end: float,
+                evaluations: int | None, spent: Callable[[], int], seed: int) -> list[int]:
+    """The starts one after another instead of raced (forty-fourth session): the fastest as the search scores them first,
+    each searched until its iterated local search stops on its own (`local_search`'s `max_rounds` kicks in a row without
+    a gain) or the polish's bounds end it; then, while seconds are left, the best search continues from where it
+    ended with fresh kicks, as long as a continuation still finds something. Where every start's search converges alike
+    (RESULTS.md (h), fortieth session: amoebanet 2xV100) the first start gets every second, as one long search does;
+    where a search stalls early the next start gets the rest. Fills `current` / `scores`; returns [the winner]."""
+
+    def left() -> bool:
+        return time.process_time() < end and (evaluations is None or spent() < evaluations)
+
+    def bound(ctx: _PolishContext) -> None:
+        ctx.limit(end, None, end=end, cap=None if evaluations is None else ctx.evaluations + evaluations - spent())
+
+    keys: list[tuple[float, ...]] = []
+    for placement, ctx in zip(current, ctxs):
+        try:
+            keys.append(ctx.evaluate_key(placement))
+        except BudgetExhausted:
+            keys.append((math.inf,))
+    order = sorted(range(len(current)), key=lambda i: keys[i])
+    searched: list[int] = []
+    for k, i in enumerate(order):
+        if not left():
+            break
+        bound(ctxs[i])
+        current[i], scores[i] = searches.run(ctxs[i], current[i], seed + k)
+        searched.append(i)
+    if not searched:
+        return [order[0]]
+    best = min(searched, key=lambda i: _key(scores[i]))  # type: ignore[arg-type]
+    turn = len(order)
+    while left():
+        bound(ctxs[best])
+        before = _key(scores[best])  # type: ignore[arg-type]
+        current[best], scores[best] = searches.run(ctxs[best], current[best], seed + turn)
+        turn += 1
+        if not _key(scores[best]) < before:
+            break
+    return [best]
 
 
 def _fill_from_pool(ctx: _PolishContext, starts: list[np.ndarray], pool: Sequence[np.ndarray], cap: int) -> list[np.ndarray]:

@@ -698,7 +698,7 @@ def _polish(
             env, found.decisions, found.score, cpu_seconds=share, evaluations=None if share > 0 else config.polish_evaluations, seed=config.seed,
             fusion_levels=levels.fusion_levels, priority_levels=levels.priority_levels, others=others, pool=pool,
             max_starts=config.polish_starts, group_moves=config.polish_group_moves, move_order=config.polish_move_order,
-            priorities=config.polish_priorities,
+            priorities=config.polish_priorities, race=config.polish_race,
         )
         out[env.label] = result
         if result.improved:

@@ -486,3 +486,38 @@ def test_the_polish_searches_under_the_default_priorities_or_both(env: GraphEnvi
         polish(env, answer, score, cpu_seconds=0, evaluations=10, priorities="graph")
     with pytest.raises(TrainConfigError, match="polish_priorities"):
         TrainConfig(workloads=["dag"], polish_priorities="graph")
+
+
+def test_the_polish_can_search_its_starts_one_after_another() -> None:
+    """`race="sequential"`: the fastest start (as the search scores it) is searched first, alone, until its local search
+    stalls on its own; then the next start; then continuations of the best while they still find something. So with a
+    cap the first search cannot reach, only that start is searched; with room for everything, the answer is no worse
+    than the first start's lone search (the same search, run to its stall), more than one search runs, and the polish
+    stops before its cap once every search has stalled."""
+    small = GraphEnvironment("dag20", import_onnx(random_onnx_dag(20, seed=5)), load_topology("2xV100"))
+    device = (np.arange(small.problem.num_nodes) % 2).astype(np.int32)
+    start = Decisions(device, small.default_fusion(device), np.zeros(small.problem.num_nodes))
+    score = small.score_decisions(start)
+    others = [small.classical("metis").device, small.classical("dp").device]
+    placements = [start.device, *others]
+    fastest = min(range(3), key=lambda i: small.score_decisions(
+        Decisions(np.asarray(placements[i]), small.default_fusion(np.asarray(placements[i])), np.zeros(small.problem.num_nodes))).step_time_s)
+
+    capped = polish(small, start, score, cpu_seconds=0, evaluations=40, seed=2, others=others, race="sequential")
+    assert capped.searches == 1 and capped.winner == fastest and capped.evaluations <= 40 and capped.starts == 3
+    assert capped.score.step_time_s == small.score_decisions(capped.decisions).step_time_s
+
+    cap = 10**6
+    out = polish(small, start, score, cpu_seconds=0, evaluations=cap, seed=2, others=others, race="sequential")
+    assert out.searches >= 3 and out.evaluations < cap
+    first = Decisions(np.asarray(placements[fastest]), small.default_fusion(np.asarray(placements[fastest])), np.zeros(small.problem.num_nodes))
+    alone = polish(small, first, small.score_decisions(first), cpu_seconds=0, evaluations=cap, seed=2)
+    assert alone.evaluations < cap  # it stalled: the sequential polish ran the same search first
+    assert out.score.step_time_s <= alone.score.step_time_s and out.score.step_time_s <= score.step_time_s
+    assert out.score.step_time_s == small.score_decisions(out.decisions).step_time_s
+    timed = polish(small, start, score, cpu_seconds=0.3, seed=2, others=others, race="sequential")
+    assert timed.cpu_seconds < 0.3 + 0.25
+    with pytest.raises(ValueError, match="polish race 'fastest'"):
+        polish(small, start, score, cpu_seconds=0, evaluations=10, race="fastest")
+    with pytest.raises(TrainConfigError, match="polish_race"):
+        TrainConfig(workloads=["dag"], polish_race="fastest")
