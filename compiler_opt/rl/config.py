@@ -101,9 +101,10 @@ class TrainConfig:
     # "default", the graph's default ones; "both", every start raced under each (twice the starts; forty-second
     # session, RESULTS.md h: the default priorities searched 4.1% faster on one held-out cell and 1.4% slower on another).
     polish_priorities: str = "answer"
-    # How the polish's starts share its seconds (POLISH_RACES): "halving" (successive halving, the default) or
-    # "sequential" (fastest start first, each until its search stalls; rl/polish._sequential).
-    polish_race: str = "halving"
+    # How the polish's starts share its seconds (POLISH_RACES): "sequential" (fastest start first, each until its search
+    # stalls; rl/polish._sequential; the default since the forty-fourth session's second pre-registered test, RESULTS.md
+    # h: ten held-out cells B/A 0.984, 27 training cells 0.990) or "halving" (successive halving, the default before).
+    polish_race: str = "sequential"
     # With a CPU budget and a polish, PPO stops once no iteration has improved any environment's
     # best answer for this many CPU seconds (counted from its first iteration), and the polish gets
     # the rest. 0: off (PPO runs to its share, the default before RESULTS.md h23: 27 training cells

@@ -20,7 +20,12 @@ fusion-aware local search, by 0.1-10.7%). So a search run (fine-tune, GO-one) en
 Where the local optimum lands depends on the start (RESULTS.md h6: the three cells GO lost were
 lost to the same search from dp's placement, at three seeds), so with `others` (the policy's
 placements, then the warm start's distinct classical placements, fastest first as this search
-scores them: `TrainConfig.polish_start_order`, RESULTS.md h22) the search races its starts by successive halving:
+scores them: `TrainConfig.polish_start_order`, RESULTS.md h22) the search tries several starts. Since the
+forty-fourth session fine-tune, GO-one and the no-policy control take them one after another (`race="sequential"`,
+`TrainConfig.polish_race`, `_sequential`; RESULTS.md h): fastest first as the search scores them, each until its iterated local search stalls on
+its own, so a search that keeps finding gains keeps every second (the race gave its winner about 7/12 of them). With
+`race="halving"` (their default before; still `polish()`'s own default, which the zero-shot's short search uses) it
+races its starts by successive halving:
 in each round every surviving start's search continues for an equal slice of what is left (split
 equally between the rounds to come), is scored after steps 1 and 2, and the slower half drops out
 (4 starts: 4, 2, then 1 search a round). The early leader is often not the final one (wavenet
