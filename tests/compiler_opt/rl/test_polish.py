@@ -303,9 +303,12 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     others: list[list[np.ndarray]] = []
     pools: list[list[np.ndarray]] = []
 
+    races: list[str] = []
+
     def spy(*args, **kwargs):  # the real polish, its other starts recorded
         others.append(kwargs["others"])
         pools.append(kwargs["pool"])
+        races.append(kwargs["race"])
         return polish(*args, **kwargs)
 
     monkeypatch.setattr(trainer, "polish", spy)
@@ -328,6 +331,8 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     assert result.polished[env.label].starts >= 2 and np.array_equal(others[0][0], mine[0])
     # the seeds come as a pool the polish orders by its own scoring (the default start order, h22)
     assert TrainConfig.polish_start_order == "polish" and len(pools[0]) >= 2
+    # the starts one after another, by the forty-fourth session's second test (RESULTS.md h)
+    assert races == [config.polish_race] == ["sequential"]
     torch.manual_seed(0)
     seeds_only = run_training(TrainConfig(**common, policy_starts=0), envs=[env], policy=GoPolicy(TINY), progress=False, save=False)
     assert seeds_only.decoded == {}
