@@ -141,7 +141,8 @@ def _default_groups_on(env: GraphEnvironment, wanted: bool) -> Iterator[None]:
 def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int) -> tuple[Decisions, float, int]:
     """sa/random filling `seconds` of CPU: pilots of 5 and 25 evaluations give the setup time
     and CPU seconds per evaluation, from which the evaluation budget is set (the rows of RESULTS
-    (h1)-(h7); `METHOD+timed` rows use the pass option `cpu_seconds` instead)."""
+    (h1)-(h7); `METHOD+timed` rows use the pass option `cpu_seconds` instead); since the forty-fourth
+    session `cpu_seconds` also caps the run."""
     from passes.placement import place_outcome
 
     took, used = [], []
@@ -160,7 +161,9 @@ def _timed_search(env: GraphEnvironment, method: str, seconds: float, seed: int)
     per_eval = max(per_eval, 1e-3)
     setup = max(took[0] - used[0] * per_eval, 0.0)
     budget = min(max(10, int((seconds - setup) / per_eval)), 20000)
-    return _classical(env, method, budget=budget, seed=seed)
+    # The estimate can be far off on large graphs (sa+fused on gnmt-8 2xV100: 181 CPU s for a 60-s row, forty-fourth
+    # session), so the run also stops at the row's seconds (pass option `cpu_seconds`), keeping its best placement.
+    return _classical(env, method, budget=budget, seed=seed, cpu_seconds=seconds)
 
 
 def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, warm: bool) -> tuple[Decisions, float, int, list, dict]:

@@ -68,3 +68,25 @@ def test_the_warm_polish_row_is_no_slower_than_the_warm_row_or_its_best_seed(ben
     warm, searched = rows["go-zero-shot-warm"], rows["go-zero-shot-warm-polish"]
     assert searched["step_time_s"] <= warm["step_time_s"] * (1 + 1e-9)  # the seeds all fit 5 s here: the same start
     assert searched["evaluations"] > warm["evaluations"]
+
+
+def test_a_timed_sa_row_stops_at_its_seconds_whatever_the_pilots_estimate(bench, monkeypatch) -> None:
+    """sa/random rows size their evaluation budget from two pilots; an estimate far too low (as on gnmt-8, 29k nodes:
+    181 CPU s for a 60-s row) must not let the run pass the row's seconds: the run carries them as `cpu_seconds`."""
+    from compiler_opt.rl import GraphEnvironment, load_graph
+    from cost_model.devices.loader import load_topology
+
+    name, graph = load_graph("rnnlm-2:inference")
+    env = GraphEnvironment(name, graph, load_topology("2xV100"))
+    real = bench._classical
+    seen: list[dict] = []
+
+    def spy(env_, method, **options):
+        seen.append(options)
+        return real(env_, method, **options)
+
+    monkeypatch.setattr(bench, "_classical", spy)
+    decisions, seconds, evaluations = bench._timed_search(env, "sa", 0.5, 0)
+    assert len(seen) == 1 and seen[0]["cpu_seconds"] == 0.5 and seen[0]["budget"] >= 10
+    assert seconds < 0.5 + 2.0 and 0 < evaluations <= seen[0]["budget"]
+    assert len(decisions.device) == env.problem.num_nodes
