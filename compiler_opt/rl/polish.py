@@ -170,7 +170,6 @@ def polish(
     current = [placement for placement, _ in entries]  # per entry: where its search stands
     scores: list[EpisodeScore | None] = [None] * len(entries)
     alive = list(range(len(entries)))
-    rounds = _rounds(len(entries)) if race == "halving" else 0
 
     def spent_evaluations() -> int:
         return sum(c.evaluations for c in ctxs.values())
@@ -178,21 +177,23 @@ def polish(
     if race == "sequential":
         alive = _sequential(searches, [ctxs[source] for _, source in entries], current, scores, end=end, evaluations=evaluations,
                             spent=spent_evaluations, seed=seed)
-    for r in range(rounds):
-        left = rounds - r  # this round and the ones after share what is left equally
-        cpu_left = end - time.process_time()
-        evals_left = None if evaluations is None else evaluations - spent_evaluations()
-        if (cpu_seconds > 0 and cpu_left <= 0) or (evals_left is not None and evals_left <= 0):
-            break
-        for i in alive:
-            entry_ctx = ctxs[entries[i][1]]
-            entry_ctx.limit(
-                time.process_time() + cpu_left / left / len(alive) if cpu_seconds > 0 else math.inf,
-                None if evals_left is None else max(1, evals_left // left // len(alive)),
-                end=end, cap=None if evaluations is None else entry_ctx.evaluations + evaluations - spent_evaluations(),
-            )
-            current[i], scores[i] = searches.run(entry_ctx, current[i], seed + i + r * len(entries))
-        alive = sorted(alive, key=lambda i: _key(scores[i]))[: max(1, (len(alive) + 1) // 2)]
+    else:  # successive halving
+        rounds = _rounds(len(entries))
+        for r in range(rounds):
+            left = rounds - r  # this round and the ones after share what is left equally
+            cpu_left = end - time.process_time()
+            evals_left = None if evaluations is None else evaluations - spent_evaluations()
+            if (cpu_seconds > 0 and cpu_left <= 0) or (evals_left is not None and evals_left <= 0):
+                break
+            for i in alive:
+                entry_ctx = ctxs[entries[i][1]]
+                entry_ctx.limit(
+                    time.process_time() + cpu_left / left / len(alive) if cpu_seconds > 0 else math.inf,
+                    None if evals_left is None else max(1, evals_left // left // len(alive)),
+                    end=end, cap=None if evaluations is None else entry_ctx.evaluations + evaluations - spent_evaluations(),
+                )
+                current[i], scores[i] = searches.run(entry_ctx, current[i], seed + i + r * len(entries))
+            alive = sorted(alive, key=lambda i: _key(scores[i]))[: max(1, (len(alive) + 1) // 2)]
     best = (start, start_score)
     for candidate, moved in searches.results:
         if _key(moved) < _key(best[1]):
