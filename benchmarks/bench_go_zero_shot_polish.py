@@ -34,6 +34,7 @@ from statistics import geometric_mean
 
 from benchmarks._go_cells import add_cell_arguments, cells, load_policy, markdown_table, write_json
 from compiler_opt.rl import zero_shot
+from compiler_opt.rl.config import POLISH_RACES
 from compiler_opt.rl.polish import seeds_and_polish
 from compiler_opt.rl.warm_start import DEFAULT_SEEDS
 
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--warm: the seeds' CPU budgets (zero_shot seed_seconds; 0: every seed runs); several: a column per pair with --polish-seconds")
     parser.add_argument("--control-seeds", choices=("same", "half"), default="same",
                         help="the warm control's seed budget: the warm zero-shot's (same) or half the control's seconds (half, RESULTS.md h17)")
+    parser.add_argument("--polish-race", choices=POLISH_RACES, default="halving",
+                        help="how the zero-shot's search shares its seconds between starts (zero_shot polish_race; the controls keep TrainConfig.polish_race)")
     parser.add_argument("--no-cold-search", action="store_true", help="skip the zero-shot+S columns (the policy's answer alone stays)")
     parser.add_argument("--fine-tune", nargs="*", default=[], help="bench_go.py JSON files with go-fine-tune rows for these cells")
     args = parser.parse_args(argv)
@@ -87,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         row: dict = {"workload": spec, "devices": devices, "nodes": env.problem.num_nodes}
         for column, seconds, seeds, seed_budget in runs:
             began = time.process_time()
-            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds, seed_seconds=seed_budget or 0.0)
+            found = zero_shot(policy, env, args.samples, seed=args.seed, seeds=seeds, polish_seconds=seconds, seed_seconds=seed_budget or 0.0,
+                              polish_race=args.polish_race)
             row[column] = found.score.step_time_s / env.reference_step_s
             row[f"{column}_s"] = time.process_time() - began
         if not args.no_control:
@@ -120,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = f", / fine-tune {entry['over_fine_tune']:.3f} (within 10% on {entry['within_10pct']} of {entry['cells_with_fine_tune']})" if tuned else ""
         held_text = f"held out {entry['held_out_geomean']:.4f}x" if held else "no held-out cells"
         print(f"{c}: geomean {entry['geomean']:.4f}x, {held_text}{extra}")
-    write_json(args.json, {"argv": argv if argv is not None else sys.argv, "rows": rows, "summary": summary})
+    write_json(args.json, {"argv": argv if argv is not None else sys.argv, "polish_race": args.polish_race, "rows": rows, "summary": summary})
     return 0
 
 

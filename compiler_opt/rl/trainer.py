@@ -37,7 +37,7 @@ from compiler_opt.policy.config import PolicyConfig
 from compiler_opt.policy.network import GoPolicy
 from compiler_opt.policy.partitioned import AGREEMENT_EXPONENTS, partitioned_placements
 from compiler_opt.policy.smoothing import SMOOTHING_WEIGHTS, smooth_placement
-from compiler_opt.rl.config import TrainConfig, TrainConfigError
+from compiler_opt.rl.config import POLISH_RACES, TrainConfig, TrainConfigError
 from compiler_opt.rl.environment import EpisodeScore, GraphEnvironment
 from compiler_opt.rl.polish import Polished, polish, start_candidates
 from compiler_opt.rl.ppo import PPOTrainer
@@ -185,6 +185,7 @@ def zero_shot(
     polish_seconds: float = 0.0,
     seed_seconds: float = 0.0,
     deadline: float | None = None,
+    polish_race: str = "halving",
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -209,6 +210,8 @@ def zero_shot(
     raced beside it when `seeds` are given), still no training: on the 12 held-out cells 5 s took the
     answer from 1.146x to 1.063x fine-tune's step time, and the same CPU seconds of classical seeds +
     local search without a policy score 1.063x too (RESULTS.md h17); 0 (default): the policy's answer alone.
+    `polish_race` (`POLISH_RACES`): how that search's starts share its seconds (`polish(race=)`); `halving`, not
+    fine-tune's `sequential`, until a test of the short search says otherwise (RESULTS.md h, forty-fifth session).
     `seed_seconds` > 0: the warm start's CPU budget (`warm_start_seeds(cpu_budget=)`: no seed starts
     past it or is predicted to end past it), so a warm zero-shot's time can be bounded on large
     graphs (rnnlm-8, 10k nodes: the eight default seeds take 4-5 CPU s); 0: every seed runs.
@@ -220,6 +223,8 @@ def zero_shot(
         raise ValueError(f"polish_seconds must be >= 0 CPU seconds, got {polish_seconds}")
     if not seed_seconds >= 0:
         raise ValueError(f"seed_seconds must be >= 0 CPU seconds, got {seed_seconds}")
+    if polish_race not in POLISH_RACES:
+        raise ValueError(f"polish_race {polish_race!r}: expected one of {', '.join(POLISH_RACES)}")
     generator = torch.Generator().manual_seed(seed)
     # joint variants need a fusion decoder: none on a profiled problem (device arrays scored by another model)
     leaders = _Leaders(joint if isinstance(env, GraphEnvironment) else 0)
@@ -262,12 +267,13 @@ def zero_shot(
         if head.score.rank_key <= found.score.rank_key:
             found = BestFound(head.decisions, head.score, env)
     if polish_seconds > 0 and isinstance(env, GraphEnvironment) and not (found.score.oom or found.score.invalid):
-        found, more = _polished(policy, env, found, polish_seconds, seed, fitting)
+        found, more = _polished(policy, env, found, polish_seconds, seed, fitting, polish_race)
         evaluations += more
     return BestFound(found.decisions, found.score, env, evaluations)
 
 
-def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed]) -> tuple[BestFound, int]:
+def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_seconds: float, seed: int, seeds: Sequence[Seed],
+              race: str) -> tuple[BestFound, int]:
     """`found`, or the faster result of `cpu_seconds` of local search from it (and from the
     fastest distinct seeds' placements as `TrainConfig.polish_start_order` ranks them, raced;
     rl/polish.py); and the simulations it took."""
@@ -277,7 +283,7 @@ def _polished(policy: GoPolicy, env: GraphEnvironment, found: BestFound, cpu_sec
     )
     result = polish(env, found.decisions, found.score, cpu_seconds=cpu_seconds, seed=seed, others=others, pool=pool, max_starts=starts,
                     fusion_levels=policy.config.fusion_levels, priority_levels=policy.config.priority_levels,
-                    priorities=TrainConfig.polish_priorities)
+                    priorities=TrainConfig.polish_priorities, race=race)
     if result.score.rank_key < found.score.rank_key:
         found = BestFound(result.decisions, result.score, env)
     return found, result.evaluations

@@ -40,12 +40,14 @@ def test_several_warm_seed_budgets_are_columns_and_their_control_runs_the_same_s
     out = tmp_path / "zsp.json"
     with benchmark_script("bench_go_zero_shot_polish") as bench:
         argv = ["--workloads", "rnnlm-2:inference", "--devices", "2xV100", "--polish-seconds", "0.3", "--warm",
-                "--warm-seed-seconds", "0", "0.2", "--no-cold-search", "--json", str(out)]
+                "--warm-seed-seconds", "0", "0.2", "--no-cold-search", "--polish-race", "sequential", "--json", str(out)]
         assert bench.main(argv) == 0
-        for bad in (["--no-cold-search"], ["--warm", "--warm-seed-seconds", "-1"]):
+        for bad in (["--no-cold-search"], ["--warm", "--warm-seed-seconds", "-1"], ["--warm", "--polish-race", "fastest"]):
             with pytest.raises(SystemExit):
                 bench.main([*bad, "--json", str(tmp_path / "bad.json")])
-    (row,) = json.loads(out.read_text())["rows"]
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert data["polish_race"] == "sequential"
     assert "zero-shot+0.3" not in row and 0 < row["zero-shot"] <= 1.0 + 1e-9
     for column in ("warm0+0.3", "warm0.2+0.3"):
         assert 0 < row[column] <= 1.0 + 1e-9 and 0 < row[f"control@{column}"] <= 1.0 + 1e-9

@@ -188,6 +188,28 @@ def test_polish_seconds_end_the_answer_with_the_local_search_from_it() -> None:
             zero_shot(policy, env, 0, polish_seconds=bad)
 
 
+def test_the_polish_race_reaches_the_zero_shots_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler_opt.rl import polish as polish_module
+    from compiler_opt.rl import trainer
+
+    env, _, policy = _dag_and_untrained_policy()
+    raw = {"smoothing": (), "coarsen": False, "partition": (), "joint": 0}
+    races: list[str] = []
+
+    def spy(*args, **kwargs):
+        races.append(kwargs["race"])
+        return polish_module.polish(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "polish", spy)
+    plain = zero_shot(policy, env, 1, seed=4, polish_seconds=0.2, **raw)
+    sequential = zero_shot(policy, env, 1, seed=4, polish_seconds=0.2, polish_race="sequential", **raw)
+    assert races == ["halving", "sequential"]  # halving stays the short search's default until a test says otherwise
+    for found in (plain, sequential):
+        assert env.score_decisions(found.decisions, with_reward=False).step_time_s == pytest.approx(found.score.step_time_s)
+    with pytest.raises(ValueError, match="polish_race"):
+        zero_shot(policy, env, 0, polish_seconds=0.2, polish_race="fastest")
+
+
 def test_seed_seconds_bound_the_warm_start(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
