@@ -34,7 +34,7 @@ from statistics import geometric_mean
 
 from benchmarks._go_cells import add_cell_arguments, cells, load_policy, markdown_table, write_json
 from compiler_opt.rl import zero_shot
-from compiler_opt.rl.config import POLISH_RACES
+from compiler_opt.rl.config import POLISH_RACES, TrainConfig
 from compiler_opt.rl.polish import seeds_and_polish
 from compiler_opt.rl.warm_start import DEFAULT_SEEDS
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="--warm: the seeds' CPU budgets (zero_shot seed_seconds; 0: every seed runs); several: a column per pair with --polish-seconds")
     parser.add_argument("--control-seeds", choices=("same", "half"), default="same",
                         help="the warm control's seed budget: the warm zero-shot's (same) or half the control's seconds (half, RESULTS.md h17)")
-    parser.add_argument("--polish-race", choices=POLISH_RACES, default="halving",
+    parser.add_argument("--polish-race", choices=POLISH_RACES, default=TrainConfig.polish_race,
                         help="how the zero-shot's search shares its seconds between starts (zero_shot polish_race; the controls keep TrainConfig.polish_race)")
     parser.add_argument("--no-cold-search", action="store_true", help="skip the zero-shot+S columns (the policy's answer alone stays)")
     parser.add_argument("--fine-tune", nargs="*", default=[], help="bench_go.py JSON files with go-fine-tune rows for these cells")

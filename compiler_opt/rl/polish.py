@@ -21,10 +21,11 @@ Where the local optimum lands depends on the start (RESULTS.md h6: the three cel
 lost to the same search from dp's placement, at three seeds), so with `others` (the policy's
 placements, then the warm start's distinct classical placements, fastest first as this search
 scores them: `TrainConfig.polish_start_order`, RESULTS.md h22) the search tries several starts. Since the
-forty-fourth session fine-tune, GO-one and the no-policy control take them one after another (`race="sequential"`,
+forty-fourth session fine-tune, GO-one and the no-policy control (since the forty-fifth the zero-shot's short search
+too) take them one after another (`race="sequential"`,
 `TrainConfig.polish_race`, `_sequential`; RESULTS.md h): fastest first as the search scores them, each until its iterated local search stalls on
 its own, so a search that keeps finding gains keeps every second (the race gave its winner about 7/12 of them). With
-`race="halving"` (their default before; still `polish()`'s own default, which the zero-shot's short search uses) it
+`race="halving"` (their default before; still `polish()`'s own default when called directly) it
 races its starts by successive halving:
 in each round every surviving start's search continues for an equal slice of what is left (split
 equally between the rounds to come), is scored after steps 1 and 2, and the slower half drops out

@@ -185,7 +185,7 @@ def zero_shot(
     polish_seconds: float = 0.0,
     seed_seconds: float = 0.0,
     deadline: float | None = None,
-    polish_race: str = "halving",
+    polish_race: str | None = None,
 ) -> BestFound:
     """The policy's greedy decision and `samples` sampled ones, simulated; the best by
     `EpisodeScore.rank_key` is kept (an OOM one only when nothing fits). Every refinement
@@ -210,8 +210,9 @@ def zero_shot(
     raced beside it when `seeds` are given), still no training: on the 12 held-out cells 5 s took the
     answer from 1.146x to 1.063x fine-tune's step time, and the same CPU seconds of classical seeds +
     local search without a policy score 1.063x too (RESULTS.md h17); 0 (default): the policy's answer alone.
-    `polish_race` (`POLISH_RACES`): how that search's starts share its seconds (`polish(race=)`); `halving`, not
-    fine-tune's `sequential`, until a test of the short search says otherwise (RESULTS.md h, forty-fifth session).
+    `polish_race` (`POLISH_RACES`): how that search's starts share its seconds (`polish(race=)`); default
+    `TrainConfig.polish_race`, fine-tune's `sequential`: on the 27 training cells the ten-second warm zero-shot's
+    3-second search ended 0.5% faster with it than with `halving` (pre-registered, RESULTS.md h, forty-fifth session).
     `seed_seconds` > 0: the warm start's CPU budget (`warm_start_seeds(cpu_budget=)`: no seed starts
     past it or is predicted to end past it), so a warm zero-shot's time can be bounded on large
     graphs (rnnlm-8, 10k nodes: the eight default seeds take 4-5 CPU s); 0: every seed runs.
@@ -223,6 +224,7 @@ def zero_shot(
         raise ValueError(f"polish_seconds must be >= 0 CPU seconds, got {polish_seconds}")
     if not seed_seconds >= 0:
         raise ValueError(f"seed_seconds must be >= 0 CPU seconds, got {seed_seconds}")
+    polish_race = TrainConfig.polish_race if polish_race is None else polish_race
     if polish_race not in POLISH_RACES:
         raise ValueError(f"polish_race {polish_race!r}: expected one of {', '.join(POLISH_RACES)}")
     generator = torch.Generator().manual_seed(seed)
