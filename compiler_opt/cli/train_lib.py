@@ -91,6 +91,11 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--polish", type=int, default=300, metavar="N",
         help="go-one and fine-tune end with N simulations of local search from the best answer (0: off)",
     )
+    p.add_argument(
+        "--polish-race", choices=("halving", "sequential"), default="sequential",
+        help="how the polish's starts share its seconds (fine-tune, go-one and imitate's targets): one after another "
+        "(default since the forty-fourth session) or successive halving (the race `go_small.pt`'s imitation targets were made with)",
+    )
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
@@ -150,6 +155,7 @@ def config_from_args(args: Any) -> TrainConfig:
         entropy_target=getattr(args, "entropy_target", 0.0),
         polish_evaluations=getattr(args, "polish", 300),
         polish_fraction=TrainConfig.polish_fraction if getattr(args, "polish", 300) else 0.0,
+        polish_race=getattr(args, "polish_race", TrainConfig.polish_race),
         reference=args.reference,
         seed=args.seed,
         max_seconds=args.max_minutes * 60.0,

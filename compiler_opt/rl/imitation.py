@@ -97,12 +97,15 @@ def canonical_devices(device: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return remap[device]
 
 
-def search_target(env: GraphEnvironment, seconds: float, *, seed: int = 0, fusion_levels: int = 4, priority_levels: int = 8) -> ImitationTarget:
+def search_target(
+    env: GraphEnvironment, seconds: float, *, seed: int = 0, fusion_levels: int = 4, priority_levels: int = 8, race: str | None = None
+) -> ImitationTarget:
     """The placement `seeds+polish` finds on `env` in `seconds` CPU seconds (module docstring;
-    only the placement is imitated, so the polish scores no joint variants)."""
+    only the placement is imitated, so the polish scores no joint variants); `race`: the polish's
+    (default `TrainConfig.polish_race`; `go_small.pt`'s targets were made with "halving")."""
     from compiler_opt.rl.polish import seeds_and_polish
 
-    found = seeds_and_polish(env, seconds, seed=seed, fusion_levels=fusion_levels, priority_levels=priority_levels, joint=False)
+    found = seeds_and_polish(env, seconds, seed=seed, fusion_levels=fusion_levels, priority_levels=priority_levels, joint=False, race=race)
     done = found.polished
     mask = env.inputs.device_mask.numpy()
     target = ImitationTarget(env.label, canonical_devices(done.decisions.device, mask), done.score.step_time_s, env.reference_step_s, found.head.method)

@@ -629,7 +629,7 @@ def _run_imitation(
     from tqdm import tqdm
 
     for env in tqdm(missing, desc="imitation targets", unit="graph", leave=False, disable=not progress or not missing):
-        target = search_target(env, config.imitation_seconds, seed=config.seed)
+        target = search_target(env, config.imitation_seconds, seed=config.seed, race=config.polish_race)
         targets.append(target)
         logger.info("%s: target %.4g s (%.3fx the reference, from %s)", env.label, target.step_s, target.step_s / target.reference_s, target.method)
         if save:

@@ -175,6 +175,35 @@ def test_cli_imitate_writes_targets_and_a_checkpoint(tmp_path: Path, capsys: pyt
     assert "imitation_sampled" in capsys.readouterr().err
 
 
+def test_the_polish_race_reaches_the_config_and_the_imitation_targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler_opt.cli.main import build_parser
+    from compiler_opt.cli.train_lib import config_from_args
+    from compiler_opt.rl import polish as polish_module
+    from compiler_opt.rl.config import POLISH_RACES, TrainConfig
+
+    base = ["train", "--mode", "imitate", "--workloads", "rnnlm-2:inference"]
+    assert config_from_args(build_parser().parse_args(base)).polish_race == TrainConfig.polish_race
+    assert config_from_args(build_parser().parse_args([*base, "--polish-race", "halving"])).polish_race == "halving"
+    for race in POLISH_RACES:  # the flag offers every race the config knows
+        assert config_from_args(build_parser().parse_args([*base, "--polish-race", race])).polish_race == race
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--polish-race", "fastest"])
+    races: list[str] = []
+    original = polish_module.polish
+
+    def spy(*args, **kwargs):
+        races.append(kwargs["race"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(polish_module, "polish", spy)
+    model = tmp_path / "dag.onnx"
+    onnx.save(random_onnx_dag(30, seed=3), str(model))
+    argv = ["train", "--mode", "imitate", "--workloads", str(model), "--devices", "2xV100", "--iterations", "1",
+            "--imitation-seconds", "0.3", "--checkpoint", "default", "--polish-race", "halving", "--out", str(tmp_path / "run"), "--threads", "1"]
+    assert main(argv) == 0
+    assert races == ["halving"]  # the targets' search ran the race asked for
+
+
 def test_joint_target_is_the_fastest_variant_and_the_heads_learn_it(tmp_path: Path) -> None:
     from compiler_opt.rl.imitation import joint_target, with_joint_target
     from compiler_opt.rl.joint import joint_variants
