@@ -91,6 +91,8 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--polish", type=int, default=300, metavar="N",
         help="go-one and fine-tune end with N simulations of local search from the best answer (0: off)",
     )
+    # POLISH_RACES / TrainConfig.polish_race spelled out: importing compiler_opt.rl.config loads torch (~3 s) on every
+    # CLI start; tests/compiler_opt/rl/test_imitation.py keeps the two in step.
     p.add_argument(
         "--polish-race", choices=("halving", "sequential"), default="sequential",
         help="how the polish's starts share its seconds (fine-tune, go-one and imitate's targets): one after another "
