@@ -120,6 +120,36 @@ def test_compiled_check_equals_reference_on_random_dags(seed: int, limit: int | 
     graph.verify()
 
 
+@needs_numba
+@pytest.mark.parametrize("seed", range(4))
+def test_two_sided_search_answers_as_the_forward_window(seed: int, engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact check's search from both ends (`_forward_window_or_cycle`) against the one-sided
+    forward window it replaced: the same cycle answer and, without a cycle, the same window."""
+    _use("numba", monkeypatch)
+    from passes.fusion import cycle_numba as jit
+    graph = build_workload("rnnlm-2", "inference", steps=3 + seed)  # an unrolled RNN: long windows, cycles and not
+    groups = FusionGroups(graph, max_nodes=6, search_limit=None)
+    greedy_fuse(groups)
+    rng = random.Random(seed)
+    n = len(groups.nodes)
+    pred_ptr, pred_idx, succ_ptr, succ_idx = groups._adjacency
+    answers = {"cycle": 0, "window": 0}
+    for _ in range(400):
+        position = groups._positions()
+        by_position = sorted({groups.find(i) for i in range(n)}, key=lambda r: position[r])
+        first = rng.randrange(len(by_position) - 1)  # pairs a few places apart: cycles and windows both
+        a, b = by_position[first], by_position[min(first + rng.randint(1, 12), len(by_position) - 1)]
+        one, two = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        expected = jit._window(a, b, position[b], True, succ_ptr, succ_idx, position, groups._root, groups._head, groups._next, groups._seen, groups._stamp, one)
+        got = jit._forward_window_or_cycle(a, b, position, groups._root, pred_ptr, pred_idx, succ_ptr, succ_idx, groups._head, groups._next, groups._seen, groups._stamp, two)
+        assert got == expected, (a, b)
+        if expected >= 0:
+            assert sorted(one[:expected]) == sorted(two[:got])
+        answers["cycle" if expected < 0 else "window"] += expected != 0
+        groups.try_merge(rng.randrange(n), rng.randrange(n))  # the state moves on
+    assert answers["cycle"] > 20 and answers["window"] > 20, answers  # both answers met, non-empty windows among them
+
+
 def _real_graphs(example_model, onnx_backend_data) -> list[tuple[str, Graph]]:  # type: ignore[no-untyped-def]
     return [
         ("small_cnn", import_onnx(onnx.load(example_model))),
