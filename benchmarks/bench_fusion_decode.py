@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         replay(calls[:1])  # warm-up: numba's cached machine code loaded
         runs = [replay(calls) for _ in range(args.repeats)]
         digests = {d for _, d in runs}
-        assert len(digests) == 1, f"{spec} {devices}: replays disagree"
+        if len(digests) != 1:
+            raise RuntimeError(f"{spec} {devices}: replays of the same decodes gave different groups ({sorted(digests)})")
         rows.append({"workload": spec, "devices": devices, "nodes": env.problem.num_nodes, "decodes": len(calls),
                      "seconds": statistics.median(t for t, _ in runs), "runs_s": [t for t, _ in runs], "groups_digest": digests.pop()})
         row = rows[-1]
