@@ -280,29 +280,29 @@ def _forward_window_or_cycle(
     seen[a], seen[b] = fmark, bmark
     top = out.size - 1  # backward entries grow down from here
     fcount = ffront = bcount = bfront = 0
-    fg, bg = a, b  # the group each side expands next; -1: that side is done
-    while fg >= 0 or bg >= 0:
-        if fg >= 0:
-            m = head[fg]
-            while m >= 0:
-                for k in range(succ_ptr[m], succ_ptr[m + 1]):
-                    r = root[succ_idx[k]]
-                    if r == b:
-                        if fg != a:
-                            return -1
-                        continue  # the pair's own edges merge
-                    mark = seen[r]
-                    if mark == bmark:
-                        return -1  # r reaches b
-                    if mark != fmark and position[r] < position[b]:
-                        seen[r] = fmark
-                        out[fcount] = r
-                        fcount += 1
-                m = nxt[m]
-            if ffront == fcount:
-                return fcount  # the forward window is complete: no cycle
-            fg = out[ffront]
-            ffront += 1
+    fg, bg = a, b  # the group each side expands next; bg -1: the backward side is done
+    while True:  # ends when the forward window is complete or a cycle is found
+        # one group of the forward side
+        m = head[fg]
+        while m >= 0:
+            for k in range(succ_ptr[m], succ_ptr[m + 1]):
+                r = root[succ_idx[k]]
+                if r == b:
+                    if fg != a:
+                        return -1
+                    continue  # the pair's own edges merge
+                mark = seen[r]
+                if mark == bmark:
+                    return -1  # r reaches b
+                if mark != fmark and position[r] < position[b]:
+                    seen[r] = fmark
+                    out[fcount] = r
+                    fcount += 1
+            m = nxt[m]
+        if ffront == fcount:
+            return fcount  # the forward window is complete: no cycle
+        fg = out[ffront]
+        ffront += 1
         if bg >= 0:
             m = head[bg]
             while m >= 0:
@@ -325,7 +325,6 @@ def _forward_window_or_cycle(
             else:
                 bg = out[top - bfront]
                 bfront += 1
-    return fcount
 
 
 # `ordered_check`'s answers besides a window size: the merge closes a cycle, or a cheap case where
