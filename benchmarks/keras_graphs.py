@@ -33,8 +33,11 @@ def write_graph(model: str, out: Path, *, batch: int, image_size: int) -> Path:
     if not path.exists():
         data = application_graphdef_bytes(model, "inference", batch=batch, image_size=size)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed write leaves no partial file behind
     return path
 
 
