@@ -19,7 +19,9 @@ with all their configurations (the same rows as 25 configurations of every kerne
 `--fixed FILE` (repeatable) adds a row for a ranker file fitted elsewhere (e.g. the shipped one, fitted on
 another host's kernels), scored as is on the same test kernels: with `--code-features` its feature set
 must be `--code-feature-set`. `--warm-from FILE` adds, for each fit, the same fit whose boosting continues
-from that file's trees (a one-member gbdt-ens or gbdt file of the same objective, e.g. fitted on another CPU).
+from that file's trees (a one-member gbdt-ens or gbdt file of the same objective, e.g. fitted on another CPU; with
+`--ranker shipped-recipe`, the shipped file's recipe, any gbdt-ens file: each member continues the file's member at
+its place, or its only one, as `costmodel train --warm-from` does).
 
 Rows: the `bench_costmodel.py` metrics (top-1 / top-5 slowdown of the predicted best, mean per-kernel
 Kendall tau, tuner measurements to within 2% of the best) per split, mean over the seeds (per seed
@@ -107,15 +109,23 @@ def main(argv: list[str] | None = None) -> int:
     warm = None
     if args.warm_from:
         from cost_model.learned.baselines import GbdtBaseline
+        from cost_model.learned.tile_rankers import ShippedRecipe
 
-        for name in rankers:
-            model = make_tile_ranker(name)
-            if not isinstance(getattr(model, "first", model), GbdtBaseline):
-                parser.error(f"--warm-from needs a single XGBoost model (or a cascade over one) as --ranker (e.g. rank-all-d10), got {name}")
-        members = getattr(load_fixed_ranker(args.warm_from, args.code_feature_set if args.code_features else None), "members", None)
-        if members is None or len(members) != 1:
-            raise SystemExit(f"{args.warm_from}: --warm-from takes a one-member gbdt-ens file")
-        warm = members[0].gbdt
+        start = load_fixed_ranker(args.warm_from, args.code_feature_set if args.code_features else None)
+        members = getattr(start, "members", None)
+        if all(isinstance(make_tile_ranker(name), ShippedRecipe) for name in rankers):
+            if members is None:  # forty-seventh session: the recipe continues a gbdt-ens file of any member count
+                raise SystemExit(f"{args.warm_from}: --ranker shipped-recipe continues a gbdt-ens file's members")
+            warm = start
+        else:
+            for name in rankers:
+                model = make_tile_ranker(name)
+                if not isinstance(getattr(model, "first", model), GbdtBaseline):
+                    parser.error(f"--warm-from needs a single XGBoost model (or a cascade over one) or shipped-recipe alone as --ranker "
+                                 f"(e.g. rank-all-d10), got {name}")
+            if members is None or len(members) != 1:
+                raise SystemExit(f"{args.warm_from}: --warm-from takes a one-member gbdt-ens file (or --ranker shipped-recipe)")
+            warm = members[0].gbdt
     records = load_dir(args.data)
     extras = [load_dir(folder) for folder in args.extra]
     if args.code_features:

@@ -29,7 +29,7 @@ import numpy as np
 from cost_model.learned.baselines import GbdtBaseline, flat_features
 from cost_model.learned.tpugraphs import KernelRecord
 
-__all__ = ["CatastropheGbdt", "GradedRankGbdt", "TILE_RANKER_NAMES", "ZScoreEnsemble", "make_tile_ranker", "relevance_grades", "zscore"]
+__all__ = ["CatastropheGbdt", "GradedRankGbdt", "ShippedRecipe", "TILE_RANKER_NAMES", "ZScoreEnsemble", "make_tile_ranker", "relevance_grades", "zscore"]
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +157,29 @@ class ZScoreEnsemble:
         return sum(w * zscore(m.predict(record)) for w, m in zip(self.weights, self.members))
 
 
+class ShippedRecipe:
+    """The shipped gbdt-ens file's recipe as a bench ranker: `GbdtEnsembleTilePredictor.train` with its default
+    members and weights (`gbdt_ensemble.MEMBERS`, `MEMBER_WEIGHTS`). `fit(records, init=ensemble)` continues each
+    member's boosting from a fitted ensemble of any member count (a shipped file, as `costmodel train --warm-from`
+    does), which a single-model ranker's `init` cannot (forty-seventh session)."""
+
+    def __init__(self, *, seed: int = 0, threads: int = 1, rounds: int | None = None, depth: int | None = None) -> None:
+        self.seed, self.threads, self.rounds, self.depth = seed, threads, rounds, depth
+        self.model: Any = None
+
+    def fit(self, records: Sequence[KernelRecord], *, init: Any = None) -> ShippedRecipe:
+        from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+
+        sizes = {k: v for k, v in (("rounds", self.rounds), ("depth", self.depth)) if v is not None}
+        self.model = GbdtEnsembleTilePredictor.train(records, seed=self.seed, threads=self.threads, init=init, **sizes)
+        return self
+
+    def predict(self, record: KernelRecord) -> np.ndarray:
+        if self.model is None:
+            raise RuntimeError("fit the ranker before predicting")
+        return self.model.predict(record)
+
+
 TILE_RANKER_NAMES = {
     "ndcg": "XGBoost rank:ndcg, graded relevance (20 levels to 8x the best)",
     "map": "XGBoost rank:map, relevant = within 10% of the best",
@@ -168,6 +191,7 @@ TILE_RANKER_NAMES = {
     "gbdt-ens": "ensemble: XGBoost rank over all pairs + relative regression at depth 6 (the gbdt-ens file shipped in sessions 14-18)",
     "rank-all-d10": "XGBoost rank over all pairs at depth 10, no regression member (what the gbdt-ens file holds since the nineteenth session)",
     "cascade-d10": "rank-all-d10, then a pairwise re-ranker of its top 10 fitted on cross-fitted top-10s (tile_cascade, twenty-sixth session)",
+    "shipped-recipe": "the shipped gbdt-ens recipe: its default members and weights (rank + ndcg:0.5 at depth 10 since the forty-first session)",
 }
 
 
@@ -196,6 +220,8 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
         from cost_model.learned.tile_cascade import CascadeRanker
 
         return CascadeRanker(GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common), seed=seed, threads=threads)
+    if name == "shipped-recipe":
+        return ShippedRecipe(**common)
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")

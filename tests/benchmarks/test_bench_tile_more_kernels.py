@@ -89,6 +89,28 @@ def test_no_extra_folder_fits_the_training_kernels_beside_fixed_and_warm_rows(tm
     assert "--extra" not in capsys.readouterr().out
 
 
+def test_shipped_recipe_warm_rows_continue_a_two_member_file(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--ranker shipped-recipe --warm-from FILE` takes a gbdt-ens file of any member count (forty-seventh session);
+    a single-model ranker still refuses one."""
+    import json
+
+    from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
+    from cost_model.learned.tpugraphs import load_dir
+
+    _matmul_folder(tmp_path / "host")
+    _matmul_folder(tmp_path / "other", programs=2)
+    two = GbdtEnsembleTilePredictor.train(load_dir(tmp_path / "other"), members=(("rank", 0, 50), ("ndcg", 0, 50)), rounds=5, depth=3)
+    start = two.save(tmp_path / "two.json")
+    with benchmark_script("bench_tile_more_kernels") as bench:
+        assert bench.main([str(tmp_path / "host"), "--ranker", "shipped-recipe", "--seeds", "3", "--splits", "random", "--fixed", str(start),
+                           "--warm-from", str(start), "--json", str(tmp_path / "rows.json")]) == 0
+        rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
+        assert set(rows) == {"training kernels", "training kernels, warm", "fixed two.json"}
+        assert all(0.0 <= row["random"][0]["top1"] and -1.0 <= row["random"][0]["kendall"] <= 1.0 for row in rows.values())
+        with pytest.raises(SystemExit, match="one-member"):
+            bench.main([str(tmp_path / "host"), "--ranker", "rank-all-d10", "--seeds", "3", "--warm-from", str(start)])
+
+
 def test_extra_code_features_need_code_features(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     with benchmark_script("bench_tile_more_kernels") as bench, pytest.raises(SystemExit):
         bench.main([str(tmp_path), "--extra-code-features", str(tmp_path / "cache")])

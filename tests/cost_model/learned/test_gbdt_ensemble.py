@@ -372,3 +372,25 @@ def test_costmodel_train_gbdt_kind_weights(tmp_path, records: list[KernelRecord]
         assert message in capsys.readouterr().err and not out.exists()
     assert main(["costmodel", "train", str(data), "-o", str(tmp_path / "g.ubj"), "--model", "gbdt", "--gbdt-kind-weights", "matmul=1"]) == 2
     assert "--gbdt-kind-weights" in capsys.readouterr().err
+
+
+def test_shipped_recipe_ranker_fits_the_default_members_and_continues_any_ensemble(records: list[KernelRecord], ranker: GbdtEnsembleTilePredictor) -> None:
+    """`make_tile_ranker("shipped-recipe")` is `train`'s default members and weights; its warm fit continues every
+    member of a three-member start from that start's member at its place (forty-seventh session)."""
+    from cost_model.learned.tile_rankers import make_tile_ranker
+
+    recipe = make_tile_ranker("shipped-recipe", seed=0)
+    recipe.rounds, recipe.depth = 40, 4
+    with pytest.raises(RuntimeError, match="fit"):
+        recipe.predict(records[0])
+    cold = recipe.fit(records[:6]).model
+    assert [tuple(m) for m in cold.extra["train"]["members"]] == [tuple(m) for m in gbdt_ensemble.MEMBERS]
+    assert cold.weights == list(gbdt_ensemble.MEMBER_WEIGHTS)
+    np.testing.assert_allclose(recipe.predict(records[7]), cold.predict(records[7]))
+    start = GbdtEnsembleTilePredictor.train(records, members=(("rank", 0, 50), ("ndcg", 0, 50)), seed=0, rounds=30, depth=4)
+    warm = make_tile_ranker("shipped-recipe", seed=0)
+    warm.rounds, warm.depth = 40, 4
+    warm.fit(records[:6], init=start)
+    assert [m.gbdt.num_rounds() for m in warm.model.members] == [70, 70]
+    assert [m.gbdt.start for m in warm.model.members] == [m.gbdt for m in start.members]
+    assert not np.allclose(warm.predict(records[7]), cold.predict(records[7]))
