@@ -115,7 +115,9 @@ class JointHeads(nn.Module):
         count, h = nodes.shape
         tokens = nodes[None, :, None, :] + self.task[None, None]  # (1, N, 3, H)
         if previous is None:
-            prev = self.none[None, None].expand(batch, count, 3, h)
+            # the first round's tokens are the same for every sample: computed once, the logits expanded to the batch
+            # (on 29k-node gnmt-8 the heads' cross-task attention over 9 samples was most of a round's CPU)
+            prev = self.none[None, None].expand(1, count, 3, h)
         else:
             prev = torch.stack(
                 [
@@ -142,6 +144,8 @@ class JointHeads(nn.Module):
         elif position is not None and ordinal is not None:
             place = place - self.contiguity * (position[:, None] - ordinal[None, :]).pow(2) * 10.0
         place = place.masked_fill(~mask[None], float("-inf"))
+        if previous is None:
+            place, fusion, priority = (t.expand(batch, *t.shape[1:]) for t in (place, fusion, priority))
         return place, fusion, priority
 
     @staticmethod
@@ -150,13 +154,14 @@ class JointHeads(nn.Module):
 
 
     def _cross_task(self, x: torch.Tensor) -> torch.Tensor:
-        """Multi-head attention among each node's three task tokens (B, N, 3, H), as einsums:
-        with three tokens, batched matmuls beat a generic attention kernel's per-call overhead."""
+        """Multi-head attention among each node's three task tokens (B, N, 3, H), as broadcast products
+        summed over the head width: with three tokens, millions of 3x3 batched matmuls (einsum's form until
+        the forty-seventh session) spent most of their time permuting copies (30% slower on 29k nodes x 9)."""
         heads = self.config.heads
         *lead, tasks, h = x.shape
-        q, k, v = self.qkv(x).view(*lead, tasks, 3, heads, h // heads).unbind(-3)
-        scores = torch.einsum("...thd,...shd->...hts", q, k) / (h // heads) ** 0.5
-        out = torch.einsum("...hts,...shd->...thd", scores.softmax(-1), v)
+        q, k, v = self.qkv(x).view(*lead, tasks, 3, heads, h // heads).unbind(-3)  # each (..., tasks, heads, d)
+        scores = (q.unsqueeze(-3) * k.unsqueeze(-4)).sum(-1) / (h // heads) ** 0.5  # (..., t, s, heads)
+        out = (scores.softmax(-2).unsqueeze(-1) * v.unsqueeze(-4)).sum(-3)  # (..., t, heads, d)
         return self.mix(out.reshape(*lead, tasks, h))
 
 

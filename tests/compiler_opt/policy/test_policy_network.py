@@ -126,3 +126,33 @@ def test_superposition_starts_near_one() -> None:
     x = torch.randn(5, 16)
     scaled = module(x, torch.randn(16))
     torch.testing.assert_close(scaled, x, rtol=0.05, atol=0.05)
+
+
+def test_first_round_logits_are_computed_once_for_the_batch(problem: SimulationProblem) -> None:
+    """With no previous decisions every sample's tokens are the same: the heads run once and expand (forty-seventh
+    session), giving each sample what a batch of one gives; a round with decisions still differs per sample."""
+    torch.manual_seed(0)
+    policy = GoPolicy(SMALL).eval()
+    enc = policy.encode(policy_inputs(problem))
+    with torch.no_grad():
+        one = policy._logits(enc, None, 1)
+        many = policy._logits(enc, None, 5)
+        for a, b in zip(one, many):
+            assert b.shape[0] == 5
+            torch.testing.assert_close(b, a.expand_as(b), rtol=0, atol=0)
+        previous = torch.stack([torch.randint(0, n, (5, problem.num_nodes)) for n in (problem.num_devices, SMALL.fusion_levels, SMALL.priority_levels)], -1)
+        later = policy._logits(enc, previous, 5)
+    assert not torch.equal(later[1][0], later[1][1])  # samples with other previous decisions get other logits
+
+
+def test_cross_task_attention_is_multi_head_attention_over_the_three_tokens() -> None:
+    """The broadcast form against a plain per-(sample, node) softmax(q k^T / sqrt(d)) v."""
+    torch.manual_seed(0)
+    heads = GoPolicy(SMALL).heads
+    x = torch.randn(2, 7, 3, SMALL.hidden)
+    d = SMALL.hidden // SMALL.heads
+    q, k, v = heads.qkv(x).view(2, 7, 3, 3, SMALL.heads, d).unbind(-3)  # (B, N, tasks, heads, d)
+    q, k, v = (t.transpose(-2, -3) for t in (q, k, v))  # (B, N, heads, tasks, d)
+    expected = ((q @ k.transpose(-1, -2)) / d**0.5).softmax(-1) @ v
+    expected = heads.mix(expected.transpose(-2, -3).reshape(2, 7, 3, SMALL.hidden))
+    torch.testing.assert_close(heads._cross_task(x), expected, rtol=1e-5, atol=1e-6)
