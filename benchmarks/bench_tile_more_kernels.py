@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_costmodel import score
 
     from cost_model.learned.data import split_records
-    from cost_model.learned.tile_rankers import make_tile_ranker
+    from cost_model.learned.tile_rankers import ShippedRecipe, make_tile_ranker
     from cost_model.learned.tpugraphs import load_dir
     from passes.autotune.search import random_search_measurements
 
@@ -109,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     warm = None
     if args.warm_from:
         from cost_model.learned.baselines import GbdtBaseline
-        from cost_model.learned.tile_rankers import ShippedRecipe
 
         start = load_fixed_ranker(args.warm_from, args.code_feature_set if args.code_features else None)
         members = getattr(start, "members", None)
@@ -167,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                     fitted_on = [fitted_on[i] for i in np.sort(np.random.default_rng(seed).permutation(len(fitted_on))[: round(fraction * len(fitted_on))])]
                 began = time.perf_counter()
                 model = make_tile_ranker(ranker, seed=seed)
+                if isinstance(model, ShippedRecipe) and args.code_features:
+                    model.code_feature_set = args.code_feature_set  # the file's members check the columns they read
                 model = model.fit(fitted_on, init=warm) if warm_start else model.fit(fitted_on)
                 predictions = [model.predict(r) for r in test]
                 row = score(name, predictions, test, random_needs)

@@ -163,15 +163,19 @@ class ShippedRecipe:
     member's boosting from a fitted ensemble of any member count (a shipped file, as `costmodel train --warm-from`
     does), which a single-model ranker's `init` cannot (forty-seventh session)."""
 
-    def __init__(self, *, seed: int = 0, threads: int = 1, rounds: int | None = None, depth: int | None = None) -> None:
+    def __init__(self, *, seed: int = 0, threads: int = 1, rounds: int | None = None, depth: int | None = None,
+                 code_feature_set: str | None = None) -> None:
         self.seed, self.threads, self.rounds, self.depth = seed, threads, rounds, depth
+        # the compiled-code block the records' config features end with (tile_code_features), None: none
+        self.code_feature_set = code_feature_set
         self.model: Any = None
 
     def fit(self, records: Sequence[KernelRecord], *, init: Any = None) -> ShippedRecipe:
         from cost_model.learned.gbdt_ensemble import GbdtEnsembleTilePredictor
 
         sizes = {k: v for k, v in (("rounds", self.rounds), ("depth", self.depth)) if v is not None}
-        self.model = GbdtEnsembleTilePredictor.train(records, seed=self.seed, threads=self.threads, init=init, **sizes)
+        code = {"code_features": True, "code_feature_set": self.code_feature_set} if self.code_feature_set else {}
+        self.model = GbdtEnsembleTilePredictor.train(records, seed=self.seed, threads=self.threads, init=init, **sizes, **code)
         return self
 
     def predict(self, record: KernelRecord) -> np.ndarray:

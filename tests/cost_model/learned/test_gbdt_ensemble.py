@@ -394,3 +394,21 @@ def test_shipped_recipe_ranker_fits_the_default_members_and_continues_any_ensemb
     assert [m.gbdt.num_rounds() for m in warm.model.members] == [70, 70]
     assert [m.gbdt.start for m in warm.model.members] == [m.gbdt for m in start.members]
     assert not np.allclose(warm.predict(records[7]), cold.predict(records[7]))
+
+
+def test_shipped_recipe_ranker_reads_a_code_feature_block(records: list[KernelRecord]) -> None:
+    """Records whose config features end with a compiled-code block (35 columns of s18) fit when the ranker is told
+    the set, and the file it makes says so; untold, the width check refuses them (the bug the first test B run hit)."""
+    from dataclasses import replace
+
+    from cost_model.learned.tile_code_features import code_feature_set_width
+    from cost_model.learned.tile_rankers import ShippedRecipe
+
+    width = code_feature_set_width("s18")
+    rng = np.random.default_rng(0)
+    extended = [replace(r, config_feat=np.concatenate([r.config_feat, rng.normal(size=(r.num_configs, width))], axis=1).astype(np.float32)) for r in records[:6]]
+    told = ShippedRecipe(rounds=20, depth=3, code_feature_set="s18").fit(extended)
+    assert told.model.extra["code_features"] and told.model.extra["code_feature_set"] == "s18"
+    assert told.predict(extended[0]).shape == (extended[0].num_configs,)
+    with pytest.raises(ValueError, match="config features"):
+        ShippedRecipe(rounds=20, depth=3).fit(extended)
