@@ -179,7 +179,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, policy_starts=args.policy_starts, polish_group_moves=not args.polish_node_moves,
         polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds), polish_start_order=args.polish_start_order,
         polish_priorities=args.polish_priorities, polish_race=args.polish_race,
-        ppo_patience_cpu=args.ppo_patience, zero_shot_samples=args.zero_shot_samples,  # also fine-tune's decoded start
+        ppo_patience_cpu=args.ppo_patience, zero_shot_samples=args.zero_shot_samples, decoded_start_samples=args.decoded_start_samples,
     )
     policy = make_policy(config)
     # As the `go` pass: the policy's greedy answer starts a fine-tune only without a warm start
@@ -587,8 +587,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hdp-seconds", type=float, default=240.0, help="CPU seconds of hdp per cell")
     parser.add_argument("--hdp-groups", type=int, default=64)
     parser.add_argument("--samples", type=int, default=6, help="episodes per PPO / REINFORCE iteration")
-    parser.add_argument("--zero-shot-samples", type=int, default=8,
-                        help="samples of the cold zero-shot: the go-zero-shot rows' and the decoded start of fine-tune / go-one's polish")
+    parser.add_argument("--zero-shot-samples", type=int, default=8, help="samples of the cold zero-shot: the go-zero-shot rows'")
+    parser.add_argument("--decoded-start-samples", type=int, default=TrainConfig.decoded_start_samples,
+                        help="samples of the policy's decoded start of fine-tune / go-one's polish (default: TrainConfig's, 0; "
+                             "the forty-seventh session's rows and earlier used --zero-shot-samples, 8)")
     parser.add_argument("--zero-shot-polish-seconds", type=float, default=5.0, help="go-zero-shot-polish: CPU seconds of local search from the zero-shot's answer")
     parser.add_argument("--zero-shot-seed-seconds", type=float, default=WARM_ZERO_SHOT_SEED_SECONDS, help="go-zero-shot-warm-polish: CPU seconds of the seeds")
     parser.add_argument("--zero-shot-warm-polish-seconds", type=float, default=WARM_ZERO_SHOT_POLISH_SECONDS, help="go-zero-shot-warm-polish: CPU seconds of local search")

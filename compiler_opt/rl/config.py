@@ -82,6 +82,12 @@ class TrainConfig:
     # answer's partitioned / coarsened decodings, fastest first (rl/trainer._decoded_starts).
     # 0: seeds only.
     policy_starts: int = 1
+    # The policy's decoded start above is a cold zero-shot: its greedy answer and this many samples. 0 (the default
+    # since the forty-eighth session's pre-registered test, RESULTS.md h: 27 training cells B/A 0.9992, 12 held-out
+    # cells 0.9959, slower on none of 78 runs) keeps the greedy answer and its decodings only, and leaves the polish
+    # the samples' CPU (gnmt-8: 3-5 of 20 CPU s). 8 was the default before. The zero-shot mode's own samples are
+    # `zero_shot_samples`.
+    decoded_start_samples: int = 0
     # With a CPU budget an iteration starts only when it is expected to end within PPO's share:
     # the last iteration's CPU seconds, or before the first this x nodes x samples (one torch
     # thread on this 2-core machine: 0.18-0.36 ms, RESULTS.md h6).
@@ -167,6 +173,8 @@ class TrainConfig:
             raise TrainConfigError(f"polish_min_fraction must be within [0, 1), got {self.polish_min_fraction}", field="polish_min_fraction")
         if self.polish_evaluations < 0:
             raise TrainConfigError(f"polish_evaluations must be >= 0, got {self.polish_evaluations}", field="polish_evaluations")
+        if self.decoded_start_samples < 0:
+            raise TrainConfigError(f"decoded_start_samples must be >= 0, got {self.decoded_start_samples}", field="decoded_start_samples")
         if self.ppo_cpu_per_node_sample < 0:
             raise TrainConfigError(f"ppo_cpu_per_node_sample must be >= 0, got {self.ppo_cpu_per_node_sample}", field="ppo_cpu_per_node_sample")
         if not 0.0 <= self.imitation_sampled <= 1.0:

@@ -653,7 +653,7 @@ def _decoded_starts(
     config: TrainConfig, envs: Sequence[GraphEnvironment], policy: GoPolicy, best: dict[str, BestFound], deadline: float | None = None
 ) -> dict[str, list[BestFound]]:
     """Per environment, when the run polishes with `policy_starts` of the policy's answers: the
-    cold zero-shot's answer (`zero_shot` with `zero_shot_samples`, no candidate past `deadline`,
+    cold zero-shot's answer (`zero_shot` with `decoded_start_samples`, no candidate past `deadline`,
     the end of the CPU share before the polish's: so a fine-tune is never slower than a zero-shot
     in that time), then with more starts the greedy answer's other decodings (`policy_decodings`),
     fastest first. The fastest is an answer candidate at once."""
@@ -663,7 +663,7 @@ def _decoded_starts(
     for env in envs:
         if not isinstance(env, GraphEnvironment):
             continue  # a profiled workload: no fusion decode or partitioned cut to polish
-        cold = zero_shot(policy, env, config.zero_shot_samples, seed=config.seed, deadline=deadline)
+        cold = zero_shot(policy, env, config.decoded_start_samples, seed=config.seed, deadline=deadline)
         found = [cold] if not (cold.score.oom or cold.score.invalid) else []
         if config.policy_starts > 1:
             found = sorted(found + policy_decodings(policy, env, seed=config.seed), key=lambda f: f.score.step_time_s)

@@ -321,7 +321,7 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     fresh = copy.deepcopy(policy)
     config = TrainConfig(**common, policy_starts=2)
     result = trainer.run_training(config, envs=[env], policy=policy, progress=False, save=False)
-    cold = zero_shot(fresh, env, config.zero_shot_samples, seed=config.seed)
+    cold = zero_shot(fresh, env, config.decoded_start_samples, seed=config.seed)
     decoded = result.decoded[env.label]
     times = [d.score.step_time_s for d in decoded]
     assert times == sorted(times) and cold.score.step_time_s in times
@@ -336,6 +336,32 @@ def test_fine_tune_races_the_policys_answers(env: GraphEnvironment, monkeypatch:
     torch.manual_seed(0)
     seeds_only = run_training(TrainConfig(**common, policy_starts=0), envs=[env], policy=GoPolicy(TINY), progress=False, save=False)
     assert seeds_only.decoded == {}
+
+
+def test_decoded_start_samples_size_the_policys_start(env: GraphEnvironment) -> None:
+    """The policy's decoded start is a cold zero-shot with `decoded_start_samples` samples (default 0, by the
+    forty-eighth session's pre-registered test), whatever `zero_shot_samples` (the zero-shot mode's) says."""
+    import torch
+
+    from compiler_opt.policy import GoPolicy
+    from compiler_opt.rl import zero_shot
+    from compiler_opt.rl.trainer import _decoded_starts
+
+    assert TrainConfig.decoded_start_samples == 0 and TrainConfig.zero_shot_samples == 8
+    torch.manual_seed(0)
+    policy = GoPolicy(TINY)
+    common = dict(mode="go-one", workloads=["dag"], devices=["4xV100"], polish_evaluations=100, policy=TINY.to_dict())
+    counts = {}
+    for start, zero in ((0, 5), (3, 0)):
+        config = TrainConfig(**common, decoded_start_samples=start, zero_shot_samples=zero)
+        decoded = _decoded_starts(config, [env], policy, {})
+        counts[start] = decoded[env.label][0].evaluations
+        alone = zero_shot(policy, env, start, seed=config.seed)
+        assert counts[start] == alone.evaluations
+        assert decoded[env.label][0].score.step_time_s == pytest.approx(alone.score.step_time_s)
+    assert counts[3] > counts[0]
+    with pytest.raises(TrainConfigError, match="decoded_start_samples"):
+        TrainConfig(mode="go-one", workloads=["dag"], decoded_start_samples=-1)
 
 
 def test_seeds_and_polish_takes_the_seed_budget_it_is_given(env: GraphEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
