@@ -179,7 +179,7 @@ def _go_tuned(env: GraphEnvironment, mode: str, args: argparse.Namespace, *, war
         warm_start=None if warm else [], polish_fraction=args.polish_fraction, polish_starts=args.polish_starts, policy_starts=args.policy_starts, polish_group_moves=not args.polish_node_moves,
         polish_move_order=args.polish_move_order, polish_first_seeds=tuple(args.polish_first_seeds), polish_start_order=args.polish_start_order,
         polish_priorities=args.polish_priorities, polish_race=args.polish_race,
-        ppo_patience_cpu=args.ppo_patience, zero_shot_samples=args.zero_shot_samples, decoded_start_samples=args.decoded_start_samples,
+        ppo_patience_cpu=args.ppo_patience, decoded_start_samples=args.decoded_start_samples,
     )
     policy = make_policy(config)
     # As the `go` pass: the policy's greedy answer starts a fine-tune only without a warm start

@@ -165,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 if fraction < 1:
                     fitted_on = [fitted_on[i] for i in np.sort(np.random.default_rng(seed).permutation(len(fitted_on))[: round(fraction * len(fitted_on))])]
                 began = time.perf_counter()
-                model = make_tile_ranker(ranker, seed=seed)
-                if isinstance(model, ShippedRecipe) and args.code_features:
-                    model.code_feature_set = args.code_feature_set  # the file's members check the columns they read
+                model = make_tile_ranker(ranker, seed=seed, code_feature_set=args.code_feature_set if args.code_features else None)
                 model = model.fit(fitted_on, init=warm) if warm_start else model.fit(fitted_on)
                 predictions = [model.predict(r) for r in test]
                 row = score(name, predictions, test, random_needs)

@@ -199,9 +199,11 @@ TILE_RANKER_NAMES = {
 }
 
 
-def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
+def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1, code_feature_set: str | None = None) -> Any:
     """An unfitted ranker of `TILE_RANKER_NAMES` (`fit(records)`, then `predict(record)`); XGBoost
-    settings of `GbdtBaseline` (depth 8, 400 rounds, eta 0.05) throughout, but `gbdt-ens` at depth 6."""
+    settings of `GbdtBaseline` (depth 8, 400 rounds, eta 0.05) throughout, but `gbdt-ens` at depth 6.
+    `code_feature_set`: the compiled-code block the records' config features end with (None: none); the
+    rankers that check their input's width (`shipped-recipe`) need it, the others read every column alike."""
     common = {"seed": seed, "threads": threads}
     if name == "ndcg":
         return GradedRankGbdt(objective="ndcg", **common)
@@ -225,7 +227,7 @@ def make_tile_ranker(name: str, *, seed: int = 0, threads: int = 1) -> Any:
 
         return CascadeRanker(GbdtBaseline(objective="rank", rank_pairs=50, depth=10, **common), seed=seed, threads=threads)
     if name == "shipped-recipe":
-        return ShippedRecipe(**common)
+        return ShippedRecipe(**common, code_feature_set=code_feature_set)
     if name == "rank-bag3":
         return ZScoreEnsemble([GbdtBaseline(objective="rank", seed=seed + 1000 * k, threads=threads) for k in range(3)])
     raise ValueError(f"unknown tile ranker {name!r} (one of {', '.join(TILE_RANKER_NAMES)})")
