@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(score(TILE_RANKER_NAMES[name], [model.predict(r) for r in test], test, random_needs, spread) | {"train_s": time.perf_counter() - began})
             if code_records:
                 began = time.perf_counter()
-                model = make_tile_ranker(name, seed=args.seed).fit(train_code)
+                model = make_tile_ranker(name, seed=args.seed, code_feature_set="s16").fit(train_code)  # extended_records' default block
                 rows.append(score(TILE_RANKER_NAMES[name] + ", + compiled-code features", [model.predict(r) for r in test_code], test, random_needs, spread)
                             | {"train_s": time.perf_counter() - began})
         if metaschedule is not None:

@@ -2,7 +2,7 @@
 
     compiler-opt train --mode pretrain --workloads rnnlm-2,gnmt-2:inference --devices 2xV100,4xV100 \\
         --iterations 200 --out runs/pretrain
-    compiler-opt train --mode zero-shot --workloads inception-v3 --devices 4xV100 --checkpoint default
+    compiler-opt train --mode zero-shot --workloads inception-v3 --devices 4xV100   # the shipped checkpoint
     compiler-opt train --mode fine-tune --workloads model.onnx --devices 8xV100 --checkpoint default --iterations 20
     compiler-opt train --mode imitate --workloads rnnlm-2,resnet-50 --devices 2xV100 --iterations 300 --lr 1e-3 \
         --imitation-seconds 10 --checkpoint default --out runs/imitate
@@ -101,7 +101,9 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
-    p.add_argument("--checkpoint", default="", help="initial weights ('default': the shipped checkpoint); needed by zero-shot and fine-tune")
+    p.add_argument("--checkpoint", default=None,
+                   help="initial weights ('default': the shipped checkpoint, what zero-shot and fine-tune use without this option; "
+                        "'': a fresh policy)")
     p.add_argument(
         "--policy", default="", metavar="K=V[,K=V...]",
         help="sizes of a fresh policy (no --checkpoint), e.g. hidden=64,sage_layers=3 (fields of policy.config.PolicyConfig)",
@@ -136,9 +138,18 @@ def _generated(count: int, seed: int) -> list[str]:
     return random_variants(count, seed=seed) if count else []
 
 
+def _checkpoint(args: Any) -> str:
+    """`--checkpoint`, or where it is not given the shipped checkpoint for the modes that apply a
+    pretrained policy (zero-shot works right after install) and a fresh policy for the others."""
+    if args.checkpoint is not None:
+        return str(args.checkpoint)
+    return "default" if args.mode in ("zero-shot", "fine-tune") and not getattr(args, "policy", "") else ""
+
+
 def config_from_args(args: Any) -> TrainConfig:
     from compiler_opt.rl.config import TrainConfig
 
+    checkpoint = _checkpoint(args)
     return TrainConfig(
         mode=args.mode,
         workloads=_split(args.workloads) + _generated(getattr(args, "generated", 0), getattr(args, "generated_seed", 0)),
@@ -163,8 +174,8 @@ def config_from_args(args: Any) -> TrainConfig:
         max_seconds=args.max_minutes * 60.0,
         checkpoint_every_s=args.checkpoint_every,
         out_dir=args.out,
-        init_checkpoint=args.checkpoint,
-        policy=_policy_sizes(getattr(args, "policy", ""), args.checkpoint),
+        init_checkpoint=checkpoint,
+        policy=_policy_sizes(getattr(args, "policy", ""), checkpoint),
         imitation_seconds=getattr(args, "imitation_seconds", 10.0),
         imitation_targets=getattr(args, "targets", ""),
         imitation_sampled=getattr(args, "imitation_sampled", 0.0),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,8 @@ def _check(arrays: dict[str, np.ndarray], path: str) -> None:
 def load_npz(path: str | os.PathLike[str]) -> KernelRecord:
     """Read one file of this schema (ours or a real TpuGraphs one)."""
     path = os.fspath(path)
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):  # np.load would try it as a pickle and blame pickling, not the file
+        raise DatasetError("not a readable .npz file: not a zip archive (empty, truncated or another format)", file=path)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}

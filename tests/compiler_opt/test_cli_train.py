@@ -35,9 +35,23 @@ def test_go_one_then_zero_shot(model: Path, tmp_path: Path, capsys: pytest.Captu
     assert "@4xV100" in capsys.readouterr().out
 
 
-def test_fine_tune_without_a_checkpoint_fails_cleanly(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["train", "--mode", "fine-tune", "--workloads", str(model), "--out", str(tmp_path), "--threads", "1"]
-    assert main(argv) == 2
+def test_zero_shot_and_fine_tune_default_to_the_shipped_checkpoint(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Forty-ninth session: zero-shot works right after install with no --checkpoint; an explicit empty one
+    (a fresh policy) still fails cleanly in the modes that need a pretrained one."""
+    from compiler_opt.cli.main import build_parser
+    from compiler_opt.cli.train_lib import config_from_args
+
+    def checkpoint(*argv: str) -> str:
+        return config_from_args(build_parser().parse_args(["train", "--workloads", str(model), *argv])).init_checkpoint
+
+    assert checkpoint("--mode", "zero-shot") == checkpoint("--mode", "fine-tune") == "default"
+    assert checkpoint("--mode", "go-one") == checkpoint("--mode", "pretrain") == ""  # these train a fresh policy
+    assert checkpoint("--mode", "fine-tune", "--checkpoint", "x.pt") == "x.pt"
+    assert checkpoint("--mode", "fine-tune", "--policy", "hidden=16") == ""  # sizes of a fresh policy: not overridden by the default
+    argv = ["train", "--mode", "zero-shot", "--workloads", str(model), "--devices", "2xV100", "--samples", "2", "--out", str(tmp_path), "--threads", "1"]
+    assert main(argv) == 0
+    assert "@2xV100" in capsys.readouterr().out
+    assert main(["train", "--mode", "fine-tune", "--workloads", str(model), "--checkpoint", "", "--out", str(tmp_path), "--threads", "1"]) == 2
     assert "init_checkpoint" in capsys.readouterr().err
 
 
