@@ -85,6 +85,8 @@ def apply_input_shapes(graph: Graph, shapes: dict[str, tuple[int, ...]]) -> None
             raise ModelFormatError(f"no graph input named {name!r} (inputs: {', '.join(by_name)})", field="--input-shape")
         if not isinstance(value.type, TensorType):
             raise ModelFormatError(f"input {name!r} is not a tensor", field="--input-shape")
+        if any(not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in dims):
+            raise ModelFormatError(f"input {name!r}: every dimension must be an integer >= 0, got {tuple(dims)}", field="--input-shape")
         if value.shape is not None and len(value.shape) != len(dims):
             raise ModelFormatError(f"input {name!r} has rank {len(value.shape)}, the shape given has {len(dims)}", field="--input-shape")
         value.type = TensorType(value.type.dtype, dims)

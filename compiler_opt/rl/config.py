@@ -164,6 +164,15 @@ class TrainConfig:
                 raise TrainConfigError(f"{name} must be at least 1, got {getattr(self, name)}", field=name)
         if self.samples_per_graph < 2 and self.mode not in ("zero-shot", "imitate"):
             raise TrainConfigError("samples_per_graph must be at least 2 (advantages are normalised per graph)", field="samples_per_graph")
+        # NaN passes every `<` check and reached torch's optimizer as an internal error (forty-ninth session)
+        for name in ("learning_rate", "clip", "max_grad_norm", "checkpoint_every_s"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise TrainConfigError(f"{name} must be a finite number > 0, got {getattr(self, name)}", field=name)
+        for name in ("entropy_target", "entropy_rate", "value_coef", "oom_penalty", "invalid_penalty", "max_seconds", "max_cpu_seconds"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise TrainConfigError(f"{name} must be a finite number >= 0, got {getattr(self, name)}", field=name)
+        if not math.isfinite(self.entropy_coef):
+            raise TrainConfigError(f"entropy_coef must be a finite number, got {self.entropy_coef}", field="entropy_coef")
 
         if not 0.0 <= self.warm_start_fraction <= 1.0:
             raise TrainConfigError(f"warm_start_fraction must be within [0, 1], got {self.warm_start_fraction}", field="warm_start_fraction")

@@ -47,8 +47,10 @@ def test_bad_arguments_are_errors_naming_the_field(example_model):
     with pytest.raises(OptimizeError, match="opt_level must be 0, 1, 2 or 3, got 9") as caught:
         compiler_opt.optimize(str(example_model), opt_level=9)
     assert caught.value.field == "opt_level"
-    with pytest.raises(OptimizeError, match="budget must be >= 0"):
-        compiler_opt.optimize(str(example_model), budget_s=-1)
+    for budget in (-1, float("nan"), float("inf")):  # NaN passed every `< 0` check before the forty-ninth session
+        with pytest.raises(OptimizeError, match="budget must be a finite number of seconds >= 0") as caught:
+            compiler_opt.optimize(str(example_model), budget_s=budget)
+        assert caught.value.field == "budget_s"
 
 
 def test_input_shape_makes_the_shape_chain_fold():
@@ -75,3 +77,8 @@ def test_input_shape_makes_the_shape_chain_fold():
     assert "Shape" in dynamic.ops_after  # the batch is unknown: the chain must stay
     result = compiler_opt.optimize(model, tasks=(), input_shapes={"x": (2, 3, 4)}, check=True)
     assert result.ops_after == {"Reshape": 1} and result.numerics.ok
+    from compiler_opt.api.loading import ModelFormatError
+
+    for bad in ((-1, 3, 4), (2.5, 3, 4)):  # the input is named, not a bare shape error from deep in the IR
+        with pytest.raises(ModelFormatError, match="input 'x': every dimension must be an integer >= 0"):
+            compiler_opt.optimize(model, tasks=(), input_shapes={"x": bad})
