@@ -94,7 +94,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         if mismatch:
             print(f"compiler-opt: error: costmodel collect: {mismatch}", file=sys.stderr)
             return 2
-        if args.compile_timeout is not None and args.compile_timeout <= 0:
+        if args.compile_timeout is not None and not 0 < args.compile_timeout < float("inf"):  # NaN too: every compile would time out
             print(f"compiler-opt: error: costmodel collect --compile-timeout: a positive number of seconds, got {args.compile_timeout:g}", file=sys.stderr)
             return 2
         if (args.compile_cpus or args.code_cache) and args.compile_timeout is None:
@@ -153,8 +153,13 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             configure_xla_timing()
         names = fusion_graph_names(tuple(int(s) for s in args.scales.split(",")))
         if args.graphs:
-            wanted = set(args.graphs.split(","))
-            names = [n for n in names if n in wanted]
+            wanted = [w.strip() for w in args.graphs.split(",") if w.strip()]
+            unknown = sorted(set(wanted) - set(names))
+            if unknown or not wanted:  # a typo left no graph and ended as "no .npz files" (forty-ninth session)
+                print(f"compiler-opt: error: costmodel collect --graphs: unknown fusion graph(s) {unknown or [args.graphs]}; known at "
+                      f"--scales {args.scales}: {', '.join(names)}", file=sys.stderr)
+                return 2
+            names = [n for n in names if n in set(wanted)]
         # Builders, not graphs: with isolation each graph is built and measured in its own process.
         graphs = {name: functools.partial(fusion_graph, name) for name in names}
         with _cache(args.cache, args.out) as cache:

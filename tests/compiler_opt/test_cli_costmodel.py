@@ -188,3 +188,11 @@ def test_an_output_that_cannot_be_written_fails_before_the_work(tmp_path, capsys
     assert "--save-model" in capsys.readouterr().err
     assert main(["costmodel", "train", str(tmp_path), "-o", str(missing / "m.json"), "--model", "gbdt-ens"]) == 2
     assert "output folder" in capsys.readouterr().err and not missing.exists()
+
+
+def test_collect_fusion_refuses_an_unknown_graph_name(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Forty-ninth session: a typo in --graphs left no graph and ended later as "no .npz files"."""
+    out = tmp_path / "fusion"
+    assert main(["costmodel", "collect", "--task", "fusion", "--out", str(out), "--graphs", "mlp@1,mpl@1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown fusion graph(s) ['mpl@1']" in err and "mlp@1" in err and not out.exists()
