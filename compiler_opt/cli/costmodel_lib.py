@@ -26,6 +26,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from compiler_opt.cli.arg_types import finite_float
+
 __all__ = ["add_parsers", "autotune_fusion_model", "autotune_model"]
 
 logger = logging.getLogger(__name__)
@@ -538,7 +540,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="tile: long (default since the 23rd session: >= 2 ms samples, 15 rounds) or short (>= 0.2 ms samples, 5 rounds: the "
                               "datasets before it); each has its own cache rows")
     collect.add_argument("--threads", type=int, default=1, help="TVM runtime threads for tile kernels (default 1: shared machine)")
-    collect.add_argument("--compile-timeout", type=float, default=None, metavar="S",
+    collect.add_argument("--compile-timeout", type=finite_float, default=None, metavar="S",
                          help="tile: compile each configuration first in a child process and drop it when that takes over S seconds "
                               "(LLVM can take minutes over some unroll-512 configurations, and an in-process compile cannot be "
                               "abandoned; about twice the compile work; default: off)")
@@ -549,7 +551,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="tile, with --compile-timeout: write each kernel's compiled-code feature file (bench_tile_code_features.py's "
                               "cache) from the compile child's assembly, so no fill compiles it again")
     collect.add_argument("--max-kernels", type=int, default=0, metavar="N", help="tile: a seeded random subset of N kernels (0: all)")
-    collect.add_argument("--max-flops", type=float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
+    collect.add_argument("--max-flops", type=finite_float, default=8e6, help="tile: shapes scaled down to at most this many FLOPs")
     collect.add_argument("--synthetic", type=int, default=0, metavar="N",
                          help="tile: N random kernel shapes (cost_model/measure/tile/synthetic.py) instead of the suite's; "
                               "ignored when DIR already lists its kernels (kernels.json)")
@@ -559,13 +561,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     collect.add_argument("--synthetic-kinds", metavar="KIND=W,...",
                          help="tile: the --synthetic kind mix as integer weights, unnamed kinds 0 (default "
                               "matmul=4,batch_matmul=1,conv2d_nhwc=2,conv2d_nchw=1,depthwise_nhwc=1,reduce=1,ew_reduce=1)")
-    collect.add_argument("--synthetic-single-row", type=float, default=0.0, metavar="F",
+    collect.add_argument("--synthetic-single-row", type=finite_float, default=0.0, metavar="F",
                          help="tile: the share of --synthetic reductions drawn as one long row, (1, cols) (default 0: about 1%% "
                               "of them are, where the suite's HLO has 18%%)")
     collect.add_argument("--hlo-dir", metavar="DIR", help=f"tile: HLO files to draw kernels from (default {DEFAULT_HLO_DIR} when present)")
     collect.add_argument("--scales", default="1,2", help="fusion: sizes of the built-in JAX programs (default 1,2)")
     collect.add_argument("--graphs", default="", metavar="NAME,...", help="fusion: only these graphs (e.g. mha@1,gru@2; default all)")
-    collect.add_argument("--retest-fraction", type=float, default=0.1, help="fusion: share of configs timed again in the same process (default 0.1)")
+    collect.add_argument("--retest-fraction", type=finite_float, default=0.1, help="fusion: share of configs timed again in the same process (default 0.1)")
     collect.add_argument("--reference", default="mlp@1", metavar="GRAPH",
                          help="fusion: time a fixed fusion of this built-in graph after every sample and label by the median ratio "
                               "(default mlp@1; 'none': min of raw seconds)")
@@ -579,7 +581,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     merge = cm_sub.add_parser("merge", parents=[common], help="fusion: merge referenced collections into one folder, labels in one scale")
     merge.add_argument("out", metavar="OUT", help="merged dataset folder (must not be a source)")
     merge.add_argument("sources", nargs="+", metavar="DIR", help="fusion collections with the same --reference and --seed")
-    merge.add_argument("--scale-s", type=float, default=None, help="seconds per reference ratio (default: the first source's scale)")
+    merge.add_argument("--scale-s", type=finite_float, default=None, help="seconds per reference ratio (default: the first source's scale)")
     merge.add_argument("--refeaturize", action="store_true",
                        help="recompute each graph's conv attributes (node_conv_feat) from the program rebuilt by name (files collected before they existed)")
     merge.set_defaults(handler=_cmd_merge, file_arg=None)
@@ -603,12 +605,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     remeasure.add_argument("--out", metavar="NEW", help="relabel a copy made at NEW (files, not links; resumes in an earlier copy) and leave DIR as it is")
     remeasure.add_argument("--cache", metavar="FILE.sqlite", help="measurement cache (default: the relabelled folder's measurements.sqlite)")
     remeasure.add_argument("--count", type=int, default=None, metavar="N", help="at most N kernels, noisiest first (default: all not yet re-measured)")
-    remeasure.add_argument("--min-score", type=float, default=0.0, help="only kernels whose noise score is at least this")
+    remeasure.add_argument("--min-score", type=finite_float, default=0.0, help="only kernels whose noise score is at least this")
     remeasure.add_argument("--repeats", type=int, default=None, help="timed rounds per config (default: those of the protocol each kernel was collected with)")
     remeasure.add_argument("--threads", type=int, default=1)
     remeasure.add_argument("--seed", type=int, default=0)
-    remeasure.add_argument("--max-load", type=float, default=None, metavar="L", help="wait for the 1-minute load average to drop below L before each kernel")
-    remeasure.add_argument("--max-wait", type=float, default=600.0, metavar="S", help="stop (resumable) after waiting S seconds for a quiet machine")
+    remeasure.add_argument("--max-load", type=finite_float, default=None, metavar="L", help="wait for the 1-minute load average to drop below L before each kernel")
+    remeasure.add_argument("--max-wait", type=finite_float, default=600.0, metavar="S", help="stop (resumable) after waiting S seconds for a quiet machine")
     remeasure.add_argument("--no-progress", action="store_true")
     remeasure.set_defaults(handler=_cmd_remeasure, file_arg="data")
 
@@ -670,10 +672,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     train.add_argument("--hidden", type=int, default=64)
     train.add_argument("--layers", type=int, default=3)
     train.add_argument("--pooling", choices=("mean", "max", "mean+max", "attention"), default="mean+max")
-    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--lr", type=finite_float, default=2e-3)
     train.add_argument("--split", choices=("random", "program", "all"), default="random",
                        help="which kernels train: random / program (whole programs held out for the report), all (tile rankers: every kernel, no test score)")
-    train.add_argument("--test-fraction", type=float, default=0.2)
+    train.add_argument("--test-fraction", type=finite_float, default=0.2)
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=int, default=1)
     train.add_argument("--residual", action="store_true",
@@ -693,7 +695,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--code-features", metavar="CACHE",
                           help="a tile ranker that reads compiled-code features (the shipped tile_gbdt_ens.json does): DIR's code feature cache")
     evaluate.add_argument("--split", choices=("random", "program", "all"), default="random")
-    evaluate.add_argument("--test-fraction", type=float, default=0.2)
+    evaluate.add_argument("--test-fraction", type=finite_float, default=0.2)
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.set_defaults(handler=_cmd_evaluate, file_arg="model")
 
@@ -716,10 +718,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tune.add_argument("--extra-k", type=int, default=None, metavar="N",
                       help="tile: measure N more in the ranker's order when the measured top-k disagree with its order of them "
                            "(Kendall tau < 0.2; default 0: off, as the gate failed its pre-registered test, benchmarks/RESULTS.md (i))")
-    tune.add_argument("--prefilter", type=float, default=None, metavar="FRACTION",
+    tune.add_argument("--prefilter", type=finite_float, default=None, metavar="FRACTION",
                       help="tile: the code-blind XGBoost model keeps this fraction of the candidates for a compiling ranker (gbdt-ens, which compiles "
                            "each one it ranks) to rank; default 0.75, by a pre-registered test (1: it ranks all; benchmarks/RESULTS.md (i), twenty-fifth session)")
-    tune.add_argument("--max-gflop", type=float, default=None, metavar="G",
+    tune.add_argument("--max-gflop", type=finite_float, default=None, metavar="G",
                       help="tile: a kernel with more work per run is left untuned and named (default 50: an LLM's largest dots run for hours "
                            "on a CPU: the unscheduled reference, then every measured configuration 16 times)")
     tune.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="tile: fine-tune the model on each kernel's top-k measurements (0: off)")

@@ -17,6 +17,8 @@ import sys
 import traceback
 from typing import Any, Callable, Sequence
 
+from compiler_opt.cli.arg_types import finite_float
+
 __all__ = ["build_parser", "main"]
 
 PROG = "compiler-opt"
@@ -244,10 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--methods", action="extend", nargs="+", metavar="M[,M...]", help="placement methods (default: all; 'expert' with --expert)")
     bench_p.add_argument("--objective", choices=("latency", "throughput", "memory"), help="default: latency for suites and latency-inputs files, throughput for other profiled files")
     bench_p.add_argument("--budget", type=int, default=1000, metavar="N", help="objective evaluations for every searching method (sa, random, dp-ls; default 1000)")
-    bench_p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="cp-sat time limit in seconds (default 20)")
+    bench_p.add_argument("--time-limit", type=finite_float, default=20.0, metavar="S", help="cp-sat time limit in seconds (default 20)")
     bench_p.add_argument("--expert", metavar="FILE|DIR", help="human-expert split for profiled workloads (a DIR holds <name>_expert.json); runs as method 'expert'")
     bench_p.add_argument("--accelerators", type=int, metavar="K", help="profiled workloads: accelerator count instead of the file's maxFPGAs")
-    bench_p.add_argument("--memory", type=float, metavar="BYTES", help="profiled workloads: memory per accelerator instead of the file's maxSizePerFPGA")
+    bench_p.add_argument("--memory", type=finite_float, metavar="BYTES", help="profiled workloads: memory per accelerator instead of the file's maxSizePerFPGA")
     bench_p.add_argument("--seed", type=int, default=0, help="seed of the randomised methods")
     bench_p.add_argument("--json", metavar="OUT.json", help="also write the rows as a JSON list")
     bench_p.add_argument("--no-default-fusion", action="store_true", help="place the unfused graph instead of the framework's default GPU fusion")
@@ -278,7 +280,7 @@ def _add_optimize_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     optimize_p.add_argument("--devices", default="4xV100", metavar="PRESET", help="target topology (default 4xV100)")
     optimize_p.add_argument("--method", default="auto", metavar="NAME|auto", help="placement method, or auto (a portfolio, the best kept)")
     optimize_p.add_argument("--tasks", nargs="+", default=["placement", "fusion", "schedule"], choices=["placement", "fusion", "schedule"], help="what to decide")
-    optimize_p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS", help="search time for --method auto (default 30)")
+    optimize_p.add_argument("--budget", type=finite_float, default=30.0, metavar="SECONDS", help="search time for --method auto (default 30)")
     optimize_p.add_argument("--report", metavar="DIR", help="write DIR/report.html (graph by device, timeline, tables, pass log)")
     optimize_p.add_argument("--report-json", metavar="FILE", help="write the numbers as JSON")
     optimize_p.add_argument("--check", action="store_true", help="run original and result on seeded random inputs; exit 3 when they differ")

@@ -19,6 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Sequence
 
 from compiler_opt.cli._render import Table
+from compiler_opt.cli.arg_types import finite_float
 
 if TYPE_CHECKING:  # torch and the RL stack load only when `train` runs, not for --help
     from compiler_opt.rl.config import TrainConfig
@@ -47,9 +48,9 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--mode", choices=("go-one", "pretrain", "zero-shot", "fine-tune", "imitate"), default="pretrain",
         help="imitate: pretrain by cloning the placements seeds + polish find (--iterations = gradient steps)",
     )
-    p.add_argument("--imitation-seconds", type=float, default=10.0, metavar="S", help="imitate: CPU seconds of search per graph for its target")
+    p.add_argument("--imitation-seconds", type=finite_float, default=10.0, metavar="S", help="imitate: CPU seconds of search per graph for its target")
     p.add_argument(
-        "--imitation-sampled", type=float, default=0.0, metavar="F",
+        "--imitation-sampled", type=finite_float, default=0.0, metavar="F",
         help="imitate: fraction of steps whose second round is conditioned on a sampled first round, not the greedy one",
     )
     p.add_argument(
@@ -62,7 +63,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         help="imitate: clone the placement only, also the fusion and priority levels of the target's fastest joint variant (all), or those levels alone on the two heads' output layers (levels)",
     )
     p.add_argument(
-        "--imitation-colocation", type=float, default=0.0, metavar="W",
+        "--imitation-colocation", type=finite_float, default=0.0, metavar="W",
         help="imitate: add W x a co-location loss (per edge: are both ends on one device, as in the target; label-free)",
     )
     p.add_argument("--targets", default="", metavar="NPZ", help="imitate: reuse the targets of an earlier run (OUT/targets.npz)")
@@ -78,11 +79,11 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     p.add_argument("--graphs-per-iteration", type=int, default=4)
     p.add_argument("--samples", type=int, default=8, help="episodes per graph per iteration (zero-shot: samples beside the greedy answer)")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr", type=finite_float, default=3e-3)
     p.add_argument("--ratio", choices=("decision", "episode"), default="decision", help="PPO importance ratio per decision (token-level) or per episode")
     p.add_argument("--replay-best", action="store_true", help="add each graph's best episode so far to its PPO batch (self-imitation)")
-    p.add_argument("--entropy", type=float, default=1e-3, help="entropy bonus coefficient (the start value with --entropy-target)")
-    p.add_argument("--entropy-target", type=float, default=0.0, help="per-node entropy target: the coefficient becomes a controller (0: fixed bonus)")
+    p.add_argument("--entropy", type=finite_float, default=1e-3, help="entropy bonus coefficient (the start value with --entropy-target)")
+    p.add_argument("--entropy-target", type=finite_float, default=0.0, help="per-node entropy target: the coefficient becomes a controller (0: fixed bonus)")
     p.add_argument(
         "--seeds", default="auto", metavar="M[,M...]|auto|off",
         help="warm start: classical placement methods whose best seeds the search (default auto: on for fine-tune and go-one)",
@@ -100,7 +101,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
     )
     p.add_argument("--reference", default="human-expert", help="classical placement scaling the reward")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this wall time (0: no limit)")
+    p.add_argument("--max-minutes", type=finite_float, default=0.0, help="stop after this wall time (0: no limit)")
     p.add_argument("--checkpoint", default=None,
                    help="initial weights ('default': the shipped checkpoint, what zero-shot and fine-tune use without this option; "
                         "'': a fresh policy)")
@@ -108,7 +109,7 @@ def add_train_parser(sub: Any, common: Any) -> Any:
         "--policy", default="", metavar="K=V[,K=V...]",
         help="sizes of a fresh policy (no --checkpoint), e.g. hidden=64,sage_layers=3 (fields of policy.config.PolicyConfig)",
     )
-    p.add_argument("--checkpoint-every", type=float, default=300.0, metavar="S", help="save latest.pt every S seconds")
+    p.add_argument("--checkpoint-every", type=finite_float, default=300.0, metavar="S", help="save latest.pt every S seconds")
     p.add_argument("--out", default="runs/go", help="folder for checkpoints and scalars")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     return p

@@ -1,0 +1,20 @@
+"""argparse value types shared by the `compiler-opt` commands."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+__all__ = ["finite_float"]
+
+
+def finite_float(text: str) -> float:
+    """A float option's value, refused at parse time when it is NaN or infinite: NaN passes every `<`
+    range check after parsing and surfaced as an internal error or a silent empty run (forty-ninth session)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
