@@ -180,9 +180,12 @@ def convert_value(text: str, tp: Any, *, quoted: bool = False) -> Any:
             raise ValueError(f"expected an integer, got {text!r}") from None
     if tp is float:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             raise ValueError(f"expected a number, got {text!r}") from None
+        if value != value:  # NaN passes every range check a pass makes with `<` (infinities stay: 'no limit')
+            raise ValueError(f"expected a number, got {text!r}")
+        return value
     if tp is str or tp is Any:
         return text
     if origin is tuple:

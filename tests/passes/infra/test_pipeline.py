@@ -148,6 +148,7 @@ def test_unformattable_tuple_item_is_an_error() -> None:
         ("all-types{order=random}", "expected one of bfs, dfs, got 'random'", 16),
         ("all-types{mode=turbo}", "expected one of fast, safe, got 'turbo'", 15),
         ("all-types{ratio=fast}", "expected a number, got 'fast'", 16),
+        ("all-types{ratio=nan}", "expected a number, got 'nan'", 16),  # NaN passed every pass's range check
         ("validated{limit=0}", "cannot create pass 'validated': limit must be positive, got 0", 0),
         ("dce{remove-unused-constants=true}x", "expected ',' or end of pipeline, found 'x'", 33),
     ],
