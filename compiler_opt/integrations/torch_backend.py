@@ -84,6 +84,15 @@ class BackendOptions:
         made = cls(**options)
         if made.executor not in _EXECUTORS:
             raise PassError(f"torch.compile backend '{BACKEND_NAME}': executor must be one of {_EXECUTORS}, got {made.executor!r}")
+        # the caller's mistakes, not graphs to run eagerly (forty-ninth session: threads="many" fell back with a TypeError,
+        # fallback="no" counted as true)
+        if not isinstance(made.fallback, bool):
+            raise PassError(f"torch.compile backend '{BACKEND_NAME}': fallback must be True or False, got {made.fallback!r}")
+        if isinstance(made.threads, bool) or not isinstance(made.threads, int) or made.threads < 0:
+            raise PassError(f"torch.compile backend '{BACKEND_NAME}': threads must be an integer >= 0 (0: onnxruntime's default), "
+                            f"got {made.threads!r}")
+        if made.pipeline is not None and not isinstance(made.pipeline, str):
+            raise PassError(f"torch.compile backend '{BACKEND_NAME}': pipeline must be a pipeline string, got {type(made.pipeline).__name__}")
         return made
 
 

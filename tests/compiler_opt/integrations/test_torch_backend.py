@@ -150,6 +150,11 @@ def test_bad_options_are_errors_not_fallbacks():
         compiler_opt_backend(gm, [torch.randn(2)], options={"executor": "tvm"})
     with pytest.raises(Exception, match="unknown pass 'fusee'"):
         compiler_opt_backend(gm, [torch.randn(2)], options={"pipeline": "fusee"})
+    # forty-ninth session: these fell back to eager mode (threads="many": a TypeError) or were read as true (fallback="no")
+    for options, message in (({"threads": "many"}, "threads must be an integer >= 0"), ({"threads": -1}, "threads must be an integer >= 0"),
+                             ({"fallback": "no"}, "fallback must be True or False"), ({"pipeline": 3}, "pipeline must be a pipeline string")):
+        with pytest.raises(PassError, match=message):
+            compiler_opt_backend(gm, [torch.randn(2)], options=options)
 
 
 def test_no_fallback_option_raises_the_reason():
