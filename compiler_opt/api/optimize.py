@@ -201,7 +201,7 @@ def optimize(
         raise OptimizeError("method 'go' (the learned policy) needs torch: pip install 'compiler-opt[torch]'", field="method")
     if method != "auto" and method != "go" and method not in METHODS:
         raise OptimizeError(f"unknown placement method {method!r}; known: auto, go, {', '.join(METHODS)}", field="method")
-    if not budget_s >= 0 or budget_s == float("inf"):  # NaN fails every comparison: refused here, not left to the search
+    if not 0 <= budget_s < float("inf"):  # NaN fails every comparison: refused here, not left to the search
         raise OptimizeError(f"budget must be a finite number of seconds >= 0, got {budget_s}", field="budget_s")
     if opt_level is not None and opt_level not in (0, 1, 2, 3):  # checked before the model is read
         raise OptimizeError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}", field="opt_level")

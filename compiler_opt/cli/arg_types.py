@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["finite_float"]
+__all__ = ["finite_float", "non_negative_float"]
 
 
 def finite_float(text: str) -> float:
@@ -17,4 +17,12 @@ def finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """`finite_float`, and at least 0."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value

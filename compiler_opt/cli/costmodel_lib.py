@@ -26,24 +26,13 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from compiler_opt.cli.arg_types import finite_float
+from compiler_opt.cli.arg_types import finite_float, non_negative_float
 
 __all__ = ["add_parsers", "autotune_fusion_model", "autotune_model"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HLO_DIR = os.path.join("..", "shared", "testdata", "external", "hlo")
-
-
-def _non_negative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
 
 
 def _cache(path: str | None, out: str) -> Any:
@@ -96,7 +85,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         if mismatch:
             print(f"compiler-opt: error: costmodel collect: {mismatch}", file=sys.stderr)
             return 2
-        if args.compile_timeout is not None and not 0 < args.compile_timeout < float("inf"):  # NaN too: every compile would time out
+        if args.compile_timeout is not None and args.compile_timeout <= 0:
             print(f"compiler-opt: error: costmodel collect --compile-timeout: a positive number of seconds, got {args.compile_timeout:g}", file=sys.stderr)
             return 2
         if (args.compile_cpus or args.code_cache) and args.compile_timeout is None:
@@ -155,13 +144,13 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             configure_xla_timing()
         names = fusion_graph_names(tuple(int(s) for s in args.scales.split(",")))
         if args.graphs:
-            wanted = [w.strip() for w in args.graphs.split(",") if w.strip()]
-            unknown = sorted(set(wanted) - set(names))
+            wanted = {w.strip() for w in args.graphs.split(",") if w.strip()}
+            unknown = sorted(wanted - set(names))
             if unknown or not wanted:  # a typo left no graph and ended as "no .npz files" (forty-ninth session)
                 print(f"compiler-opt: error: costmodel collect --graphs: unknown fusion graph(s) {unknown or [args.graphs]}; known at "
                       f"--scales {args.scales}: {', '.join(names)}", file=sys.stderr)
                 return 2
-            names = [n for n in names if n in set(wanted)]
+            names = [n for n in names if n in wanted]
         # Builders, not graphs: with isolation each graph is built and measured in its own process.
         graphs = {name: functools.partial(fusion_graph, name) for name in names}
         with _cache(args.cache, args.out) as cache:
@@ -654,7 +643,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                             "forty-first session test of that example failed, RESULTS.md (i))")
     train.add_argument("--gbdt-depth", type=int, metavar="D", help="gbdt-ens: the members' tree depth (default 10); gbdt: its tree depth (default 6)")
     train.add_argument("--loss", choices=("mse", "mse_rel", "hinge", "logistic", "listmle"), default="listmle")
-    train.add_argument("--mse-weight", type=_non_negative_float, metavar="W",
+    train.add_argument("--mse-weight", type=non_negative_float, metavar="W",
                        help="gnn with a rank loss: W x the MSE on log runtime is added, keeping predictions in seconds (default 0.05; "
                             "the shipped tile_model.pt: 1, since the twentieth session, for --costs learned)")
     train.add_argument("--additive-loss", choices=("l2", "l1"), default="l2", help="additive: squared (NNLS) or absolute relative error (IRLS)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import re
 import types
 import typing
@@ -183,7 +184,7 @@ def convert_value(text: str, tp: Any, *, quoted: bool = False) -> Any:
             value = float(text)
         except ValueError:
             raise ValueError(f"expected a number, got {text!r}") from None
-        if value != value:  # NaN passes every range check a pass makes with `<` (infinities stay: 'no limit')
+        if math.isnan(value):  # NaN passes every range check a pass makes with `<` (infinities stay: 'no limit')
             raise ValueError(f"expected a number, got {text!r}")
         return value
     if tp is str or tp is Any:
