@@ -259,7 +259,7 @@ def xla_hook(
     pipeline: str | None = None,
     *,
     target: str | None = "host",
-    stages: Sequence[str] = _STAGES,
+    stages: str | Sequence[str] = _STAGES,
     platforms: str | Sequence[str] = "cpu",
     strict: bool = False,
     name: str = HOOK_NAME,
@@ -274,6 +274,15 @@ def xla_hook(
     from compiler_opt.integrations._target import build_pipeline, resolve_target
 
     jax_xla = require_hlo_transform_api()
+    # A truthy string such as strict="no" must not turn the hook strict (or a non-string pipeline reach the parser).
+    if not isinstance(strict, bool):
+        raise XlaHookError(f"strict must be True or False, got {strict!r}")
+    if pipeline is not None and not isinstance(pipeline, str):
+        raise XlaHookError(f"pipeline must be a pipeline string such as 'fuse,schedule', got {type(pipeline).__name__}")
+    if not isinstance(name, str) or not name:
+        raise XlaHookError(f"name must be a non-empty string, got {name!r}")
+    if isinstance(stages, str):  # stages="pre" means the one stage, not the letters p, r, e
+        stages = (stages,)
     unknown = [s for s in stages if s not in _STAGES]
     if unknown or not stages:
         raise XlaHookError(f"stages must be a non-empty subset of {_STAGES}, got {tuple(stages)}")

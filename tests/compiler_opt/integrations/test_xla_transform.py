@@ -169,6 +169,18 @@ def test_missing_api_and_bad_arguments_are_clear(monkeypatch):
     with pytest.raises(PassError, match="unknown pass"):
         with xla_hook(pipeline="fusee"):
             pass
+    with pytest.raises(XlaHookError, match=r"stages must be .* got \('middle',\)"):
+        with xla_hook(stages="middle"):
+            pass
+    with pytest.raises(XlaHookError, match="strict must be True or False, got 'no'"):
+        with xla_hook(strict="no"):
+            pass
+    with pytest.raises(XlaHookError, match="pipeline must be a pipeline string"):
+        with xla_hook(pipeline=["fuse"]):
+            pass
+    with pytest.raises(XlaHookError, match="name must be a non-empty string"):
+        with xla_hook(name=""):
+            pass
 
 
 def _control_flow_and_scatter_cases():
