@@ -155,7 +155,21 @@ def _reason(err: BaseException) -> str:
         return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
     cause = err.__cause__
-    return f"{line(err)} (caused by {line(cause)})" if cause is not None else line(err)
+    reason = f"{line(err)} (caused by {line(cause)})" if cause is not None else line(err)
+    return reason + _hint(reason)
+
+
+# torch's fused inference fast paths (nn.TransformerEncoderLayer / nn.MultiheadAttention in eval mode under no_grad):
+# single aten ops with no ONNX translation. With the fast path off, dynamo traces their decomposed code instead.
+_FAST_PATH_OPS = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention", "_transformer_decoder_only_layer_fwd")
+
+
+def _hint(reason: str) -> str:
+    """What the user can do about a failure, where we know (appended to the one-line reason)."""
+    op = next((name for name in _FAST_PATH_OPS if name in reason), None)
+    if op is None:
+        return ""
+    return f"; hint: torch's fused fast path {op} has no ONNX translation: call torch.backends.mha.set_fastpath_enabled(False) before compiling"
 
 
 def _fall_back(name: str, gm: Any, reason: str) -> Callable[..., Any]:

@@ -190,3 +190,71 @@ def test_entry_point_is_found_by_torch(tmp_path, repo_root):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("ok")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["fx", "onnxruntime"])
+def test_a_llama_decoder_from_transformers_equals_eager(executor):
+    """A real architecture nobody here wrote (grouped-query attention, rotary embeddings, RMSNorm,
+    SiLU-gated MLP; random weights from a small config, nothing downloaded) through both executors."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      intermediate_size=128, vocab_size=300, use_cache=False, attn_implementation="eager")
+    model = transformers.LlamaModel(config).eval()
+    tokens = torch.randint(0, 300, (2, 12))
+    with torch.no_grad():
+        expected = model(tokens).last_hidden_state
+        got = torch.compile(model, backend=BACKEND_NAME, options={"executor": executor, "fallback": False})(tokens).last_hidden_state
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    stats = last_compile_stats()
+    assert stats.graphs == 1 and not stats.fallbacks and stats.fused_groups > 0
+
+
+@pytest.mark.parametrize("executor", ["fx", "onnxruntime"])
+def test_an_lstm_reaches_the_backend_with_dynamos_allow_rnn(executor):
+    """Dynamo runs nn.LSTM eagerly unless `allow_rnn` is on; with it on, the LSTM's graph comes to us and stays
+    equal (inference: AOTAutograd itself fails on an LSTM that needs gradients, with torch's own aot_eager too)."""
+    class Tagger(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm, self.head = torch.nn.LSTM(16, 8, num_layers=2, batch_first=True), torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+
+    torch.manual_seed(0)
+    model, x = Tagger().eval(), torch.randn(2, 5, 16)
+    with torch.no_grad(), torch._dynamo.config.patch(allow_rnn=True):
+        expected = model(x)
+        got = torch.compile(model, backend=BACKEND_NAME, options={"executor": executor, "fallback": False})(x)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert last_compile_stats().graphs == 1
+
+
+@pytest.mark.slow
+def test_transformer_fast_path_falls_back_with_a_hint_and_runs_with_it_off():
+    """nn.TransformerEncoder in eval mode under no_grad takes torch's fused fast path, one aten op with no ONNX
+    translation: the onnxruntime executor falls back naming the fix, and with the fast path off it compiles."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad():
+        expected = model(x)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(model, backend=BACKEND_NAME, options={"executor": "onnxruntime"})(x)
+        torch.testing.assert_close(got, expected)
+        ours = [str(w.message) for w in caught if issubclass(w.category, CompilerOptFallbackWarning)]
+        assert len(ours) == 1 and "set_fastpath_enabled(False)" in ours[0], ours
+        torch._dynamo.reset()
+        last_compile_stats(reset=True)
+        before = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            got = torch.compile(model, backend=BACKEND_NAME, options={"executor": "onnxruntime", "fallback": False})(x)
+        finally:
+            torch.backends.mha.set_fastpath_enabled(before)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert last_compile_stats().graphs == 1 and not last_compile_stats().fallbacks
