@@ -68,7 +68,7 @@ MODELS: dict[str, tuple[str, str, dict, str]] = {
 }
 
 _CHILD = r"""
-import json, sys, time, warnings
+import json, re, sys, time, warnings
 import torch
 sys.path.insert(0, sys.argv[4])
 from bench_torch_sweep import build
@@ -76,6 +76,7 @@ name, executor, train = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 torch.manual_seed(0)
 torch.set_num_threads(1)
 def emit(outcome, message="", **extra):
+    message = re.sub(r"\x1b\[[0-9;]*m", "", message)  # torch.onnx colours its errors
     print("OUTCOME " + json.dumps(dict(outcome=outcome, message=message[:600], **extra)), flush=True)
     sys.exit(0)
 try:
