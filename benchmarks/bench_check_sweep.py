@@ -15,7 +15,8 @@ counts per corpus and outcome; the JSON holds every model's outcome, message and
 rewritten after each model (an interrupted run keeps what it did). The twenty-eighth session's run
 found the gaps that session fixed (WORKSPACE.md, "Optimize end to end").
 
-`--action go` runs `optimize(method="go")` (the learned policy, zero-shot, on every graph; the
+`--action go` runs `optimize(method="go")` (the learned policy's zero-shot answer on every graph, then, since the
+fiftieth session, the warm start's seeds and a local search within the 5-s budget; the
 check stays on, as the API's default, so a model it cannot feed is `refused`; otherwise `done`). `--action autotune-fusion` / `autotune-tile` run `compiler-opt autotune --task fusion|tile` instead
 (the CLI's Python functions, small budgets: fusion 12 candidates and the top 3 measured, tile 8
 candidates per kernel and the top 2 measured, a fresh measurement cache per model, the result

@@ -13,7 +13,8 @@ ops, so it should agree to the bit or nearly; a training row that does not is co
 a training step's floats), and the graph count after each call (outcome `recompiled`
 when the second call compiles again). `--executors optimize` instead exports the model to ONNX
 (`torch.onnx.export(dynamo=True)`) and runs the main job on the file, `optimize(path, "4xV100",
-budget_s=5, check=True)`, whose check runs both graphs in onnxruntime on seeded inputs. `--train` adds one row per model: the fx executor
+budget_s=5, check=True)`, whose check runs both graphs in onnxruntime on seeded inputs; `go` the same with
+`method="go"` (the learned policy, zero-shot). `--train` adds one row per model: the fx executor
 on a forward + backward pass (loss = sum of the outputs), the parameters' gradients compared.
 Outcomes: `equal`, `different` (the values disagree), `eager not deterministic` (two eager calls
 with one torch seed disagree), `recompiled`, `not compiled` (dynamo handed the
@@ -104,7 +105,7 @@ def close(a, b):
         return str(err).splitlines()[0] + " | " + " ".join(str(err).split())[:300]
 if any(close(a, b) for a, b in zip(repeat, expected)):  # e.g. randomness outside torch's generator
     emit("eager not deterministic", "two eager calls with the same torch seed disagree")
-if executor == "optimize":  # the main job on the model's ONNX export: optimize(check=True), outputs checked by onnxruntime
+if executor in ("optimize", "go"):  # the main job on the model's ONNX export: optimize(check=True), outputs checked by onnxruntime
     import os, tempfile
     try:
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
@@ -114,7 +115,7 @@ if executor == "optimize":  # the main job on the model's ONNX export: optimize(
             start = time.perf_counter()
             from compiler_opt.api import OptimizeError, optimize
             try:
-                result = optimize(path, target="4xV100", budget_s=5.0, check=True)
+                result = optimize(path, target="4xV100", budget_s=5.0, check=True, method="go" if executor == "go" else "auto")
             except OptimizeError as err:
                 emit("refused", str(err))
             took = time.perf_counter() - start
@@ -245,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help=f"model names (default: all {len(MODELS)})")
     parser.add_argument("--executors", default="fx,onnxruntime",
-                        help="comma list: the backend's executors (fx, onnxruntime) and/or optimize (the model's ONNX export through optimize(check=True))")
+                        help="comma list: the backend's executors (fx, onnxruntime), optimize (the model's ONNX export through optimize(check=True)) "
+                             "and/or go (the same with method='go', the learned policy's zero-shot)")
     parser.add_argument("--train", action="store_true", help="also a forward + backward row per model on the fx executor")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per row (default 300)")
     parser.add_argument("--json", help="write every row here (rewritten after each)")
@@ -258,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
     executors = [e for e in args.executors.split(",") if e]
-    if not executors or set(executors) - {"fx", "onnxruntime", "optimize"}:
-        parser.error(f"--executors takes fx, onnxruntime and/or optimize, got {args.executors!r}")
+    if not executors or set(executors) - {"fx", "onnxruntime", "optimize", "go"}:
+        parser.error(f"--executors takes fx, onnxruntime, optimize and/or go, got {args.executors!r}")
     plan = [(m, e, False) for m in (args.models or list(MODELS)) for e in executors]
     if args.train:
         plan += [(m, "fx", True) for m in (args.models or list(MODELS))]

@@ -280,7 +280,7 @@ def _add_optimize_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     optimize_p.add_argument("--devices", default="4xV100", metavar="PRESET", help="target topology (default 4xV100)")
     optimize_p.add_argument("--method", default="auto", metavar="NAME|auto", help="placement method, or auto (a portfolio, the best kept)")
     optimize_p.add_argument("--tasks", nargs="+", default=["placement", "fusion", "schedule"], choices=["placement", "fusion", "schedule"], help="what to decide")
-    optimize_p.add_argument("--budget", type=finite_float, default=30.0, metavar="SECONDS", help="search time for --method auto (default 30)")
+    optimize_p.add_argument("--budget", type=finite_float, default=30.0, metavar="SECONDS", help="search time for --method auto, and for go its seeds and local search after the policy's answer (default 30)")
     optimize_p.add_argument("--report", metavar="DIR", help="write DIR/report.html (graph by device, timeline, tables, pass log)")
     optimize_p.add_argument("--report-json", metavar="FILE", help="write the numbers as JSON")
     optimize_p.add_argument("--check", action="store_true", help="run original and result on seeded random inputs; exit 3 when they differ")

@@ -49,3 +49,20 @@ def test_auto_does_not_import_torch_when_the_budget_stops_before_go(example_mode
     done = subprocess.run([sys.executable, "-c", code, str(example_model)], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": root})
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_method_go_spends_its_budget_on_seeds_and_search_after_the_answer(example_model):
+    """`method="go"` with seconds to spend adds the warm start's seeds and a local search after the policy's answer
+    (split as the ten-second zero-shot splits its 5 s); below a second it is the answer alone. The warm result keeps
+    the policy's greedy answer among its candidates, so it is never slower than the cold one here."""
+    from compiler_opt.api.optimize import GO_MIN_WARM_BUDGET_S, _go_pipeline
+
+    assert _go_pipeline(3, GO_MIN_WARM_BUDGET_S / 2) == "go{seed=3}"
+    assert _go_pipeline(0, 5.0) == "go{seed=0,seeds=default,seed-seconds=2,polish-seconds=3}"
+    cold = compiler_opt.optimize(str(example_model), target="4xV100", method="go", budget_s=0, check=False)
+    warm = compiler_opt.optimize(str(example_model), target="4xV100", method="go", budget_s=2, check=True)
+    placement = [p.name for p in warm.passes if p.stage == "placement"]
+    assert len(placement) == 1 and "seeds=default" in placement[0] and "polish-seconds=1.2" in placement[0], placement
+    assert [p.name for p in cold.passes if p.stage == "placement"] == ["go"]
+    assert warm.step_time_after_s <= cold.step_time_after_s * (1 + 1e-9)
+    assert warm.numerics.ok, warm.numerics.one_line()
