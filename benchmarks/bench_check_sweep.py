@@ -31,12 +31,11 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child_outcome import REPO, run_child  # noqa: E402
 EXTERNAL = REPO.parent / "shared" / "testdata" / "external"
 EXTERNAL_SUFFIXES = (".hlo", ".mlir", ".pb", ".pbtxt")
 
@@ -103,22 +102,9 @@ def external_models() -> list[Path]:
 
 
 def run_one(path: Path, timeout_s: float, action: str = "check") -> dict[str, object]:
-    start = time.perf_counter()
     if action in ("check", "go"):
-        command = [sys.executable, "-c", _CHILD, str(path), action]
-    else:
-        command = [sys.executable, "-c", _AUTOTUNE_CHILD, str(path), action.split("-")[1]]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
-        if lines:
-            row = json.loads(lines[-1][len("OUTCOME "):])
-        else:
-            row = {"outcome": "crash", "message": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-    except subprocess.TimeoutExpired:
-        row = {"outcome": "timeout", "message": f"no answer in {timeout_s:g} s"}
-    row["seconds"] = round(time.perf_counter() - start, 1)
-    return row
+        return run_child(_CHILD, [str(path), action], timeout_s)
+    return run_child(_AUTOTUNE_CHILD, [str(path), action.split("-")[1]], timeout_s)
 
 
 def corpus_of(path: Path) -> str:

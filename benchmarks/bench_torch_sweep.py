@@ -30,12 +30,11 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child_outcome import run_child  # noqa: E402
 
 # name -> (transformers class names or "nn:<builder>", config kwargs, input kind)
 _SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
@@ -226,20 +225,7 @@ def _nn_model(name: str):
 
 
 def run_one(name: str, executor: str, train: bool, timeout: float) -> dict:
-    start = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, name, executor, "1" if train else "0", str(Path(__file__).parent)],
-                              capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
-    except subprocess.TimeoutExpired:
-        return {"outcome": "timeout", "message": f"over {timeout:g} s", "seconds": time.perf_counter() - start}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOME ")]
-    if not lines:
-        tail = " ".join((proc.stderr or "").strip().splitlines()[-3:])
-        return {"outcome": "crash", "message": f"exit {proc.returncode}: {tail}"[:600], "seconds": time.perf_counter() - start}
-    row = json.loads(lines[-1][len("OUTCOME "):])
-    row["seconds"] = time.perf_counter() - start
-    return row
+    return run_child(_CHILD, [name, executor, "1" if train else "0", str(Path(__file__).parent)], timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,13 +18,11 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child_outcome import run_child  # noqa: E402
 
 
 def cases() -> dict:
@@ -141,20 +139,7 @@ emit("equal", f"{modules} module(s) seen, {changed} changed; {sum(s.seconds for 
 
 
 def run_one(name: str, pipeline: str, timeout: float) -> dict:
-    start = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, name, pipeline, str(Path(__file__).parent)],
-                              capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
-    except subprocess.TimeoutExpired:
-        return {"outcome": "timeout", "message": f"over {timeout:g} s", "seconds": time.perf_counter() - start}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOME ")]
-    if not lines:
-        tail = " ".join((proc.stderr or "").strip().splitlines()[-3:])
-        return {"outcome": "crash", "message": f"exit {proc.returncode}: {tail}"[:600], "seconds": time.perf_counter() - start}
-    row = json.loads(lines[-1][len("OUTCOME "):])
-    row["seconds"] = time.perf_counter() - start
-    return row
+    return run_child(_CHILD, [name, pipeline, str(Path(__file__).parent)], timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
