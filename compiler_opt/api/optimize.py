@@ -178,6 +178,9 @@ def cleanup_pipeline(fmt: str, opt_level: int) -> str:
 
 
 GO_MIN_WARM_BUDGET_S = 1.0  # below this, `method="go"` is the policy's answer alone (its seeds and search need seconds)
+# Whether `auto` runs GO in the warm form with the budget left when GO starts (`_go_pipeline`), instead of the answer
+# alone. Off: arm B of a test pre-registered in RESULTS.md (h), fiftieth session; it turns on only if that test passes.
+AUTO_GO_WARM = False
 
 
 def _go_pipeline(seed: int, budget_s: float) -> str:
@@ -268,6 +271,8 @@ def optimize(
             pipeline = f"{name}{{seed={seed}}}"
             if name == "go" and method == "go":
                 pipeline = _go_pipeline(seed, budget_s)
+            elif name == "go" and AUTO_GO_WARM:
+                pipeline = _go_pipeline(seed, budget_s - (time.perf_counter() - search_start))
             try:
                 trial = _run_stage(trial, "placement", pipeline, trial_records, progress, target)
                 step = _simulate(trial, target)[2].step_time_s
