@@ -8,9 +8,10 @@ Steps, each a pass pipeline timed pass by pass (the per-pass change log):
 3. `placement`: `method`, or with `method="auto"` a portfolio (`AUTO_METHODS`) tried in order on
    copies of the graph within `budget_s` (the first two always run), keeping the one with the
    lowest simulated step time; the learned GO policy (`go`, zero-shot) is the third method where
-   torch is installed (it decides fusion and placement together). `method="go"` on its own spends
-   `budget_s` too: the policy's answer, the warm start's classical seeds and a local search from the
-   best (`_go_pipeline`; the answer alone below `GO_MIN_WARM_BUDGET_S`);
+   torch is installed (it decides fusion and placement together) and spends the budget left when it
+   starts (`AUTO_GO_WARM`); `method="go"` on its own spends all of `budget_s`: the policy's answer, the
+   warm start's classical seeds and a local search from the best (`_go_pipeline`; the answer alone
+   below `GO_MIN_WARM_BUDGET_S`);
 4. `schedule`: `schedule{strategy=critical-path}`.
 
 "Before" is what a framework would run without us: the imported graph, its default fusion
@@ -179,15 +180,15 @@ def cleanup_pipeline(fmt: str, opt_level: int) -> str:
 
 GO_MIN_WARM_BUDGET_S = 1.0  # below this, `method="go"` is the policy's answer alone (its seeds and search need seconds)
 # Whether `auto` runs GO in the warm form with the budget left when GO starts (`_go_pipeline`), instead of the answer
-# alone. Off: arm B of a test pre-registered in RESULTS.md (h), fiftieth session; it turns on only if that test passes.
-AUTO_GO_WARM = False
+# alone: on since the fiftieth session's pre-registered test (RESULTS.md (h): all 339 real models at budget 5 s).
+AUTO_GO_WARM = True
 
 
 def _go_pipeline(seed: int, budget_s: float) -> str:
     """`method="go"`'s pass: the policy's zero-shot answer, then, with `budget_s` to spend, the warm start's classical seeds
     and the local search from the best of all, split as the ten-second zero-shot splits its 5 CPU seconds (RESULTS.md
-    h18: 1.057x fine-tune held out against 1.216x for the answer alone). In `auto` GO stays the answer alone: the
-    portfolio runs the classical methods itself."""
+    h18: 1.057x fine-tune held out against 1.216x for the answer alone). `auto` gives it the budget left when GO starts
+    (`AUTO_GO_WARM`)."""
     if budget_s < GO_MIN_WARM_BUDGET_S:
         return f"go{{seed={seed}}}"
     from compiler_opt.rl.trainer import WARM_ZERO_SHOT_POLISH_SECONDS, WARM_ZERO_SHOT_SEED_SECONDS

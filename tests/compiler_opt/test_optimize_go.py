@@ -66,3 +66,28 @@ def test_method_go_spends_its_budget_on_seeds_and_search_after_the_answer(exampl
     assert [p.name for p in cold.passes if p.stage == "placement"] == ["go"]
     assert warm.step_time_after_s <= cold.step_time_after_s * (1 + 1e-9)
     assert warm.numerics.ok, warm.numerics.one_line()
+
+
+def test_auto_gives_go_the_budget_left(example_model, monkeypatch):
+    """`auto`'s GO runs in the warm form with what the budget has left when it starts (AUTO_GO_WARM, on since a
+    pre-registered test), and as the answer alone with the flag off."""
+    import importlib
+
+    optimize_module = importlib.import_module("compiler_opt.api.optimize")
+    seen: list[str] = []
+    real = optimize_module._run_stage
+
+    def spy(graph, stage, pipeline, *args, **kwargs):
+        if stage == "placement":
+            seen.append(pipeline)
+        return real(graph, stage, pipeline, *args, **kwargs)
+
+    monkeypatch.setattr(optimize_module, "_run_stage", spy)
+    compiler_opt.optimize(str(example_model), target="4xV100", method="auto", budget_s=20, check=False)
+    go = [p for p in seen if p.startswith("go")]
+    assert len(go) == 1 and "seeds=default" in go[0] and "polish-seconds=" in go[0], seen
+    assert optimize_module.AUTO_GO_WARM
+    monkeypatch.setattr(optimize_module, "AUTO_GO_WARM", False)
+    seen.clear()
+    compiler_opt.optimize(str(example_model), target="4xV100", method="auto", budget_s=20, check=False)
+    assert [p for p in seen if p.startswith("go")] == ["go{seed=0}"], seen
