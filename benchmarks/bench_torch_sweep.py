@@ -14,14 +14,15 @@ a training step's floats), and the graph count after each call (outcome `recompi
 when the second call compiles again). `--executors optimize` instead exports the model to ONNX
 (`torch.onnx.export(dynamo=True)`) and runs the main job on the file, `optimize(path, "4xV100",
 budget_s=5, check=True)`, whose check runs both graphs in onnxruntime on seeded inputs; `go` the same with
-`method="go"` (the learned policy, zero-shot). `--train` adds one row per model: the fx executor
+`method="go"` (the learned policy's answer, then the classical seeds and a local search within the budget). `--train` adds one row per model: the fx executor
 on a forward + backward pass (loss = sum of the outputs), the parameters' gradients compared.
 Outcomes: `equal`, `different` (the values disagree), `eager not deterministic` (two eager calls
 with one torch seed disagree), `recompiled`, `not compiled` (dynamo handed the
 backend no graph), `error:<Kind>` (the backend raised; with `fallback` off that names what it could
 not handle), `torch-error` (it raised and torch's own `aot_eager` backend fails on the same model too), `eager-error` (the model itself does not run), `crash`, `timeout`. Dynamo's
-`allow_rnn` is on, so `nn.LSTM` reaches the backend (by default dynamo runs it eagerly). Prints a table and the messages of every row that is not `equal`; the JSON
-(rewritten after each row) holds every row's outcome, message, seconds and our backend's share.
+`allow_rnn` is on, so `nn.LSTM` reaches the backend (by default dynamo runs it eagerly). Prints each row (outcome,
+seconds, message) as it ends, then a table of counts; the JSON (rewritten after each row) holds every row's outcome,
+message, seconds and our backend's share.
 """
 
 from __future__ import annotations
@@ -140,7 +141,6 @@ try:
         graphs_first = last_compile_stats().graphs
         torch.manual_seed(1); again = outputs(compiled)
     stats = last_compile_stats()
-    ours = getattr(stats, "seconds", None)
 except Exception as err:  # dynamo's wrapper puts our reason on the lines after "backend='compiler_opt' raised:"
     reason = " ".join(line for line in str(err).splitlines()[:3] if line.strip())
     try:  # the same capture through torch's own aot_eager backend: does torch's lowering fail without us?
@@ -173,7 +173,7 @@ if graphs_first == 0:
 if stats.graphs != graphs_first:
     emit("recompiled", f"the second call compiled {stats.graphs - graphs_first} more graph(s)")
 emit("equal", f"max abs diff {worst:.2g} against {reference}; {stats.graphs} graph(s), {stats.nodes} nodes, {stats.fused_groups} fused groups",
-     first_call_s=first, ours_s=ours, graphs=stats.graphs)
+     first_call_s=first, ours_s=stats.seconds, graphs=stats.graphs)
 """
 
 
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="*", help=f"model names (default: all {len(MODELS)})")
     parser.add_argument("--executors", default="fx,onnxruntime",
                         help="comma list: the backend's executors (fx, onnxruntime), optimize (the model's ONNX export through optimize(check=True)) "
-                             "and/or go (the same with method='go', the learned policy's zero-shot)")
+                             "and/or go (the same with method='go': the policy's answer, then seeds and a local search within the budget)")
     parser.add_argument("--train", action="store_true", help="also a forward + backward row per model on the fx executor")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per row (default 300)")
     parser.add_argument("--json", help="write every row here (rewritten after each)")
