@@ -115,7 +115,10 @@ def test_two_and_three_level_tiled_matmuls_compiled_here_differ_in_depth_and_tri
     if host_target_text() == PINNED_HOST:
         assert two[2] == {32}
     # three levels: i0 4, j0 4, i1 8, j1 8 and the k loop of 64 around the 8 x 8 inner tile LLVM flattened
-    assert max(three) == 5 and [three[d] for d in range(1, 6)] == [{4}, {4}, {8}, {8}, {64}]
+    assert max(three) == 5 and [three[d] for d in range(1, 5)] == [{4}, {4}, {8}, {8}]
+    # the k loop's 64 is read on znver4; LLVM's `znver3` (the fifty-second session's CI host) compiles it so that
+    # its bound is not read (trip 0, the reader's "unknown"): the same limit as j0's above
+    assert three[5] == {64} if host_target_text() == PINNED_HOST else three[5] in ({64}, {0})
     # an untiled one: i 64, j 64, and k's 64 as one peeled iteration + the trips of an unrolled body
     # (3 x 21 on znver4, 7 x 9 on rocketlake)
     plain = nest_stats(config_asm(space.__class__(build_kernel(KernelSpec("matmul", (64, 64, 64)))),
