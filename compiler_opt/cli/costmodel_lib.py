@@ -356,6 +356,30 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_text(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def _cmd_blend(args: argparse.Namespace) -> int:
+    """Write several gbdt-ens files as one ranker (`tile_blend`): their members by reference, or copied with --copy."""
+    from cost_model.learned.tile_blend import blend_files, parse_file_weight
+    from cost_model.learned.tpugraphs import DatasetError
+
+    if _missing_output_folder(args.output, "-o"):
+        return 2
+    try:
+        ranker = blend_files([parse_file_weight(text) for text in args.files])
+    except (DatasetError, ValueError) as error:
+        print(f"compiler-opt: error: costmodel blend: {error}", file=sys.stderr)
+        return 1
+    ranker.save(args.output, link_members=not args.copy)
+    how = "with every member's trees" if args.copy else "its members read from " + ", ".join(p["file"] for p in ranker.extra["blend"]) + \
+        " (keep them beside it)"
+    weights = ", ".join(f"{p['file']} x{p['weight']:g}" for p in ranker.extra["blend"])
+    print(f"{args.output}: {len(ranker.members)} members ({weights}), {_size_text(os.path.getsize(args.output))}, {how}")
+    return 0
+
+
 def _cmd_link_start(args: argparse.Namespace) -> int:
     """Store a gbdt-ens file's warm-start trees as a reference to the file they came from (files fitted before the
     forty-second session hold a copy of them in every member)."""
@@ -677,6 +701,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     link.add_argument("--start", required=True, metavar="START", help="the gbdt-ens file its boosting started from")
     link.add_argument("-o", "--output", metavar="OUT", help="where to write it (default: FILE itself, replaced atomically)")
     link.set_defaults(handler=_cmd_link_start, file_arg="model")
+
+    blend = cm_sub.add_parser("blend", parents=[common],
+                              help="gbdt-ens: several ranker files as one (each member z-scored, at its weight times its file's)")
+    blend.add_argument("files", nargs="+", metavar="FILE[:WEIGHT]", help="gbdt-ens .json files reading the same code features (weight default 1)")
+    blend.add_argument("-o", "--output", required=True, metavar="OUT", help="the blended ranker's .json")
+    blend.add_argument("--copy", action="store_true", help="store every member's trees in OUT (default: checked references to FILEs, "
+                                                          "which must then stay beside OUT or ship in the package)")
+    blend.set_defaults(handler=_cmd_blend, file_arg="output")
 
     evaluate = cm_sub.add_parser("evaluate", parents=[common], help="metrics of a trained model on a dataset's test split")
     evaluate.add_argument("model", metavar="MODEL", help="a .pt checkpoint, a .json additive fusion model, or a tile ranker (.ubj gbdt, .json gbdt-ens)")

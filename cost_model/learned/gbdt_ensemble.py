@@ -170,10 +170,12 @@ class GbdtEnsembleTilePredictor:
         return float(kendalltau(self._combine(rows, space.kernel.spec.kind), np.asarray(seconds)).statistic)
 
     # -- files -----------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *, link_starts: bool = False) -> Path:
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *, link_starts: bool = False,
+             link_members: bool = False) -> Path:
         """Write the ensemble (atomically). A warm start's trees are stored once however many members continue them
         (`starts`); `link_starts`: a start read from a file is stored as a reference to it (its name relative to this
-        file, its member and a checksum) instead of a copy, so both files must then travel together."""
+        file, its member and a checksum) instead of a copy, so both files must then travel together. `link_members`
+        (fifty-fifth session, `tile_blend`): so is a member read unchanged from another file (a blend of files)."""
         from graph_ir.io.atomic import atomic_path
 
         target = Path(path)
@@ -191,6 +193,10 @@ class GbdtEnsembleTilePredictor:
 
         members = []
         for member in self.members:
+            link = _start_link(member.gbdt, target) if link_members else None
+            if link is not None:  # the whole member, start and all, is the referenced file's
+                members.append({"meta": member.meta()} | link)
+                continue
             entry = {"meta": member.meta(), "ubj_zlib": _compressed(member.gbdt.booster)}
             if member.gbdt.start is not None:
                 entry["start"] = start_place(member.gbdt.start)
@@ -236,13 +242,17 @@ class GbdtEnsembleTilePredictor:
         members = []
         for i, entry in enumerate(doc.get("members", [])):
             try:
+                if isinstance(entry, dict) and "file" in entry:  # a member of another file, by reference (`save(link_members=)`)
+                    members.append(GbdtTilePredictor(_read_start(entry, starts, name, opened, depth), dict(entry["meta"].get("extra", {}))))
+                    continue  # its origin stays the file it was read from, so saving it linked again refers there
                 booster = xgb.Booster(model_file=bytearray(_member_ubj(entry)))
                 member = GbdtTilePredictor.from_meta(booster, entry["meta"])
                 member.gbdt.start = _start_at(entry, starts, len(starts))
                 member.gbdt.origin = (os.path.abspath(name), i, _checksum(entry))
                 members.append(member)
             except (KeyError, TypeError, ValueError, IndexError, zlib.error, xgb.core.XGBoostError) as error:
-                raise DatasetError(f"member {i} is not a GBDT tile ranker: {_why(error)}", file=name) from error
+                what = "is not readable" if isinstance(entry, dict) and "file" in entry else "is not a GBDT tile ranker"
+                raise DatasetError(f"member {i} {what}: {_why(error)}", file=name) from error
         if not members:
             raise DatasetError("the GBDT ensemble tile ranker has no members", file=name)
         reranker = None
@@ -375,7 +385,7 @@ def _read_start(entry: dict[str, Any], starts: list[GbdtBaseline], name: str, op
         raise ValueError(f"{relative} has {len(source.members)} members, not a member {member}")
     model = source.members[member].gbdt
     if model.origin is None or model.origin[2] != checksum:
-        raise ValueError(f"member {member} of {relative} has changed since this file was fitted on top of it (sha256 differs)")
+        raise ValueError(f"member {member} of {relative} has changed since this file was written with it (sha256 differs)")
     return model
 
 
