@@ -356,12 +356,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _size_text(size: int) -> str:
-    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
-
-
 def _cmd_blend(args: argparse.Namespace) -> int:
     """Write several gbdt-ens files as one ranker (`tile_blend`): their members by reference, or copied with --copy."""
+    from compiler_opt.cli._render import human_bytes
     from cost_model.learned.tile_blend import blend_files, parse_file_weight
     from cost_model.learned.tpugraphs import DatasetError
 
@@ -376,7 +373,7 @@ def _cmd_blend(args: argparse.Namespace) -> int:
     how = "with every member's trees" if args.copy else "its members read from " + ", ".join(p["file"] for p in ranker.extra["blend"]) + \
         " (keep them beside it)"
     weights = ", ".join(f"{p['file']} x{p['weight']:g}" for p in ranker.extra["blend"])
-    print(f"{args.output}: {len(ranker.members)} members ({weights}), {_size_text(os.path.getsize(args.output))}, {how}")
+    print(f"{args.output}: {len(ranker.members)} members ({weights}), {human_bytes(os.path.getsize(args.output))}, {how}")
     return 0
 
 

@@ -184,7 +184,7 @@ class GbdtEnsembleTilePredictor:
 
         def start_place(model: GbdtBaseline) -> int:
             if id(model) not in written:
-                link = _start_link(model, target) if link_starts else None
+                link = _file_link(model, target) if link_starts else None
                 entry = link or {"meta": baseline_meta(model), "ubj_zlib": _compressed(model.booster)} | (
                     {"start": start_place(model.start)} if model.start is not None else {})
                 starts.append(entry)
@@ -193,7 +193,7 @@ class GbdtEnsembleTilePredictor:
 
         members = []
         for member in self.members:
-            link = _start_link(member.gbdt, target) if link_members else None
+            link = _file_link(member.gbdt, target) if link_members else None
             if link is not None:  # the whole member, start and all, is the referenced file's
                 members.append({"meta": member.meta()} | link)
                 continue
@@ -331,9 +331,9 @@ def _start_at(entry: dict[str, Any], starts: list[GbdtBaseline], limit: int) -> 
     return starts[place]
 
 
-def _start_link(model: GbdtBaseline, target: Path) -> dict[str, Any] | None:
+def _file_link(model: GbdtBaseline, target: Path) -> dict[str, Any] | None:
     """A reference, relative to the folder of the file `target` being written, to the file member `model` was read
-    from. None (store its trees) when it was not read from a file or changed since (`GbdtBaseline.update` forgets
+    from (a warm start's, or with `save(link_members=)` a whole member's). None (store its trees) when it was not read from a file or changed since (`GbdtBaseline.update` forgets
     where it came from), or when `target` itself holds it or a start under it: writing over a file must not leave a
     reference to what it held."""
     if model.origin is None:
